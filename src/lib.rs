@@ -1,0 +1,10 @@
+//! mcp-aggregator: one binary that aggregates many MCP servers into one.
+//!
+//! The module tree follows the architecture in `ARCHITECTURE.md`: the store is
+//! the source of truth, the registry validates and owns registrations, and the
+//! front doors (admin API, CLI) sit on top.
+
+pub mod config;
+pub mod model;
+pub mod registry;
+pub mod store;

@@ -1,0 +1,8 @@
+//! Domain types shared by every layer: what a registered server is, how it is
+//! reached, and the status state machine. Nothing here does I/O.
+
+pub mod server;
+pub mod status;
+
+pub use server::{ConnectionHistoryEntry, AuditEntry, ServerId, ServerRecord, ServerSource, Transport, TransportType};
+pub use status::{InvalidTransition, ServerStatus, StatusTrigger};

@@ -1,0 +1,153 @@
+//! A registered server as the store keeps it, and the records that hang off it
+//! (connection history, audit log).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use super::status::{ServerStatus, StatusTrigger};
+
+/// A server's stable identifier (a UUID); names can be re-used after removal,
+/// ids never are.
+pub type ServerId = Uuid;
+
+/// How the aggregator reaches a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum TransportType {
+    /// A child process speaking MCP on stdin/stdout.
+    Stdio,
+    /// The legacy (2024-11-05) HTTP+SSE transport.
+    Sse,
+    /// Streamable HTTP.
+    Http,
+}
+
+impl TransportType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransportType::Stdio => "STDIO",
+            TransportType::Sse => "SSE",
+            TransportType::Http => "HTTP",
+        }
+    }
+}
+
+impl fmt::Display for TransportType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The transport-specific connection settings, already validated.
+///
+/// `env` and `headers` values are secrets: the store encrypts them at rest and
+/// the API only ever shows their keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "transport_type", rename_all = "UPPERCASE")]
+pub enum Transport {
+    Stdio {
+        command: String,
+        #[serde(default)]
+        args: Vec<String>,
+        #[serde(default)]
+        env: BTreeMap<String, String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cwd: Option<String>,
+    },
+    Sse {
+        url: String,
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+    },
+    Http {
+        base_url: String,
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+    },
+}
+
+impl Transport {
+    pub fn transport_type(&self) -> TransportType {
+        match self {
+            Transport::Stdio { .. } => TransportType::Stdio,
+            Transport::Sse { .. } => TransportType::Sse,
+            Transport::Http { .. } => TransportType::Http,
+        }
+    }
+
+    /// The secret-bearing map of this transport (`env` or `headers`).
+    pub fn secrets(&self) -> &BTreeMap<String, String> {
+        match self {
+            Transport::Stdio { env, .. } => env,
+            Transport::Sse { headers, .. } | Transport::Http { headers, .. } => headers,
+        }
+    }
+
+    pub fn secrets_mut(&mut self) -> &mut BTreeMap<String, String> {
+        match self {
+            Transport::Stdio { env, .. } => env,
+            Transport::Sse { headers, .. } | Transport::Http { headers, .. } => headers,
+        }
+    }
+}
+
+/// Where a registration came from; a config file wins for the servers it names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ServerSource {
+    Api,
+    ConfigFile { path: String },
+}
+
+/// Everything the store keeps about one server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerRecord {
+    pub id: ServerId,
+    pub name: String,
+    pub description: Option<String>,
+    pub transport: Transport,
+    pub health_check_url: Option<String>,
+    pub auto_connect: bool,
+    pub priority: i32,
+    pub status: ServerStatus,
+    pub error_message: Option<String>,
+    pub tool_count: u32,
+    pub registered_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub connected_at: Option<DateTime<Utc>>,
+    pub last_health_check: Option<DateTime<Utc>>,
+    pub source: ServerSource,
+}
+
+/// One line of a server's connection history (append-only, bounded).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ConnectionHistoryEntry {
+    pub timestamp: DateTime<Utc>,
+    /// `REGISTERED`, `UPDATED`, or the status entered (`CONNECTING`, `CONNECTED`, …).
+    pub event_type: String,
+    pub from_status: Option<ServerStatus>,
+    pub to_status: Option<ServerStatus>,
+    pub trigger: Option<StatusTrigger>,
+    pub details: Option<String>,
+}
+
+/// One server operation: who did what, when, and how it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AuditEntry {
+    /// Monotonic sequence number, assigned by the store.
+    #[serde(default)]
+    pub seq: u64,
+    pub timestamp: DateTime<Utc>,
+    /// `api:<peer address>`, `cli:<user>@<peer address>`, `config:<file>` or `system`.
+    pub actor: String,
+    /// `register`, `remove`, `upsert`, `connect`, …
+    pub action: String,
+    /// The server's name (the id may not exist yet, or any more).
+    pub server: String,
+    /// `ok`, or the error the operation ended with.
+    pub result: String,
+}

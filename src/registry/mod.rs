@@ -1,0 +1,276 @@
+//! The server registry (BR-001, BR-008): validates registrations, keeps them
+//! in the store, resolves a server by id or name, and announces every change
+//! on an event channel the other parts subscribe to.
+
+pub mod validate;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::sync::Arc;
+use tokio::sync::broadcast;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::model::{AuditEntry, ConnectionHistoryEntry, ServerId, ServerRecord, ServerStatus};
+use crate::store::{Store, StoreError, UpsertOutcome};
+pub use validate::{ServerSpec, ValidationError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    #[error("Server already exists: {0}")]
+    Conflict(String),
+    #[error("Server not found: {0}")]
+    NotFound(String),
+    #[error(transparent)]
+    Store(StoreError),
+    #[error("the store task failed: {0}")]
+    Task(String),
+}
+
+impl From<StoreError> for RegistryError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NameTaken(name) => RegistryError::Conflict(name),
+            StoreError::NotFound(what) => RegistryError::NotFound(what),
+            other => RegistryError::Store(other),
+        }
+    }
+}
+
+/// Something that happened to a registration.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RegistryEvent {
+    Registered { id: ServerId, name: String },
+    Updated { id: ServerId, name: String },
+    Removed { id: ServerId, name: String },
+}
+
+/// Counts for `GET /api/v1/aggregator/state`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AggregatorState {
+    pub total_servers: usize,
+    pub connected_servers: usize,
+    pub degraded_servers: usize,
+    pub connecting_servers: usize,
+    pub disconnected_servers: usize,
+    pub error_servers: usize,
+    pub total_tools: u64,
+    pub classified_tools: u64,
+    pub unclassified_tools: u64,
+    pub last_sync: Option<DateTime<Utc>>,
+}
+
+/// The registry; cheap to clone, shared by every front door.
+#[derive(Clone)]
+pub struct Registry {
+    store: Arc<Store>,
+    events: broadcast::Sender<RegistryEvent>,
+}
+
+impl Registry {
+    pub fn new(store: Arc<Store>) -> Registry {
+        let (events, _) = broadcast::channel(1024);
+        Registry { store, events }
+    }
+
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<RegistryEvent> {
+        self.events.subscribe()
+    }
+
+    /// Registers a new server (status `DISCONNECTED`); `Conflict` when the name
+    /// is taken, even when two registrations race. Refusals are audited too.
+    pub async fn register(&self, spec: ServerSpec, actor: &str) -> Result<ServerRecord, RegistryError> {
+        let actor = actor.to_owned();
+        self.blocking(move |store| {
+            if let Err(err) = validate::validate(&spec) {
+                store.record_audit(&actor, "register", &spec.name, &err.to_string())?;
+                return Err(err.into());
+            }
+            let record = new_record(spec);
+            match store.insert_server(&record, &actor) {
+                Ok(()) => Ok(record),
+                Err(err) => {
+                    store.record_audit(&actor, "register", &record.name, &err.to_string())?;
+                    Err(err.into())
+                }
+            }
+        })
+        .await
+        .inspect(|record| {
+            tracing::info!(server = %record.name, id = %record.id, transport = %record.transport.transport_type(), "server registered");
+            let _ = self.events.send(RegistryEvent::Registered {
+                id: record.id,
+                name: record.name.clone(),
+            });
+        })
+    }
+
+    /// Inserts or updates the servers a config file names, in one transaction.
+    pub async fn upsert(&self, specs: Vec<ServerSpec>, actor: &str) -> Result<Vec<(ServerRecord, UpsertOutcome)>, RegistryError> {
+        for spec in &specs {
+            validate::validate(spec)?;
+        }
+        let actor = actor.to_owned();
+        let results = self
+            .blocking(move |store| {
+                let records: Vec<ServerRecord> = specs.into_iter().map(new_record).collect();
+                let outcomes = store.upsert_servers(&records, &actor)?;
+                let mut results = Vec::with_capacity(records.len());
+                for (record, outcome) in records.into_iter().zip(outcomes) {
+                    let stored = store
+                        .get_server_by_name(&record.name)?
+                        .ok_or_else(|| RegistryError::NotFound(record.name.clone()))?;
+                    results.push((stored, outcome));
+                }
+                Ok(results)
+            })
+            .await?;
+        for (record, outcome) in &results {
+            let (id, name) = (record.id, record.name.clone());
+            let event = match outcome {
+                UpsertOutcome::Inserted => RegistryEvent::Registered { id, name },
+                UpsertOutcome::Updated => RegistryEvent::Updated { id, name },
+                UpsertOutcome::Unchanged => continue,
+            };
+            let _ = self.events.send(event);
+        }
+        Ok(results)
+    }
+
+    /// Looks a server up by id, then by name.
+    pub async fn get(&self, id_or_name: &str) -> Result<ServerRecord, RegistryError> {
+        let key = id_or_name.to_owned();
+        self.blocking(move |store| find(store, &key)).await
+    }
+
+    /// All servers ordered by name, optionally only those with `status`.
+    pub async fn list(&self, status: Option<ServerStatus>) -> Result<Vec<ServerRecord>, RegistryError> {
+        self.blocking(move |store| {
+            let mut servers = store.list_servers()?;
+            if let Some(status) = status {
+                servers.retain(|s| s.status == status);
+            }
+            Ok(servers)
+        })
+        .await
+    }
+
+    /// Removes a server and everything that belongs to it (BR-008).
+    pub async fn remove(&self, id_or_name: &str, actor: &str) -> Result<ServerRecord, RegistryError> {
+        let key = id_or_name.to_owned();
+        let actor = actor.to_owned();
+        let removed = self
+            .blocking(move |store| match find(store, &key) {
+                Ok(record) => Ok(store.remove_server(record.id, &actor)?),
+                Err(err) => {
+                    store.record_audit(&actor, "remove", &key, &err.to_string())?;
+                    Err(err)
+                }
+            })
+            .await?;
+        tracing::info!(server = %removed.name, id = %removed.id, "server removed");
+        let _ = self.events.send(RegistryEvent::Removed {
+            id: removed.id,
+            name: removed.name.clone(),
+        });
+        Ok(removed)
+    }
+
+    /// The stored tools of a server.
+    pub async fn tools(&self, id_or_name: &str) -> Result<Vec<serde_json::Value>, RegistryError> {
+        let key = id_or_name.to_owned();
+        self.blocking(move |store| {
+            let record = find(store, &key)?;
+            Ok(store.list_tools(record.id)?)
+        })
+        .await
+    }
+
+    pub async fn history(&self, id_or_name: &str, limit: usize) -> Result<Vec<ConnectionHistoryEntry>, RegistryError> {
+        let key = id_or_name.to_owned();
+        self.blocking(move |store| {
+            let record = find(store, &key)?;
+            Ok(store.history(record.id, limit)?)
+        })
+        .await
+    }
+
+    pub async fn audit(&self, limit: usize) -> Result<Vec<AuditEntry>, RegistryError> {
+        self.blocking(move |store| Ok(store.audit(limit)?)).await
+    }
+
+    pub async fn state(&self) -> Result<AggregatorState, RegistryError> {
+        self.blocking(|store| {
+            let servers = store.list_servers()?;
+            let count = |status| servers.iter().filter(|s| s.status == status).count();
+            let total_tools: u64 = servers.iter().map(|s| u64::from(s.tool_count)).sum();
+            let last_sync = store
+                .last_sync_ms()?
+                .and_then(|ms| i64::try_from(ms).ok())
+                .and_then(DateTime::<Utc>::from_timestamp_millis);
+            Ok(AggregatorState {
+                total_servers: servers.len(),
+                connected_servers: count(ServerStatus::Connected),
+                degraded_servers: count(ServerStatus::Degraded),
+                connecting_servers: count(ServerStatus::Connecting),
+                disconnected_servers: count(ServerStatus::Disconnected),
+                error_servers: count(ServerStatus::Error),
+                total_tools,
+                classified_tools: 0,
+                unclassified_tools: total_tools,
+                last_sync,
+            })
+        })
+        .await
+    }
+
+    /// Runs blocking store work off the async runtime.
+    async fn blocking<T, F>(&self, work: F) -> Result<T, RegistryError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> Result<T, RegistryError> + Send + 'static,
+    {
+        let store = Arc::clone(&self.store);
+        tokio::task::spawn_blocking(move || work(&store))
+            .await
+            .map_err(|err| RegistryError::Task(err.to_string()))?
+    }
+}
+
+fn find(store: &Store, id_or_name: &str) -> Result<ServerRecord, RegistryError> {
+    if let Ok(id) = Uuid::parse_str(id_or_name)
+        && let Some(record) = store.get_server(id)?
+    {
+        return Ok(record);
+    }
+    store
+        .get_server_by_name(id_or_name)?
+        .ok_or_else(|| RegistryError::NotFound(id_or_name.to_owned()))
+}
+
+fn new_record(spec: ServerSpec) -> ServerRecord {
+    let now = Utc::now();
+    ServerRecord {
+        id: Uuid::new_v4(),
+        name: spec.name,
+        description: spec.description,
+        transport: spec.transport,
+        health_check_url: spec.health_check_url,
+        auto_connect: spec.auto_connect,
+        priority: spec.priority,
+        status: ServerStatus::Disconnected,
+        error_message: None,
+        tool_count: 0,
+        registered_at: now,
+        updated_at: now,
+        connected_at: None,
+        last_health_check: None,
+        source: spec.source,
+    }
+}

@@ -1,0 +1,578 @@
+//! The embedded store (redb): the single source of truth for registrations,
+//! connection history, the audit log and (later) the catalog. Everything else
+//! is derived from it and can be rebuilt.
+//!
+//! All methods are blocking (redb is synchronous and fsyncs on commit); async
+//! callers go through `tokio::task::spawn_blocking`. Every commit is
+//! `Durability::Immediate`, so an acknowledged write survives `kill -9`.
+
+pub mod secrets;
+
+use chrono::Utc;
+use redb::{
+    Database, ReadableDatabase as _, ReadableTable as _, ReadableTableMetadata as _,
+    TableDefinition, WriteTransaction,
+};
+use std::path::{Path, PathBuf};
+
+use crate::model::{
+    AuditEntry, ConnectionHistoryEntry, InvalidTransition, ServerId, ServerRecord, ServerStatus,
+    StatusTrigger,
+};
+use secrets::Cipher;
+
+/// The schema this build writes. Bump it and add a step to `migrate` when the
+/// layout changes.
+pub const SCHEMA_VERSION: u64 = 1;
+/// Connection history kept per server; older entries are dropped.
+pub const HISTORY_PER_SERVER: u64 = 500;
+/// Audit entries kept in all; older entries are dropped.
+pub const AUDIT_LIMIT: u64 = 100_000;
+
+const STORE_FILE: &str = "store.redb";
+const KEY_FILE: &str = "secret.key";
+
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const SERVERS: TableDefinition<u128, &[u8]> = TableDefinition::new("servers");
+const SERVER_NAMES: TableDefinition<&str, u128> = TableDefinition::new("server_names");
+const HISTORY: TableDefinition<(u128, u64), &[u8]> = TableDefinition::new("connection_history");
+const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit_log");
+/// Tools by (server id, original name); filled by discovery.
+const TOOLS: TableDefinition<(u128, &str), &[u8]> = TableDefinition::new("tools");
+
+const META_SCHEMA_VERSION: &str = "schema_version";
+const META_GENERATION: &str = "generation";
+const META_AUDIT_SEQ: &str = "audit_seq";
+const META_LAST_SYNC_MS: &str = "last_sync_ms";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "the data dir {path} is in use by another mcp-aggregator process; stop it, or use another --data-dir"
+    )]
+    AlreadyOpen { path: PathBuf },
+    #[error(
+        "the store in {path} has schema version {found}, newer than this build understands ({SCHEMA_VERSION}); upgrade mcp-aggregator"
+    )]
+    NewerSchema { path: PathBuf, found: u64 },
+    #[error("cannot create the data dir {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Secrets(#[from] secrets::SecretError),
+    #[error("Server already exists: {0}")]
+    NameTaken(String),
+    #[error("Server not found: {0}")]
+    NotFound(String),
+    #[error(transparent)]
+    Transition(#[from] InvalidTransition),
+    #[error("a stored record is unreadable ({0}); the store may have been written by another version")]
+    Corrupt(String),
+    #[error("store error: {0}")]
+    Db(#[from] redb::Error),
+}
+
+macro_rules! redb_error_into_store_error {
+    ($($ty:ty),*) => {$(
+        impl From<$ty> for StoreError {
+            fn from(err: $ty) -> Self {
+                StoreError::Db(err.into())
+            }
+        }
+    )*};
+}
+redb_error_into_store_error!(
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);
+
+/// How a config-file upsert changed a registration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpsertOutcome {
+    Inserted,
+    Updated,
+    Unchanged,
+}
+
+/// The embedded store.
+pub struct Store {
+    db: Database,
+    cipher: Cipher,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating if needed) the store in `data_dir`. Fails with
+    /// `AlreadyOpen` when another process holds it.
+    pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
+        create_private_dir(data_dir)?;
+        let path = data_dir.join(STORE_FILE);
+        let db = match Database::create(&path) {
+            Ok(db) => db,
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(StoreError::AlreadyOpen {
+                    path: data_dir.to_path_buf(),
+                });
+            }
+            Err(err) => return Err(StoreError::Db(err.into())),
+        };
+        let cipher = Cipher::load_or_create(&data_dir.join(KEY_FILE))?;
+        let store = Store { db, cipher, path };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Brings an older layout up to `SCHEMA_VERSION`, one step at a time.
+    fn migrate(&self) -> Result<(), StoreError> {
+        let txn = self.db.begin_write()?;
+        let found = txn.open_table(META)?.get(META_SCHEMA_VERSION)?.map(|v| v.value());
+        let mut version = found.unwrap_or(0);
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                path: self.path.clone(),
+                found: version,
+            });
+        }
+        while version < SCHEMA_VERSION {
+            match version {
+                // 0 -> 1: a fresh store; create every table so readers never
+                // meet a missing one.
+                0 => {
+                    txn.open_table(SERVERS)?;
+                    txn.open_table(SERVER_NAMES)?;
+                    txn.open_table(HISTORY)?;
+                    txn.open_table(AUDIT)?;
+                    txn.open_table(TOOLS)?;
+                }
+                _ => unreachable!("every version below SCHEMA_VERSION has a step"),
+            }
+            version += 1;
+        }
+        txn.open_table(META)?.insert(META_SCHEMA_VERSION, SCHEMA_VERSION)?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// The schema version on disk.
+    pub fn schema_version(&self) -> Result<u64, StoreError> {
+        self.meta(META_SCHEMA_VERSION)
+    }
+
+    /// A counter bumped by every write that changes what the derived indexes
+    /// reflect; they record it to know when to rebuild.
+    pub fn generation(&self) -> Result<u64, StoreError> {
+        self.meta(META_GENERATION)
+    }
+
+    /// When tool discovery last changed the catalog (milliseconds since the
+    /// epoch), if ever.
+    pub fn last_sync_ms(&self) -> Result<Option<u64>, StoreError> {
+        let value = self.meta(META_LAST_SYNC_MS)?;
+        Ok((value > 0).then_some(value))
+    }
+
+    fn meta(&self, key: &str) -> Result<u64, StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(META)?;
+        Ok(table.get(key)?.map(|v| v.value()).unwrap_or(0))
+    }
+
+    /// Inserts a new registration; `NameTaken` when the name is in use. The
+    /// name check and the insert share one write transaction, so two racing
+    /// registrations of one name cannot both succeed.
+    pub fn insert_server(&self, record: &ServerRecord, actor: &str) -> Result<(), StoreError> {
+        let txn = self.db.begin_write()?;
+        {
+            let mut names = txn.open_table(SERVER_NAMES)?;
+            if names.get(record.name.as_str())?.is_some() {
+                return Err(StoreError::NameTaken(record.name.clone()));
+            }
+            names.insert(record.name.as_str(), record.id.as_u128())?;
+        }
+        self.put_server(&txn, record)?;
+        append_history(&txn, record.id, registered_entry(record, "REGISTERED", None))?;
+        append_audit(&txn, audit_entry(actor, "register", &record.name, "ok"))?;
+        bump_generation(&txn)?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// Inserts or updates registrations by name in one transaction (config
+    /// files at start-up). The incoming record's settings win; the existing
+    /// id, status, counters and timestamps are kept.
+    pub fn upsert_servers(
+        &self,
+        records: &[ServerRecord],
+        actor: &str,
+    ) -> Result<Vec<UpsertOutcome>, StoreError> {
+        let txn = self.db.begin_write()?;
+        let mut outcomes = Vec::with_capacity(records.len());
+        for incoming in records {
+            let existing_id = txn
+                .open_table(SERVER_NAMES)?
+                .get(incoming.name.as_str())?
+                .map(|v| v.value());
+            let outcome = match existing_id {
+                None => {
+                    txn.open_table(SERVER_NAMES)?
+                        .insert(incoming.name.as_str(), incoming.id.as_u128())?;
+                    self.put_server(&txn, incoming)?;
+                    append_history(&txn, incoming.id, registered_entry(incoming, "REGISTERED", None))?;
+                    UpsertOutcome::Inserted
+                }
+                Some(id) => {
+                    let mut current = self.server_in(&txn, id)?.ok_or_else(|| {
+                        StoreError::Corrupt(format!("name {} points to a missing server", incoming.name))
+                    })?;
+                    let merged = ServerRecord {
+                        id: current.id,
+                        status: current.status,
+                        error_message: current.error_message.take(),
+                        tool_count: current.tool_count,
+                        registered_at: current.registered_at,
+                        connected_at: current.connected_at,
+                        last_health_check: current.last_health_check,
+                        updated_at: current.updated_at,
+                        ..incoming.clone()
+                    };
+                    let unchanged = ServerRecord {
+                        error_message: merged.error_message.clone(),
+                        ..current.clone()
+                    } == merged;
+                    if unchanged {
+                        UpsertOutcome::Unchanged
+                    } else {
+                        let merged = ServerRecord { updated_at: Utc::now(), ..merged };
+                        self.put_server(&txn, &merged)?;
+                        append_history(
+                            &txn,
+                            merged.id,
+                            registered_entry(&merged, "UPDATED", Some("settings replaced by the config file")),
+                        )?;
+                        UpsertOutcome::Updated
+                    }
+                }
+            };
+            let action = match outcome {
+                UpsertOutcome::Inserted => "register",
+                UpsertOutcome::Updated => "update",
+                UpsertOutcome::Unchanged => "verify",
+            };
+            append_audit(&txn, audit_entry(actor, action, &incoming.name, "ok"))?;
+            outcomes.push(outcome);
+        }
+        if outcomes.iter().any(|o| *o != UpsertOutcome::Unchanged) {
+            bump_generation(&txn)?;
+        }
+        txn.commit()?;
+        Ok(outcomes)
+    }
+
+    /// Moves a server to a new status through the state machine, records the
+    /// change in its history, and lets `update` adjust the record in the same
+    /// transaction (e.g. `error_message`, `connected_at`).
+    pub fn transition_server(
+        &self,
+        id: ServerId,
+        to: ServerStatus,
+        trigger: StatusTrigger,
+        details: Option<String>,
+        update: impl FnOnce(&mut ServerRecord),
+    ) -> Result<ServerRecord, StoreError> {
+        let txn = self.db.begin_write()?;
+        let mut record = self
+            .server_in(&txn, id.as_u128())?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+        let from = record.status;
+        record.status = from.transition(to, trigger)?;
+        record.updated_at = Utc::now();
+        if to == ServerStatus::Connected {
+            record.connected_at = Some(record.updated_at);
+        }
+        update(&mut record);
+        self.put_server(&txn, &record)?;
+        append_history(
+            &txn,
+            id,
+            ConnectionHistoryEntry {
+                timestamp: record.updated_at,
+                event_type: to.as_str().to_owned(),
+                from_status: Some(from),
+                to_status: Some(to),
+                trigger: Some(trigger),
+                details,
+            },
+        )?;
+        bump_generation(&txn)?;
+        txn.commit()?;
+        Ok(record)
+    }
+
+    /// Resets every server to `DISCONNECTED` at start-up: no session survives
+    /// the process. Returns how many records changed.
+    pub fn reset_statuses_after_restart(&self) -> Result<usize, StoreError> {
+        let txn = self.db.begin_write()?;
+        let stale: Vec<ServerRecord> = self
+            .all_servers_in(&txn)?
+            .into_iter()
+            .filter(|record| record.status != ServerStatus::Disconnected)
+            .collect();
+        for mut record in stale.iter().cloned() {
+            let from = record.status;
+            record.status = from.transition(ServerStatus::Disconnected, StatusTrigger::ProcessRestart)?;
+            record.updated_at = Utc::now();
+            self.put_server(&txn, &record)?;
+            append_history(
+                &txn,
+                record.id,
+                ConnectionHistoryEntry {
+                    timestamp: record.updated_at,
+                    event_type: "DISCONNECTED".to_owned(),
+                    from_status: Some(from),
+                    to_status: Some(ServerStatus::Disconnected),
+                    trigger: Some(StatusTrigger::ProcessRestart),
+                    details: Some("the aggregator restarted".to_owned()),
+                },
+            )?;
+        }
+        if !stale.is_empty() {
+            bump_generation(&txn)?;
+        }
+        txn.commit()?;
+        Ok(stale.len())
+    }
+
+    /// Deletes a server and everything that belongs to it (tools, history).
+    pub fn remove_server(&self, id: ServerId, actor: &str) -> Result<ServerRecord, StoreError> {
+        let txn = self.db.begin_write()?;
+        let key = id.as_u128();
+        let record = self
+            .server_in(&txn, key)?
+            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+        txn.open_table(SERVERS)?.remove(key)?;
+        txn.open_table(SERVER_NAMES)?.remove(record.name.as_str())?;
+        txn.open_table(HISTORY)?
+            .retain_in((key, 0)..=(key, u64::MAX), |_, _| false)?;
+        txn.open_table(TOOLS)?
+            .retain_in((key, "")..(key + 1, ""), |_, _| false)?;
+        append_audit(&txn, audit_entry(actor, "remove", &record.name, "ok"))?;
+        bump_generation(&txn)?;
+        txn.commit()?;
+        Ok(record)
+    }
+
+    /// Records an operation that failed before reaching the store (a refused
+    /// registration, a removal of an unknown server), so the audit log is
+    /// complete.
+    pub fn record_audit(&self, actor: &str, action: &str, server: &str, result: &str) -> Result<(), StoreError> {
+        let txn = self.db.begin_write()?;
+        append_audit(&txn, audit_entry(actor, action, server, result))?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    pub fn get_server(&self, id: ServerId) -> Result<Option<ServerRecord>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(SERVERS)?;
+        let found = table.get(id.as_u128())?;
+        found.map(|bytes| self.decode_server(bytes.value())).transpose()
+    }
+
+    pub fn get_server_by_name(&self, name: &str) -> Result<Option<ServerRecord>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let Some(id) = txn.open_table(SERVER_NAMES)?.get(name)?.map(|v| v.value()) else {
+            return Ok(None);
+        };
+        let table = txn.open_table(SERVERS)?;
+        let found = table.get(id)?;
+        found.map(|bytes| self.decode_server(bytes.value())).transpose()
+    }
+
+    /// Every registration, ordered by name.
+    pub fn list_servers(&self) -> Result<Vec<ServerRecord>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let names = txn.open_table(SERVER_NAMES)?;
+        let servers = txn.open_table(SERVERS)?;
+        let mut out = Vec::with_capacity(names.len()? as usize);
+        for entry in names.iter()? {
+            let (_, id) = entry?;
+            if let Some(bytes) = servers.get(id.value())? {
+                out.push(self.decode_server(bytes.value())?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The newest `limit` history entries of a server, oldest first.
+    pub fn history(&self, id: ServerId, limit: usize) -> Result<Vec<ConnectionHistoryEntry>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(HISTORY)?;
+        let key = id.as_u128();
+        let mut entries = Vec::new();
+        for entry in table.range((key, 0)..=(key, u64::MAX))?.rev().take(limit) {
+            let (_, bytes) = entry?;
+            entries.push(decode(bytes.value())?);
+        }
+        entries.reverse();
+        Ok(entries)
+    }
+
+    /// The newest `limit` audit entries, newest first.
+    pub fn audit(&self, limit: usize) -> Result<Vec<AuditEntry>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(AUDIT)?;
+        let mut entries = Vec::new();
+        for entry in table.iter()?.rev().take(limit) {
+            let (_, bytes) = entry?;
+            entries.push(decode(bytes.value())?);
+        }
+        Ok(entries)
+    }
+
+    /// The stored tool definitions of a server (raw JSON, as discovered).
+    pub fn list_tools(&self, id: ServerId) -> Result<Vec<serde_json::Value>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(TOOLS)?;
+        let key = id.as_u128();
+        let mut tools = Vec::new();
+        for entry in table.range((key, "")..(key + 1, ""))? {
+            let (_, bytes) = entry?;
+            tools.push(decode(bytes.value())?);
+        }
+        Ok(tools)
+    }
+
+    fn server_in(&self, txn: &WriteTransaction, id: u128) -> Result<Option<ServerRecord>, StoreError> {
+        let table = txn.open_table(SERVERS)?;
+        let found = table.get(id)?;
+        found.map(|bytes| self.decode_server(bytes.value())).transpose()
+    }
+
+    fn all_servers_in(&self, txn: &WriteTransaction) -> Result<Vec<ServerRecord>, StoreError> {
+        let table = txn.open_table(SERVERS)?;
+        let mut out = Vec::new();
+        for entry in table.iter()? {
+            let (_, bytes) = entry?;
+            out.push(self.decode_server(bytes.value())?);
+        }
+        Ok(out)
+    }
+
+    fn put_server(&self, txn: &WriteTransaction, record: &ServerRecord) -> Result<(), StoreError> {
+        let mut sealed = record.clone();
+        for value in sealed.transport.secrets_mut().values_mut() {
+            *value = self.cipher.seal(value);
+        }
+        let bytes = encode(&sealed)?;
+        txn.open_table(SERVERS)?.insert(record.id.as_u128(), bytes.as_slice())?;
+        Ok(())
+    }
+
+    fn decode_server(&self, bytes: &[u8]) -> Result<ServerRecord, StoreError> {
+        let mut record: ServerRecord = decode(bytes)?;
+        for (key, value) in record.transport.secrets_mut().iter_mut() {
+            match self.cipher.open(value) {
+                Some(plain) => *value = plain,
+                // Kept sealed rather than dropped: re-saving keeps it as it was.
+                None => tracing::error!(
+                    server = %record.name,
+                    key = %key,
+                    "cannot decrypt a stored secret (was {KEY_FILE} replaced?)"
+                ),
+            }
+        }
+        Ok(record)
+    }
+}
+
+fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|source| StoreError::DataDir {
+            path: dir.to_path_buf(),
+            source,
+        })
+}
+
+fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(value).map_err(|err| StoreError::Corrupt(err.to_string()))
+}
+
+fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|err| StoreError::Corrupt(err.to_string()))
+}
+
+fn registered_entry(record: &ServerRecord, event: &str, details: Option<&str>) -> ConnectionHistoryEntry {
+    ConnectionHistoryEntry {
+        timestamp: Utc::now(),
+        event_type: event.to_owned(),
+        from_status: None,
+        to_status: Some(record.status),
+        trigger: None,
+        details: details.map(str::to_owned),
+    }
+}
+
+fn audit_entry(actor: &str, action: &str, server: &str, result: &str) -> AuditEntry {
+    AuditEntry {
+        seq: 0,
+        timestamp: Utc::now(),
+        actor: actor.to_owned(),
+        action: action.to_owned(),
+        server: server.to_owned(),
+        result: result.to_owned(),
+    }
+}
+
+fn append_history(txn: &WriteTransaction, id: ServerId, entry: ConnectionHistoryEntry) -> Result<(), StoreError> {
+    let key = id.as_u128();
+    let mut table = txn.open_table(HISTORY)?;
+    let (first, next) = {
+        let mut range = table.range((key, 0)..=(key, u64::MAX))?;
+        let first = range.next().transpose()?.map(|(k, _)| k.value().1);
+        let last = range.next_back().transpose()?.map(|(k, _)| k.value().1);
+        let next = last.or(first).map_or(0, |seq| seq + 1);
+        (first, next)
+    };
+    table.insert((key, next), encode(&entry)?.as_slice())?;
+    if let Some(first) = first
+        && next - first >= HISTORY_PER_SERVER
+    {
+        table.remove((key, first))?;
+    }
+    Ok(())
+}
+
+fn append_audit(txn: &WriteTransaction, mut entry: AuditEntry) -> Result<(), StoreError> {
+    let mut meta = txn.open_table(META)?;
+    let seq = meta.get(META_AUDIT_SEQ)?.map(|v| v.value()).unwrap_or(0) + 1;
+    meta.insert(META_AUDIT_SEQ, seq)?;
+    entry.seq = seq;
+    let mut table = txn.open_table(AUDIT)?;
+    table.insert(seq, encode(&entry)?.as_slice())?;
+    if table.len()? > AUDIT_LIMIT {
+        table.pop_first()?;
+    }
+    Ok(())
+}
+
+fn bump_generation(txn: &WriteTransaction) -> Result<(), StoreError> {
+    let mut meta = txn.open_table(META)?;
+    let next = meta.get(META_GENERATION)?.map(|v| v.value()).unwrap_or(0) + 1;
+    meta.insert(META_GENERATION, next)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
