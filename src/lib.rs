@@ -4,7 +4,12 @@
 //! the source of truth, the registry validates and owns registrations, and the
 //! front doors (admin API, CLI) sit on top.
 
+pub mod api;
+pub mod cli;
 pub mod config;
+pub mod daemon;
+pub mod logging;
 pub mod model;
+pub mod paths;
 pub mod registry;
 pub mod store;

@@ -1,1 +1,5 @@
-fn main(){}
+//! The `mcp-aggregator` binary: everything lives in the library.
+
+fn main() -> std::process::ExitCode {
+    mcp_aggregator::cli::main()
+}

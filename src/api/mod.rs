@@ -1,0 +1,142 @@
+//! The admin HTTP API (axum): the seed-001 contracts under `/api/v1`, its
+//! OpenAPI document, and `/healthz`. Handlers call the registry; they never
+//! touch the store directly.
+
+pub mod error;
+pub mod extract;
+pub mod servers;
+pub mod views;
+
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Instant;
+use utoipa::{OpenApi, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::registry::Registry;
+use error::ApiError;
+
+/// Largest request body accepted (a registration is a few KiB).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub registry: Registry,
+    /// When set, every route but `/healthz` needs `Authorization: Bearer`.
+    pub token: Option<Arc<str>>,
+    pub started: Instant,
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "mcp-aggregator admin API", description = "Register, inspect and remove the MCP servers the aggregator connects to."),
+    tags((name = "servers", description = "Server registrations"), (name = "process", description = "The aggregator process"))
+)]
+struct ApiDoc;
+
+/// The API router and its OpenAPI document, built from the same route list.
+pub fn router_with_openapi(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
+    let (router, mut openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(servers::register_server, servers::list_servers))
+        .routes(routes!(servers::get_server, servers::delete_server))
+        .routes(routes!(servers::server_tools))
+        .routes(routes!(servers::server_history))
+        .routes(routes!(servers::aggregator_state))
+        .routes(routes!(servers::audit_log))
+        .routes(routes!(healthz))
+        .split_for_parts();
+    if state.token.is_some() {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+    let document = Arc::new(openapi.clone());
+    let router = router
+        .route(OPENAPI_PATH, get(move || async move { Json(document.as_ref().clone()) }))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), require_token))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
+        .with_state(state);
+    (router, openapi)
+}
+
+/// The API router.
+pub fn router(state: AppState) -> Router {
+    router_with_openapi(state).0
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Health {
+    status: &'static str,
+    version: &'static str,
+    uptime_seconds: u64,
+}
+
+/// Liveness of the aggregator process itself (never needs a token).
+#[utoipa::path(get, path = "/healthz", tag = "process", responses((status = 200, body = Health)))]
+async fn healthz(State(state): State<AppState>) -> Json<Health> {
+    Json(Health {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+        uptime_seconds: state.started.elapsed().as_secs(),
+    })
+}
+
+async fn not_found(uri: Uri) -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, format!("Not Found: {}", uri.path()))
+}
+
+async fn method_not_allowed(request: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("Method {} is not allowed on {}", request.method(), request.uri().path()),
+    )
+}
+
+fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    tracing::error!("a request handler panicked");
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
+}
+
+async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some(expected) = &state.token else {
+        return next.run(request).await;
+    };
+    if request.uri().path() == "/healthz" {
+        return next.run(request).await;
+    }
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    if presented.is_some_and(|token| constant_time_eq(token.as_bytes(), expected.as_bytes())) {
+        return next.run(request).await;
+    }
+    let mut response = ApiError::new(StatusCode::UNAUTHORIZED, "missing or invalid bearer token").into_response();
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+/// Compares without an early exit, so response timing does not reveal how
+/// much of a guessed token was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

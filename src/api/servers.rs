@@ -1,0 +1,228 @@
+//! `/api/v1/aggregator/…`: registration, listing, details, removal, tools,
+//! connection history, aggregator state and the audit log.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use utoipa::{IntoParams, ToSchema};
+
+use super::error::{ApiError, ErrorBody};
+use super::extract::{Actor, JsonBody, PathParam, QueryParams};
+use super::views::ServerView;
+use super::AppState;
+use crate::model::{AuditEntry, ConnectionHistoryEntry, ServerSource, ServerStatus, TransportType};
+use crate::registry::validate::{self, ServerSpec};
+use crate::registry::AggregatorState;
+
+/// `POST /api/v1/aggregator/servers` (seed 001, BR-001).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterServerRequest {
+    /// `^[a-z][a-z0-9_-]*$`, at most 255 characters, unique.
+    pub name: String,
+    /// At most 1000 characters.
+    #[serde(default)]
+    pub description: Option<String>,
+    pub transport_type: TransportType,
+    /// STDIO: `command` (required), `args`, `env`, `cwd`. SSE: `url`
+    /// (required), `headers`. HTTP: `base_url` (required), `headers`.
+    #[schema(value_type = Object)]
+    pub connection_config: serde_json::Value,
+    #[serde(default)]
+    pub health_check_url: Option<String>,
+    /// Connect right after registration and at every start (default true).
+    #[serde(default)]
+    pub auto_connect: Option<bool>,
+    /// Higher wins when un-namespaced names collide (default 0).
+    #[serde(default)]
+    pub priority: Option<i32>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ListServersQuery {
+    /// Only servers with this status.
+    pub status: Option<String>,
+    /// Include each server's tools.
+    #[serde(default)]
+    pub include_tools: bool,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct LimitQuery {
+    /// How many entries to return (default 100, at most 10000).
+    pub limit: Option<usize>,
+}
+
+const DEFAULT_LIMIT: usize = 100;
+const MAX_LIMIT: usize = 10_000;
+
+/// Register an external MCP server.
+#[utoipa::path(
+    post,
+    path = "/api/v1/aggregator/servers",
+    tag = "servers",
+    request_body = RegisterServerRequest,
+    responses(
+        (status = 201, description = "Registered", body = ServerView),
+        (status = 409, description = "Server name already exists", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 422, description = "Invalid request data", body = ErrorBody),
+    )
+)]
+pub async fn register_server(
+    State(state): State<AppState>,
+    Actor(actor): Actor,
+    JsonBody(req): JsonBody<RegisterServerRequest>,
+) -> Result<(StatusCode, Json<ServerView>), ApiError> {
+    let transport = validate::parse_connection_config(req.transport_type, req.connection_config)
+        .map_err(|err| ApiError::unprocessable(err.to_string()))?;
+    let spec = ServerSpec {
+        name: req.name,
+        description: req.description,
+        transport,
+        health_check_url: req.health_check_url,
+        auto_connect: req.auto_connect.unwrap_or(true),
+        priority: req.priority.unwrap_or(0),
+        source: ServerSource::Api,
+    };
+    let record = state.registry.register(spec, &actor).await?;
+    Ok((StatusCode::CREATED, Json(ServerView::new(&record))))
+}
+
+/// List registered servers, ordered by name.
+#[utoipa::path(
+    get,
+    path = "/api/v1/aggregator/servers",
+    tag = "servers",
+    params(ListServersQuery),
+    responses(
+        (status = 200, body = Vec<ServerView>),
+        (status = 422, description = "Unknown status", body = ErrorBody),
+    )
+)]
+pub async fn list_servers(
+    State(state): State<AppState>,
+    QueryParams(query): QueryParams<ListServersQuery>,
+) -> Result<Json<Vec<ServerView>>, ApiError> {
+    let status = query
+        .status
+        .as_deref()
+        .map(str::parse::<ServerStatus>)
+        .transpose()
+        .map_err(|err| ApiError::unprocessable(format!("status: {err}")))?;
+    let records = state.registry.list(status).await?;
+    let mut views = Vec::with_capacity(records.len());
+    for record in &records {
+        let mut view = ServerView::new(record);
+        if query.include_tools {
+            view.tools = Some(state.registry.tools(&record.id.to_string()).await?);
+        }
+        views.push(view);
+    }
+    Ok(Json(views))
+}
+
+/// A server's details, by id or name.
+#[utoipa::path(
+    get,
+    path = "/api/v1/aggregator/servers/{id}",
+    tag = "servers",
+    params(("id" = String, Path, description = "Server id or name")),
+    responses(
+        (status = 200, body = ServerView),
+        (status = 404, description = "Server not found", body = ErrorBody),
+    )
+)]
+pub async fn get_server(
+    State(state): State<AppState>,
+    PathParam(id): PathParam<String>,
+) -> Result<Json<ServerView>, ApiError> {
+    let record = state.registry.get(&id).await?;
+    Ok(Json(ServerView::new(&record)))
+}
+
+/// Remove a server and everything that belongs to it.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/aggregator/servers/{id}",
+    tag = "servers",
+    params(("id" = String, Path, description = "Server id or name")),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 404, description = "Server not found", body = ErrorBody),
+    )
+)]
+pub async fn delete_server(
+    State(state): State<AppState>,
+    Actor(actor): Actor,
+    PathParam(id): PathParam<String>,
+) -> Result<StatusCode, ApiError> {
+    state.registry.remove(&id, &actor).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The tools a server offers (empty until it has been connected).
+#[utoipa::path(
+    get,
+    path = "/api/v1/aggregator/servers/{id}/tools",
+    tag = "servers",
+    params(("id" = String, Path, description = "Server id or name")),
+    responses(
+        (status = 200, body = Vec<Object>),
+        (status = 404, description = "Server not found", body = ErrorBody),
+    )
+)]
+pub async fn server_tools(
+    State(state): State<AppState>,
+    PathParam(id): PathParam<String>,
+) -> Result<Json<Vec<serde_json::Value>>, ApiError> {
+    Ok(Json(state.registry.tools(&id).await?))
+}
+
+/// A server's connection history, oldest first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/aggregator/servers/{id}/history",
+    tag = "servers",
+    params(("id" = String, Path, description = "Server id or name"), LimitQuery),
+    responses(
+        (status = 200, body = Vec<ConnectionHistoryEntry>),
+        (status = 404, description = "Server not found", body = ErrorBody),
+    )
+)]
+pub async fn server_history(
+    State(state): State<AppState>,
+    PathParam(id): PathParam<String>,
+    QueryParams(query): QueryParams<LimitQuery>,
+) -> Result<Json<Vec<ConnectionHistoryEntry>>, ApiError> {
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT);
+    Ok(Json(state.registry.history(&id, limit).await?))
+}
+
+/// Counts of servers by status and of tools.
+#[utoipa::path(
+    get,
+    path = "/api/v1/aggregator/state",
+    tag = "servers",
+    responses((status = 200, body = AggregatorState))
+)]
+pub async fn aggregator_state(State(state): State<AppState>) -> Result<Json<AggregatorState>, ApiError> {
+    Ok(Json(state.registry.state().await?))
+}
+
+/// Every server operation, newest first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/aggregator/audit",
+    tag = "servers",
+    params(LimitQuery),
+    responses((status = 200, body = Vec<AuditEntry>))
+)]
+pub async fn audit_log(
+    State(state): State<AppState>,
+    QueryParams(query): QueryParams<LimitQuery>,
+) -> Result<Json<Vec<AuditEntry>>, ApiError> {
+    let limit = query.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT);
+    Ok(Json(state.registry.audit(limit).await?))
+}

@@ -1,0 +1,125 @@
+//! What the API shows of a server: every stored field except secret values,
+//! which appear as their keys with `"***"`.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::model::{ServerRecord, ServerSource, ServerStatus, Transport, TransportType};
+
+/// Shown instead of a secret value.
+pub const REDACTED: &str = "***";
+
+/// A registered server (`GET /servers/{id}`, `POST /servers`, list items).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ServerView {
+    pub id: Uuid,
+    pub name: String,
+    pub description: Option<String>,
+    pub transport_type: TransportType,
+    /// The transport settings, with `env` and `headers` values redacted.
+    #[schema(value_type = Object)]
+    pub connection_config: Value,
+    pub status: ServerStatus,
+    pub error_message: Option<String>,
+    pub health_check_url: Option<String>,
+    pub auto_connect: bool,
+    pub priority: i32,
+    pub tool_count: u32,
+    pub last_health_check: Option<DateTime<Utc>>,
+    pub registered_at: DateTime<Utc>,
+    pub connected_at: Option<DateTime<Utc>>,
+    pub updated_at: DateTime<Utc>,
+    pub source: ServerSource,
+    /// Present when the list was asked for with `include_tools=true`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub tools: Option<Vec<Value>>,
+}
+
+impl ServerView {
+    pub fn new(record: &ServerRecord) -> ServerView {
+        ServerView {
+            id: record.id,
+            name: record.name.clone(),
+            description: record.description.clone(),
+            transport_type: record.transport.transport_type(),
+            connection_config: redacted_config(&record.transport),
+            status: record.status,
+            error_message: record.error_message.clone(),
+            health_check_url: record.health_check_url.clone(),
+            auto_connect: record.auto_connect,
+            priority: record.priority,
+            tool_count: record.tool_count,
+            last_health_check: record.last_health_check,
+            registered_at: record.registered_at,
+            connected_at: record.connected_at,
+            updated_at: record.updated_at,
+            source: record.source.clone(),
+            tools: None,
+        }
+    }
+}
+
+/// The connection settings with secret values replaced and any password in
+/// a URL removed.
+pub fn redacted_config(transport: &Transport) -> Value {
+    let redact_map = |map: &std::collections::BTreeMap<String, String>| -> Value {
+        map.keys().map(|k| (k.clone(), Value::from(REDACTED))).collect::<serde_json::Map<_, _>>().into()
+    };
+    match transport {
+        Transport::Stdio { command, args, env, cwd } => json!({
+            "command": command,
+            "args": args,
+            "env": redact_map(env),
+            "cwd": cwd,
+        }),
+        Transport::Sse { url, headers } => json!({
+            "url": redact_url(url),
+            "headers": redact_map(headers),
+        }),
+        Transport::Http { base_url, headers } => json!({
+            "base_url": redact_url(base_url),
+            "headers": redact_map(headers),
+        }),
+    }
+}
+
+fn redact_url(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(mut url) if url.password().is_some() => {
+            let _ = url.set_password(Some(REDACTED));
+            url.to_string()
+        }
+        _ => raw.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn secrets_show_keys_only() {
+        let stdio = Transport::Stdio {
+            command: "x".into(),
+            args: vec!["--flag".into()],
+            env: BTreeMap::from([("API_KEY".to_owned(), "s3cret".to_owned())]),
+            cwd: None,
+        };
+        let shown = redacted_config(&stdio);
+        assert_eq!(shown["env"]["API_KEY"], REDACTED);
+        assert!(!shown.to_string().contains("s3cret"));
+
+        let http = Transport::Http {
+            base_url: "https://user:pa55@example.com/mcp".into(),
+            headers: BTreeMap::from([("Authorization".to_owned(), "Bearer tok".to_owned())]),
+        };
+        let shown = redacted_config(&http).to_string();
+        assert!(!shown.contains("pa55") && !shown.contains("Bearer tok"), "{shown}");
+        assert!(shown.contains("Authorization"));
+    }
+}

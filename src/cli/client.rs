@@ -1,0 +1,112 @@
+//! The CLI's HTTP client for a running daemon's admin API. redb lets only
+//! one process open the store, so administration goes through the daemon.
+
+use reqwest::{Method, StatusCode};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::time::Duration;
+
+use crate::api::extract::ACTOR_HEADER;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(
+        "no mcp-aggregator daemon is answering at {url} ({reason}).\nStart one with `mcp-aggregator serve`, or point --url (MCP_AGGREGATOR_URL) at a running one."
+    )]
+    Unreachable { url: String, reason: String },
+    #[error("{detail}")]
+    Api { status: StatusCode, detail: String },
+    #[error("unexpected answer from {url}: {reason}")]
+    Protocol { url: String, reason: String },
+}
+
+impl ClientError {
+    /// 2 for a refused request (bad input, unknown name), 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ClientError::Api { status, .. } if status.is_client_error() => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// A client of one daemon.
+pub struct AdminClient {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+    actor: String,
+}
+
+impl AdminClient {
+    pub fn new(base: &str, token: Option<String>) -> AdminClient {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .unwrap_or_default();
+        let user = std::env::var("USER").unwrap_or_else(|_| "unknown".to_owned());
+        AdminClient {
+            http,
+            base: base.trim_end_matches('/').to_owned(),
+            token,
+            actor: format!("cli:{user}"),
+        }
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        self.send(Method::GET, path, None).await
+    }
+
+    pub async fn post<T: DeserializeOwned>(&self, path: &str, body: &Value) -> Result<T, ClientError> {
+        self.send(Method::POST, path, Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Result<(), ClientError> {
+        self.send::<Value>(Method::DELETE, path, None).await.map(|_| ())
+    }
+
+    async fn send<T: DeserializeOwned>(&self, method: Method, path: &str, body: Option<&Value>) -> Result<T, ClientError> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self.http.request(method, &url).header(ACTOR_HEADER, &self.actor);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.map_err(|err| ClientError::Unreachable {
+            url: self.base.clone(),
+            reason: root_cause(&err),
+        })?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(|err| ClientError::Protocol {
+            url: url.clone(),
+            reason: err.to_string(),
+        })?;
+        if !status.is_success() {
+            let detail = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|v| v.get("detail").and_then(Value::as_str).map(str::to_owned))
+                .unwrap_or_else(|| format!("{status}: {}", String::from_utf8_lossy(&bytes)));
+            return Err(ClientError::Api { status, detail });
+        }
+        let bytes = if bytes.is_empty() { &b"null"[..] } else { &bytes[..] };
+        serde_json::from_slice(bytes).map_err(|err| ClientError::Protocol {
+            url,
+            reason: err.to_string(),
+        })
+    }
+}
+
+fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = err;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}

@@ -1,0 +1,610 @@
+//! The command line: `serve` runs the daemon; `servers`, `import`, `state`
+//! and `audit` administer a running daemon through its admin API.
+
+pub mod client;
+pub mod output;
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tokio_util::sync::CancellationToken;
+
+use crate::config;
+use crate::daemon::{self, DEFAULT_LISTEN, LISTEN_ENV, ServeOptions, TOKEN_ENV};
+use crate::logging::{self, LogFormat};
+use crate::model::Transport;
+use crate::paths::{self, DATA_DIR_ENV, DaemonInfo};
+use client::{AdminClient, ClientError};
+use output::{field, fields, table};
+
+const SERVERS_PATH: &str = "/api/v1/aggregator/servers";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mcp-aggregator",
+    version,
+    about = "Aggregates many MCP servers into one MCP server, with an admin API and CLI.",
+    long_about = "Aggregates many MCP servers into one.\n\n\
+`serve` runs the daemon: it keeps registrations in an embedded store (one data dir, one process) \
+and serves the admin API on 127.0.0.1:8765. The other commands administer a running daemon \
+through that API.",
+    after_help = "Examples:\n  \
+mcp-aggregator serve --config examples/servers.json\n  \
+mcp-aggregator servers add time -- uvx mcp-server-time\n  \
+mcp-aggregator servers add remote --http https://mcp.example.com/mcp --header 'Authorization: Bearer abc'\n  \
+mcp-aggregator servers list\n  \
+mcp-aggregator import ~/.config/Claude/claude_desktop_config.json"
+)]
+pub struct Cli {
+    /// Log line format (logs go to stderr; RUST_LOG sets the level).
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the aggregator daemon (admin API on --listen).
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator serve\n  \
+mcp-aggregator serve --config ~/.config/mcp-aggregator/servers.json --listen 127.0.0.1:9000\n  \
+MCP_AGGREGATOR_DATA_DIR=/var/lib/mcp-aggregator mcp-aggregator serve --log-format json\n\n\
+Servers named in --config are added or updated in the store at start (the file wins for the \
+servers it names); servers added through the API stay. Stop with SIGINT or SIGTERM.")]
+    Serve(ServeArgs),
+    /// Speak MCP on stdin/stdout for Claude Desktop, IDEs and agents (not available yet).
+    Stdio(StdioArgs),
+    /// Add, list, show and remove servers on a running daemon.
+    #[command(subcommand)]
+    Servers(ServersCommand),
+    /// Register every server of a config file (Claude Desktop / VS Code format) with a running daemon.
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator import ~/.config/Claude/claude_desktop_config.json\n  \
+mcp-aggregator import .vscode/mcp.json --json\n\n\
+Variables ($VAR, ${VAR}, ${VAR:-default}, ${env:VAR}) expand from this shell's environment. \
+Servers whose name is already registered are skipped; remove them first to replace them.")]
+    Import(ImportArgs),
+    /// Show counts of servers by status and of tools.
+    State(ClientArgs),
+    /// Show the audit log of server operations, newest first.
+    Audit(AuditArgs),
+}
+
+#[derive(Debug, Args)]
+struct DataDirArg {
+    /// Data directory (store, keys, token). Default: $XDG_DATA_HOME/mcp-aggregator.
+    #[arg(long, env = DATA_DIR_ENV, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Config file with servers to register (Claude Desktop `mcpServers` or VS Code `servers`).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    data_dir: DataDirArg,
+    /// Address of the HTTP listener. Beyond loopback, a bearer token is required.
+    #[arg(long, env = LISTEN_ENV, value_name = "ADDR:PORT", default_value = DEFAULT_LISTEN)]
+    listen: SocketAddr,
+}
+
+#[derive(Debug, Args)]
+struct StdioArgs {
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    data_dir: DataDirArg,
+}
+
+/// How to reach the daemon.
+#[derive(Debug, Args)]
+struct ClientArgs {
+    /// Admin API of the daemon. Default: the daemon of --data-dir if one runs, else MCP_AGGREGATOR_LISTEN, else http://127.0.0.1:8765.
+    #[arg(long, env = "MCP_AGGREGATOR_URL", value_name = "URL")]
+    url: Option<String>,
+    /// Bearer token (needed when the daemon listens beyond loopback). Default: the data dir's token file.
+    #[arg(long, env = TOKEN_ENV, value_name = "TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    #[command(flatten)]
+    data_dir: DataDirArg,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum ServersCommand {
+    /// Register a server (stdio: its command after `--`; Streamable HTTP: --http URL; legacy SSE: --sse URL).
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator servers add time -- uvx mcp-server-time\n  \
+mcp-aggregator servers add fs --env LOG_LEVEL=debug -- npx -y @modelcontextprotocol/server-filesystem /srv\n  \
+mcp-aggregator servers add remote --http https://mcp.example.com/mcp --header 'Authorization: Bearer abc'\n  \
+mcp-aggregator servers add legacy --sse http://127.0.0.1:3001/sse\n\n\
+Names are ^[a-z][a-z0-9_-]*$. Env and header values are stored encrypted and never shown again.")]
+    Add(AddArgs),
+    /// List registered servers.
+    #[command(after_help = "Examples:\n  mcp-aggregator servers list\n  mcp-aggregator servers list --status ERROR --json")]
+    List(ListArgs),
+    /// Show one server's details and recent connection history.
+    #[command(after_help = "Examples:\n  mcp-aggregator servers show github\n  mcp-aggregator servers show 4b0e…-uuid --json")]
+    Show(NameArgs),
+    /// Remove a server and everything that belongs to it.
+    #[command(after_help = "Examples:\n  mcp-aggregator servers remove github")]
+    Remove(NameArgs),
+}
+
+#[derive(Debug, Args)]
+struct AddArgs {
+    /// Server name (^[a-z][a-z0-9_-]*$).
+    name: String,
+    /// URL of a Streamable HTTP server.
+    #[arg(long = "http", value_name = "URL", conflicts_with = "sse")]
+    http: Option<String>,
+    /// URL of a legacy HTTP+SSE server (the event-stream endpoint).
+    #[arg(long = "sse", value_name = "URL")]
+    sse: Option<String>,
+    /// Environment variable for a stdio server (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    env: Vec<String>,
+    /// HTTP header for an SSE/HTTP server (repeatable).
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    headers: Vec<String>,
+    /// Working directory of a stdio server (absolute).
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    #[arg(long)]
+    description: Option<String>,
+    /// URL polled for health (200 = healthy).
+    #[arg(long)]
+    health_check_url: Option<String>,
+    /// Higher wins when un-namespaced tool names collide.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    priority: i32,
+    /// Register without connecting (now or at start-up).
+    #[arg(long)]
+    no_auto_connect: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+    /// The stdio server's command and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct ListArgs {
+    /// Only servers with this status (DISCONNECTED, CONNECTING, CONNECTED, DEGRADED, ERROR).
+    #[arg(long)]
+    status: Option<String>,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+struct NameArgs {
+    /// Server name or id.
+    name: String,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+struct ImportArgs {
+    /// Config file (Claude Desktop `mcpServers` or VS Code `servers`).
+    file: PathBuf,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+struct AuditArgs {
+    /// How many entries.
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Serve(args) => {
+            logging::init(cli.log_format, logging::DEFAULT_FILTER);
+            serve(args).await
+        }
+        Command::Stdio(_) => {
+            eprintln!(
+                "error: the stdio MCP front door is not available in this version yet; run `mcp-aggregator serve` for the admin API"
+            );
+            ExitCode::from(2)
+        }
+        other => {
+            logging::init(cli.log_format, "warn");
+            match admin(other).await {
+                Ok(code) => code,
+                Err(err) => {
+                    eprintln!("error: {err}");
+                    ExitCode::from(err.exit_code())
+                }
+            }
+        }
+    }
+}
+
+async fn serve(args: ServeArgs) -> ExitCode {
+    let Some(data_dir) = paths::resolve_data_dir(args.data_dir.data_dir.as_deref()) else {
+        eprintln!("error: no data dir: pass --data-dir or set {DATA_DIR_ENV} (no home directory found)");
+        return ExitCode::from(2);
+    };
+    let shutdown = CancellationToken::new();
+    if let Err(err) = daemon::cancel_on_signals(shutdown.clone()) {
+        eprintln!("error: cannot install signal handlers: {err}");
+        return ExitCode::from(1);
+    }
+    let options = ServeOptions {
+        config: args.config,
+        data_dir,
+        listen: args.listen,
+    };
+    match daemon::serve(options, shutdown).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err}");
+            eprintln!("error: {err}");
+            ExitCode::from(err.exit_code())
+        }
+    }
+}
+
+/// A CLI failure with its exit code.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+}
+
+impl CliError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Client(err) => err.exit_code(),
+            CliError::Usage(_) | CliError::Config(_) => 2,
+        }
+    }
+}
+
+fn connect(args: &ClientArgs) -> AdminClient {
+    let data_dir = paths::resolve_data_dir(args.data_dir.data_dir.as_deref());
+    let url = args
+        .url
+        .clone()
+        .or_else(|| data_dir.as_deref().and_then(DaemonInfo::read).map(|info| info.url))
+        .or_else(|| std::env::var(LISTEN_ENV).ok().map(|addr| format!("http://{addr}")))
+        .unwrap_or_else(|| format!("http://{DEFAULT_LISTEN}"));
+    let token = args
+        .token
+        .clone()
+        .or_else(|| data_dir.as_deref().and_then(paths::read_token));
+    AdminClient::new(&url, token)
+}
+
+async fn admin(command: Command) -> Result<ExitCode, CliError> {
+    match command {
+        Command::Servers(ServersCommand::Add(args)) => servers_add(args).await,
+        Command::Servers(ServersCommand::List(args)) => servers_list(args).await,
+        Command::Servers(ServersCommand::Show(args)) => servers_show(args).await,
+        Command::Servers(ServersCommand::Remove(args)) => {
+            let client = connect(&args.client);
+            client.delete(&format!("{SERVERS_PATH}/{}", encode_segment(&args.name))).await?;
+            if args.client.json {
+                println!("{}", json!({"removed": args.name}));
+            } else {
+                println!("removed {}", args.name);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Import(args) => import(args).await,
+        Command::State(args) => {
+            let client = connect(&args);
+            let state: Value = client.get("/api/v1/aggregator/state").await?;
+            if args.json {
+                println!("{state:#}");
+            } else {
+                let keys = [
+                    "total_servers",
+                    "connected_servers",
+                    "degraded_servers",
+                    "connecting_servers",
+                    "disconnected_servers",
+                    "error_servers",
+                    "total_tools",
+                    "classified_tools",
+                    "unclassified_tools",
+                    "last_sync",
+                ];
+                let pairs: Vec<_> = keys.iter().map(|k| (*k, field(&state, k))).collect();
+                println!("{}", fields(&pairs));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Audit(args) => {
+            let client = connect(&args.client);
+            let entries: Vec<Value> = client.get(&format!("/api/v1/aggregator/audit?limit={}", args.limit)).await?;
+            if args.client.json {
+                println!("{}", Value::from(entries));
+            } else {
+                let rows = entries
+                    .iter()
+                    .map(|e| ["timestamp", "actor", "action", "server", "result"].map(|k| field(e, k)).to_vec())
+                    .collect();
+                println!("{}", table(&["TIME", "ACTOR", "ACTION", "SERVER", "RESULT"], rows));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve(_) | Command::Stdio(_) => unreachable!("handled in run"),
+    }
+}
+
+async fn servers_add(args: AddArgs) -> Result<ExitCode, CliError> {
+    let transport = add_transport(&args)?;
+    let body = json!({
+        "name": args.name,
+        "description": args.description,
+        "transport_type": transport.transport_type(),
+        "connection_config": connection_config(&transport),
+        "health_check_url": args.health_check_url,
+        "auto_connect": !args.no_auto_connect,
+        "priority": args.priority,
+    });
+    let client = connect(&args.client);
+    let server: Value = client.post(SERVERS_PATH, &body).await?;
+    if args.client.json {
+        println!("{server:#}");
+    } else {
+        println!(
+            "registered {} ({}, {}) id {}",
+            field(&server, "name"),
+            field(&server, "transport_type"),
+            field(&server, "status"),
+            field(&server, "id")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The transport `servers add` describes; the daemon validates the details.
+fn add_transport(args: &AddArgs) -> Result<Transport, CliError> {
+    let usage = |msg: &str| CliError::Usage(msg.to_owned());
+    let url = args.http.clone().or_else(|| args.sse.clone());
+    match (url, args.command.split_first()) {
+        (Some(_), Some(_)) => Err(usage("give either a command (after --) or --http/--sse, not both")),
+        (None, None) => Err(usage(
+            "say how to reach the server: a command after `--` (stdio), --http URL (Streamable HTTP) or --sse URL (legacy SSE); see --help",
+        )),
+        (None, Some((command, rest))) => {
+            if !args.headers.is_empty() {
+                return Err(usage("--header is for SSE / HTTP servers"));
+            }
+            let env = args
+                .env
+                .iter()
+                .map(|pair| {
+                    pair.split_once('=')
+                        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                        .ok_or_else(|| CliError::Usage(format!("--env {pair:?} must look like KEY=VALUE")))
+                })
+                .collect::<Result<_, _>>()?;
+            let cwd = args
+                .cwd
+                .as_deref()
+                .map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()).display().to_string());
+            Ok(Transport::Stdio {
+                command: command.clone(),
+                args: rest.to_vec(),
+                env,
+                cwd,
+            })
+        }
+        (Some(url), None) => {
+            if !args.env.is_empty() || args.cwd.is_some() {
+                return Err(usage("--env and --cwd are for stdio servers"));
+            }
+            let headers = args
+                .headers
+                .iter()
+                .map(|h| {
+                    h.split_once(':')
+                        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+                        .ok_or_else(|| CliError::Usage(format!("--header {h:?} must look like 'Name: value'")))
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(if args.sse.is_some() {
+                Transport::Sse { url, headers }
+            } else {
+                Transport::Http { base_url: url, headers }
+            })
+        }
+    }
+}
+
+/// The seed's `connection_config` object for a transport (secrets included:
+/// this is what the CLI sends, never what the API shows).
+fn connection_config(transport: &Transport) -> Value {
+    match transport {
+        Transport::Stdio { command, args, env, cwd } => json!({"command": command, "args": args, "env": env, "cwd": cwd}),
+        Transport::Sse { url, headers } => json!({"url": url, "headers": headers}),
+        Transport::Http { base_url, headers } => json!({"base_url": base_url, "headers": headers}),
+    }
+}
+
+async fn servers_list(args: ListArgs) -> Result<ExitCode, CliError> {
+    let client = connect(&args.client);
+    let path = match &args.status {
+        Some(status) => format!("{SERVERS_PATH}?status={}", encode_segment(status)),
+        None => SERVERS_PATH.to_owned(),
+    };
+    let servers: Vec<Value> = client.get(&path).await?;
+    if args.client.json {
+        println!("{}", Value::from(servers));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if servers.is_empty() {
+        println!("no servers registered (add one with `mcp-aggregator servers add`)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows = servers
+        .iter()
+        .map(|s| {
+            vec![
+                field(s, "name"),
+                field(s, "status"),
+                field(s, "transport_type"),
+                field(s, "tool_count"),
+                field(s, "priority"),
+                field(s, "auto_connect"),
+                field(s, "error_message"),
+            ]
+        })
+        .collect();
+    println!("{}", table(&["NAME", "STATUS", "TRANSPORT", "TOOLS", "PRIORITY", "AUTO", "ERROR"], rows));
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn servers_show(args: NameArgs) -> Result<ExitCode, CliError> {
+    let client = connect(&args.client);
+    let segment = encode_segment(&args.name);
+    let server: Value = client.get(&format!("{SERVERS_PATH}/{segment}")).await?;
+    let history: Vec<Value> = client.get(&format!("{SERVERS_PATH}/{segment}/history?limit=10")).await?;
+    if args.client.json {
+        let mut server = server;
+        server["history"] = Value::from(history);
+        println!("{server:#}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let keys = [
+        "name",
+        "id",
+        "status",
+        "error_message",
+        "transport_type",
+        "connection_config",
+        "description",
+        "tool_count",
+        "priority",
+        "auto_connect",
+        "health_check_url",
+        "last_health_check",
+        "registered_at",
+        "connected_at",
+        "source",
+    ];
+    let pairs: Vec<_> = keys.iter().map(|k| (*k, field(&server, k))).collect();
+    println!("{}", fields(&pairs));
+    if !history.is_empty() {
+        println!("\nrecent history:");
+        let rows = history
+            .iter()
+            .map(|h| ["timestamp", "event_type", "trigger", "details"].map(|k| field(h, k)).to_vec())
+            .collect();
+        println!("{}", table(&["TIME", "EVENT", "TRIGGER", "DETAILS"], rows));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn import(args: ImportArgs) -> Result<ExitCode, CliError> {
+    let loaded = config::load(&args.file)?;
+    for warning in &loaded.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let client = connect(&args.client);
+    let mut results = Vec::new();
+    let mut failed = 0;
+    for spec in &loaded.servers {
+        let body = json!({
+            "name": spec.name,
+            "description": spec.description,
+            "transport_type": spec.transport.transport_type(),
+            "connection_config": connection_config(&spec.transport),
+            "health_check_url": spec.health_check_url,
+            "auto_connect": spec.auto_connect,
+            "priority": spec.priority,
+        });
+        let (outcome, detail) = match client.post::<Value>(SERVERS_PATH, &body).await {
+            Ok(_) => ("registered", String::new()),
+            Err(ClientError::Api { status, detail }) if status == reqwest::StatusCode::CONFLICT => ("skipped", detail),
+            Err(err @ ClientError::Api { .. }) => {
+                failed += 1;
+                ("failed", err.to_string())
+            }
+            Err(err) => return Err(err.into()),
+        };
+        results.push(json!({"name": spec.name, "result": outcome, "detail": detail}));
+    }
+    if args.client.json {
+        println!("{}", Value::from(results));
+    } else {
+        let rows = results
+            .iter()
+            .map(|r| ["name", "result", "detail"].map(|k| field(r, k)).to_vec())
+            .collect();
+        println!("{}", table(&["NAME", "RESULT", "DETAIL"], rows));
+    }
+    Ok(if failed > 0 { ExitCode::from(2) } else { ExitCode::SUCCESS })
+}
+
+/// Percent-encodes a path segment or query value.
+fn encode_segment(raw: &str) -> String {
+    url::form_urlencoded::byte_serialize(raw.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory as _;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn add_infers_the_transport() {
+        let parse = |args: &[&str]| {
+            let cli = Cli::try_parse_from(args).unwrap();
+            let Command::Servers(ServersCommand::Add(add)) = cli.command else { panic!() };
+            add_transport(&add)
+        };
+        let stdio = parse(&["m", "servers", "add", "t", "--env", "A=b", "--", "uvx", "mcp-server-time"]).unwrap();
+        assert_eq!(stdio.transport_type(), crate::model::TransportType::Stdio);
+        let http = parse(&["m", "servers", "add", "r", "--http", "http://h/mcp", "--header", "X-Key: v"]).unwrap();
+        assert_eq!(http.secrets()["X-Key"], "v");
+        let sse = parse(&["m", "servers", "add", "r", "--sse", "http://h/sse"]).unwrap();
+        assert_eq!(sse.transport_type(), crate::model::TransportType::Sse);
+        assert!(parse(&["m", "servers", "add", "r"]).is_err());
+        assert!(parse(&["m", "servers", "add", "r", "--http", "http://h", "--", "x"]).is_err());
+        assert!(parse(&["m", "servers", "add", "r", "--env", "novalue", "--", "x"]).is_err());
+        assert!(Cli::try_parse_from(["m", "servers", "add", "r", "--http", "a", "--sse", "b"]).is_err());
+    }
+}

@@ -1,0 +1,65 @@
+//! Where things live on disk: the data dir and the files in it that other
+//! processes look for (the daemon's address, the admin token).
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+pub const DATA_DIR_ENV: &str = "MCP_AGGREGATOR_DATA_DIR";
+pub const DAEMON_FILE: &str = "daemon.json";
+pub const TOKEN_FILE: &str = "admin.token";
+
+/// `--data-dir` > `MCP_AGGREGATOR_DATA_DIR` (clap reads both into `flag`) >
+/// the XDG data dir (`$XDG_DATA_HOME/mcp-aggregator`, else
+/// `~/.local/share/mcp-aggregator`).
+pub fn resolve_data_dir(flag: Option<&Path>) -> Option<PathBuf> {
+    if let Some(dir) = flag {
+        return Some(dir.to_path_buf());
+    }
+    dirs::data_dir().map(|dir| dir.join("mcp-aggregator"))
+}
+
+/// Written by a running daemon so the CLI (and, later, `stdio` in bridge
+/// mode) can find it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonInfo {
+    pub pid: u32,
+    /// Base URL of the HTTP listener, e.g. `http://127.0.0.1:8765`.
+    pub url: String,
+}
+
+impl DaemonInfo {
+    /// Reads the daemon file of `data_dir`, if a live process wrote it.
+    pub fn read(data_dir: &Path) -> Option<DaemonInfo> {
+        let text = std::fs::read_to_string(data_dir.join(DAEMON_FILE)).ok()?;
+        let info: DaemonInfo = serde_json::from_str(&text).ok()?;
+        Path::new(&format!("/proc/{}", info.pid)).exists().then_some(info)
+    }
+
+    /// Writes atomically (temp file + rename), so a reader never sees half.
+    pub fn write(&self, data_dir: &Path) -> std::io::Result<()> {
+        let tmp = data_dir.join(format!("{DAEMON_FILE}.{}.tmp", self.pid));
+        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, data_dir.join(DAEMON_FILE))
+    }
+
+    /// Removes the daemon file if it is still ours.
+    pub fn remove(data_dir: &Path, pid: u32) {
+        let path = data_dir.join(DAEMON_FILE);
+        let ours = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| serde_json::from_str::<DaemonInfo>(&text).ok())
+            .is_some_and(|info| info.pid == pid);
+        if ours {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Reads the admin token of a data dir, if there is one.
+pub fn read_token(data_dir: &Path) -> Option<String> {
+    std::fs::read_to_string(data_dir.join(TOKEN_FILE))
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+}
