@@ -29,9 +29,15 @@ pub enum DaemonError {
     #[error("cannot apply the config file: {0}")]
     Registry(#[from] RegistryError),
     #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("cannot write {path}: {source}")]
-    DataFile { path: PathBuf, source: std::io::Error },
+    DataFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("the server stopped with an error: {0}")]
     Serve(std::io::Error),
 }
@@ -52,6 +58,8 @@ pub struct ServeOptions {
     pub config: Option<PathBuf>,
     pub data_dir: PathBuf,
     pub listen: SocketAddr,
+    /// Require the bearer token even on a loopback address (shared hosts).
+    pub require_token: bool,
 }
 
 /// Runs the daemon until `shutdown` is cancelled.
@@ -73,7 +81,10 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
             .map_err(|err| DaemonError::Serve(std::io::Error::other(err)))??
     };
     if reset > 0 {
-        tracing::info!(servers = reset, "statuses reset to DISCONNECTED after restart");
+        tracing::info!(
+            servers = reset,
+            "statuses reset to DISCONNECTED after restart"
+        );
     }
     let registry = Registry::new(Arc::clone(&store));
 
@@ -100,10 +111,11 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         pid: std::process::id(),
         url: format!("http://{bound}"),
     };
-    info.write(&options.data_dir).map_err(|source| DaemonError::DataFile {
-        path: options.data_dir.join(paths::DAEMON_FILE),
-        source,
-    })?;
+    info.write(&options.data_dir)
+        .map_err(|source| DaemonError::DataFile {
+            path: options.data_dir.join(paths::DAEMON_FILE),
+            source,
+        })?;
     tracing::info!(
         url = %info.url,
         data_dir = %options.data_dir.display(),
@@ -112,8 +124,11 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         info.url
     );
 
-    let server = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let server = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown.clone().cancelled_owned());
     let result = tokio::select! {
         result = server => result.map_err(DaemonError::Serve),
         () = async {
@@ -129,7 +144,11 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     result
 }
 
-async fn apply_config(registry: &Registry, path: &Path, loaded: config::LoadedConfig) -> Result<(), DaemonError> {
+async fn apply_config(
+    registry: &Registry,
+    path: &Path,
+    loaded: config::LoadedConfig,
+) -> Result<(), DaemonError> {
     for warning in &loaded.warnings {
         tracing::warn!(config = %path.display(), "{warning}");
     }
@@ -139,30 +158,50 @@ async fn apply_config(registry: &Registry, path: &Path, loaded: config::LoadedCo
     };
     let count = loaded.servers.len();
     let results = registry.upsert(loaded.servers, &actor).await?;
-    let changed = results.iter().filter(|(_, o)| *o != UpsertOutcome::Unchanged).count();
+    let changed = results
+        .iter()
+        .filter(|(_, o)| *o != UpsertOutcome::Unchanged)
+        .count();
     tracing::info!(config = %path.display(), servers = count, changed, "config applied");
     Ok(())
 }
 
-/// A bearer token is required once the listener is reachable from other
-/// hosts: `MCP_AGGREGATOR_TOKEN`, else one generated into the data dir.
+/// Whether the API needs a bearer token: always once the listener is
+/// reachable from other hosts, and on loopback when asked.
+pub fn token_required(listen: SocketAddr, require_token: bool) -> bool {
+    require_token || !listen.ip().is_loopback()
+}
+
+/// The bearer token, when one is required: `MCP_AGGREGATOR_TOKEN`, else the
+/// data dir's token file, generated (mode 0600) on first use.
 fn admin_token(options: &ServeOptions) -> Result<Option<String>, DaemonError> {
-    if options.listen.ip().is_loopback() {
+    if !token_required(options.listen, options.require_token) {
         return Ok(None);
     }
-    if let Some(token) = std::env::var(TOKEN_ENV).ok().filter(|t| !t.trim().is_empty()) {
+    if let Some(token) = std::env::var(TOKEN_ENV)
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+    {
         return Ok(Some(token.trim().to_owned()));
     }
     let path = options.data_dir.join(paths::TOKEN_FILE);
     if let Some(token) = paths::read_token(&options.data_dir) {
         return Ok(Some(token));
     }
-    let token = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
-    crate::store::secrets::write_private_file(&path, token.as_bytes())
-        .map_err(|source| DaemonError::DataFile { path: path.clone(), source })?;
+    let token = format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    crate::store::secrets::write_private_file(&path, token.as_bytes()).map_err(|source| {
+        DaemonError::DataFile {
+            path: path.clone(),
+            source,
+        }
+    })?;
     tracing::warn!(
         token_file = %path.display(),
-        "listening beyond loopback: the API needs `Authorization: Bearer <token>` (token written to the token file)"
+        "the API needs `Authorization: Bearer <token>`; a token was generated into the token file"
     );
     Ok(Some(token))
 }
@@ -180,4 +219,20 @@ pub fn cancel_on_signals(token: CancellationToken) -> std::io::Result<()> {
         token.cancel();
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_required_beyond_loopback_or_when_asked() {
+        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert!(!token_required(addr("127.0.0.1:8765"), false));
+        assert!(!token_required(addr("[::1]:8765"), false));
+        assert!(token_required(addr("127.0.0.1:8765"), true));
+        assert!(token_required(addr("0.0.0.0:8765"), false));
+        assert!(token_required(addr("192.0.2.10:8765"), false));
+        assert!(token_required(addr("[::]:8765"), false));
+    }
 }

@@ -32,7 +32,9 @@ impl DaemonInfo {
     pub fn read(data_dir: &Path) -> Option<DaemonInfo> {
         let text = std::fs::read_to_string(data_dir.join(DAEMON_FILE)).ok()?;
         let info: DaemonInfo = serde_json::from_str(&text).ok()?;
-        Path::new(&format!("/proc/{}", info.pid)).exists().then_some(info)
+        Path::new(&format!("/proc/{}", info.pid))
+            .exists()
+            .then_some(info)
     }
 
     /// Writes atomically (temp file + rename), so a reader never sees half.

@@ -37,7 +37,13 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(ErrorBody { detail: self.detail })).into_response()
+        (
+            self.status,
+            Json(ErrorBody {
+                detail: self.detail,
+            }),
+        )
+            .into_response()
     }
 }
 

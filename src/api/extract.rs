@@ -23,7 +23,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state).await.map_err(body_rejection)?;
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(body_rejection)?;
         parse_json(&bytes).map(JsonBody)
     }
 }
@@ -31,7 +33,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 /// Parses a JSON document, with the path of the first wrong field.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::unprocessable("request body is empty; expected a JSON object"));
+        return Err(ApiError::unprocessable(
+            "request body is empty; expected a JSON object",
+        ));
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|err| {
@@ -62,9 +66,18 @@ fn strip_position(message: &str) -> String {
 fn body_rejection(rejection: BytesRejection) -> ApiError {
     let status = rejection.status();
     if status == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::new(status, format!("request body is larger than the {} byte limit", super::MAX_BODY_BYTES))
+        ApiError::new(
+            status,
+            format!(
+                "request body is larger than the {} byte limit",
+                super::MAX_BODY_BYTES
+            ),
+        )
     } else {
-        ApiError::new(status, format!("cannot read the request body: {}", rejection.body_text()))
+        ApiError::new(
+            status,
+            format!("cannot read the request body: {}", rejection.body_text()),
+        )
     }
 }
 
@@ -78,7 +91,9 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for QueryPa
         axum::extract::Query::<T>::from_request_parts(parts, state)
             .await
             .map(|q| QueryParams(q.0))
-            .map_err(|err: QueryRejection| ApiError::unprocessable(format!("invalid query string: {}", err.body_text())))
+            .map_err(|err: QueryRejection| {
+                ApiError::unprocessable(format!("invalid query string: {}", err.body_text()))
+            })
     }
 }
 
@@ -92,7 +107,9 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathPar
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|p| PathParam(p.0))
-            .map_err(|err: PathRejection| ApiError::unprocessable(format!("invalid path: {}", err.body_text())))
+            .map_err(|err: PathRejection| {
+                ApiError::unprocessable(format!("invalid path: {}", err.body_text()))
+            })
     }
 }
 

@@ -64,12 +64,20 @@ pub fn router_with_openapi(state: AppState) -> (Router, utoipa::openapi::OpenApi
     }
     let document = Arc::new(openapi.clone());
     let router = router
-        .route(OPENAPI_PATH, get(move || async move { Json(document.as_ref().clone()) }))
+        .route(
+            OPENAPI_PATH,
+            get(move || async move { Json(document.as_ref().clone()) }),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(state.clone(), require_token))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            require_token,
+        ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            panic_response,
+        ))
         .with_state(state);
     (router, openapi)
 }
@@ -103,7 +111,11 @@ async fn not_found(uri: Uri) -> ApiError {
 async fn method_not_allowed(request: Request) -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
-        format!("Method {} is not allowed on {}", request.method(), request.uri().path()),
+        format!(
+            "Method {} is not allowed on {}",
+            request.method(),
+            request.uri().path()
+        ),
     )
 }
 
@@ -128,7 +140,8 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
     if presented.is_some_and(|token| constant_time_eq(token.as_bytes(), expected.as_bytes())) {
         return next.run(request).await;
     }
-    let mut response = ApiError::new(StatusCode::UNAUTHORIZED, "missing or invalid bearer token").into_response();
+    let mut response =
+        ApiError::new(StatusCode::UNAUTHORIZED, "missing or invalid bearer token").into_response();
     response
         .headers_mut()
         .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

@@ -7,13 +7,13 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 
+use super::AppState;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Actor, JsonBody, PathParam, QueryParams};
 use super::views::ServerView;
-use super::AppState;
 use crate::model::{AuditEntry, ConnectionHistoryEntry, ServerSource, ServerStatus, TransportType};
-use crate::registry::validate::{self, ServerSpec};
 use crate::registry::AggregatorState;
+use crate::registry::validate::{self, ServerSpec};
 
 /// `POST /api/v1/aggregator/servers` (seed 001, BR-001).
 #[derive(Debug, Deserialize, ToSchema)]
@@ -207,7 +207,9 @@ pub async fn server_history(
     tag = "servers",
     responses((status = 200, body = AggregatorState))
 )]
-pub async fn aggregator_state(State(state): State<AppState>) -> Result<Json<AggregatorState>, ApiError> {
+pub async fn aggregator_state(
+    State(state): State<AppState>,
+) -> Result<Json<AggregatorState>, ApiError> {
     Ok(Json(state.registry.state().await?))
 }
 

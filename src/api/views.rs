@@ -67,10 +67,18 @@ impl ServerView {
 /// a URL removed.
 pub fn redacted_config(transport: &Transport) -> Value {
     let redact_map = |map: &std::collections::BTreeMap<String, String>| -> Value {
-        map.keys().map(|k| (k.clone(), Value::from(REDACTED))).collect::<serde_json::Map<_, _>>().into()
+        map.keys()
+            .map(|k| (k.clone(), Value::from(REDACTED)))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
     };
     match transport {
-        Transport::Stdio { command, args, env, cwd } => json!({
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => json!({
             "command": command,
             "args": args,
             "env": redact_map(env),
@@ -119,7 +127,10 @@ mod tests {
             headers: BTreeMap::from([("Authorization".to_owned(), "Bearer tok".to_owned())]),
         };
         let shown = redacted_config(&http).to_string();
-        assert!(!shown.contains("pa55") && !shown.contains("Bearer tok"), "{shown}");
+        assert!(
+            !shown.contains("pa55") && !shown.contains("Bearer tok"),
+            "{shown}"
+        );
         assert!(shown.contains("Authorization"));
     }
 }

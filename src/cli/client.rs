@@ -62,32 +62,52 @@ impl AdminClient {
         self.send(Method::GET, path, None).await
     }
 
-    pub async fn post<T: DeserializeOwned>(&self, path: &str, body: &Value) -> Result<T, ClientError> {
+    pub async fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> Result<T, ClientError> {
         self.send(Method::POST, path, Some(body)).await
     }
 
     pub async fn delete(&self, path: &str) -> Result<(), ClientError> {
-        self.send::<Value>(Method::DELETE, path, None).await.map(|_| ())
+        self.send::<Value>(Method::DELETE, path, None)
+            .await
+            .map(|_| ())
     }
 
-    async fn send<T: DeserializeOwned>(&self, method: Method, path: &str, body: Option<&Value>) -> Result<T, ClientError> {
+    async fn send<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<T, ClientError> {
         let url = format!("{}{path}", self.base);
-        let mut request = self.http.request(method, &url).header(ACTOR_HEADER, &self.actor);
+        let mut request = self
+            .http
+            .request(method, &url)
+            .header(ACTOR_HEADER, &self.actor);
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
         }
         if let Some(body) = body {
             request = request.json(body);
         }
-        let response = request.send().await.map_err(|err| ClientError::Unreachable {
-            url: self.base.clone(),
-            reason: root_cause(&err),
-        })?;
+        let response = request
+            .send()
+            .await
+            .map_err(|err| ClientError::Unreachable {
+                url: self.base.clone(),
+                reason: root_cause(&err),
+            })?;
         let status = response.status();
-        let bytes = response.bytes().await.map_err(|err| ClientError::Protocol {
-            url: url.clone(),
-            reason: err.to_string(),
-        })?;
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|err| ClientError::Protocol {
+                url: url.clone(),
+                reason: err.to_string(),
+            })?;
         if !status.is_success() {
             let detail = serde_json::from_slice::<Value>(&bytes)
                 .ok()
@@ -95,7 +115,11 @@ impl AdminClient {
                 .unwrap_or_else(|| format!("{status}: {}", String::from_utf8_lossy(&bytes)));
             return Err(ClientError::Api { status, detail });
         }
-        let bytes = if bytes.is_empty() { &b"null"[..] } else { &bytes[..] };
+        let bytes = if bytes.is_empty() {
+            &b"null"[..]
+        } else {
+            &bytes[..]
+        };
         serde_json::from_slice(bytes).map_err(|err| ClientError::Protocol {
             url,
             reason: err.to_string(),

@@ -91,6 +91,9 @@ struct ServeArgs {
     /// Address of the HTTP listener. Beyond loopback, a bearer token is required.
     #[arg(long, env = LISTEN_ENV, value_name = "ADDR:PORT", default_value = DEFAULT_LISTEN)]
     listen: SocketAddr,
+    /// Require `Authorization: Bearer <token>` even on loopback (the token is MCP_AGGREGATOR_TOKEN, else generated into the data dir).
+    #[arg(long, env = "MCP_AGGREGATOR_REQUIRE_TOKEN")]
+    require_token: bool,
 }
 
 #[derive(Debug, Args)]
@@ -128,10 +131,14 @@ mcp-aggregator servers add legacy --sse http://127.0.0.1:3001/sse\n\n\
 Names are ^[a-z][a-z0-9_-]*$. Env and header values are stored encrypted and never shown again.")]
     Add(AddArgs),
     /// List registered servers.
-    #[command(after_help = "Examples:\n  mcp-aggregator servers list\n  mcp-aggregator servers list --status ERROR --json")]
+    #[command(
+        after_help = "Examples:\n  mcp-aggregator servers list\n  mcp-aggregator servers list --status ERROR --json"
+    )]
     List(ListArgs),
     /// Show one server's details and recent connection history.
-    #[command(after_help = "Examples:\n  mcp-aggregator servers show github\n  mcp-aggregator servers show 4b0e…-uuid --json")]
+    #[command(
+        after_help = "Examples:\n  mcp-aggregator servers show github\n  mcp-aggregator servers show 4b0e…-uuid --json"
+    )]
     Show(NameArgs),
     /// Remove a server and everything that belongs to it.
     #[command(after_help = "Examples:\n  mcp-aggregator servers remove github")]
@@ -212,7 +219,10 @@ struct AuditArgs {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
@@ -249,7 +259,9 @@ async fn run(cli: Cli) -> ExitCode {
 
 async fn serve(args: ServeArgs) -> ExitCode {
     let Some(data_dir) = paths::resolve_data_dir(args.data_dir.data_dir.as_deref()) else {
-        eprintln!("error: no data dir: pass --data-dir or set {DATA_DIR_ENV} (no home directory found)");
+        eprintln!(
+            "error: no data dir: pass --data-dir or set {DATA_DIR_ENV} (no home directory found)"
+        );
         return ExitCode::from(2);
     };
     let shutdown = CancellationToken::new();
@@ -261,6 +273,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         config: args.config,
         data_dir,
         listen: args.listen,
+        require_token: args.require_token,
     };
     match daemon::serve(options, shutdown).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -297,8 +310,17 @@ fn connect(args: &ClientArgs) -> AdminClient {
     let url = args
         .url
         .clone()
-        .or_else(|| data_dir.as_deref().and_then(DaemonInfo::read).map(|info| info.url))
-        .or_else(|| std::env::var(LISTEN_ENV).ok().map(|addr| format!("http://{addr}")))
+        .or_else(|| {
+            data_dir
+                .as_deref()
+                .and_then(DaemonInfo::read)
+                .map(|info| info.url)
+        })
+        .or_else(|| {
+            std::env::var(LISTEN_ENV)
+                .ok()
+                .map(|addr| format!("http://{addr}"))
+        })
         .unwrap_or_else(|| format!("http://{DEFAULT_LISTEN}"));
     let token = args
         .token
@@ -314,7 +336,9 @@ async fn admin(command: Command) -> Result<ExitCode, CliError> {
         Command::Servers(ServersCommand::Show(args)) => servers_show(args).await,
         Command::Servers(ServersCommand::Remove(args)) => {
             let client = connect(&args.client);
-            client.delete(&format!("{SERVERS_PATH}/{}", encode_segment(&args.name))).await?;
+            client
+                .delete(&format!("{SERVERS_PATH}/{}", encode_segment(&args.name)))
+                .await?;
             if args.client.json {
                 println!("{}", json!({"removed": args.name}));
             } else {
@@ -348,15 +372,24 @@ async fn admin(command: Command) -> Result<ExitCode, CliError> {
         }
         Command::Audit(args) => {
             let client = connect(&args.client);
-            let entries: Vec<Value> = client.get(&format!("/api/v1/aggregator/audit?limit={}", args.limit)).await?;
+            let entries: Vec<Value> = client
+                .get(&format!("/api/v1/aggregator/audit?limit={}", args.limit))
+                .await?;
             if args.client.json {
                 println!("{}", Value::from(entries));
             } else {
                 let rows = entries
                     .iter()
-                    .map(|e| ["timestamp", "actor", "action", "server", "result"].map(|k| field(e, k)).to_vec())
+                    .map(|e| {
+                        ["timestamp", "actor", "action", "server", "result"]
+                            .map(|k| field(e, k))
+                            .to_vec()
+                    })
                     .collect();
-                println!("{}", table(&["TIME", "ACTOR", "ACTION", "SERVER", "RESULT"], rows));
+                println!(
+                    "{}",
+                    table(&["TIME", "ACTOR", "ACTION", "SERVER", "RESULT"], rows)
+                );
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -396,7 +429,9 @@ fn add_transport(args: &AddArgs) -> Result<Transport, CliError> {
     let usage = |msg: &str| CliError::Usage(msg.to_owned());
     let url = args.http.clone().or_else(|| args.sse.clone());
     match (url, args.command.split_first()) {
-        (Some(_), Some(_)) => Err(usage("give either a command (after --) or --http/--sse, not both")),
+        (Some(_), Some(_)) => Err(usage(
+            "give either a command (after --) or --http/--sse, not both",
+        )),
         (None, None) => Err(usage(
             "say how to reach the server: a command after `--` (stdio), --http URL (Streamable HTTP) or --sse URL (legacy SSE); see --help",
         )),
@@ -410,13 +445,17 @@ fn add_transport(args: &AddArgs) -> Result<Transport, CliError> {
                 .map(|pair| {
                     pair.split_once('=')
                         .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                        .ok_or_else(|| CliError::Usage(format!("--env {pair:?} must look like KEY=VALUE")))
+                        .ok_or_else(|| {
+                            CliError::Usage(format!("--env {pair:?} must look like KEY=VALUE"))
+                        })
                 })
                 .collect::<Result<_, _>>()?;
-            let cwd = args
-                .cwd
-                .as_deref()
-                .map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()).display().to_string());
+            let cwd = args.cwd.as_deref().map(|dir| {
+                std::path::absolute(dir)
+                    .unwrap_or_else(|_| dir.to_path_buf())
+                    .display()
+                    .to_string()
+            });
             Ok(Transport::Stdio {
                 command: command.clone(),
                 args: rest.to_vec(),
@@ -434,13 +473,18 @@ fn add_transport(args: &AddArgs) -> Result<Transport, CliError> {
                 .map(|h| {
                     h.split_once(':')
                         .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-                        .ok_or_else(|| CliError::Usage(format!("--header {h:?} must look like 'Name: value'")))
+                        .ok_or_else(|| {
+                            CliError::Usage(format!("--header {h:?} must look like 'Name: value'"))
+                        })
                 })
                 .collect::<Result<_, _>>()?;
             Ok(if args.sse.is_some() {
                 Transport::Sse { url, headers }
             } else {
-                Transport::Http { base_url: url, headers }
+                Transport::Http {
+                    base_url: url,
+                    headers,
+                }
             })
         }
     }
@@ -450,7 +494,12 @@ fn add_transport(args: &AddArgs) -> Result<Transport, CliError> {
 /// this is what the CLI sends, never what the API shows).
 fn connection_config(transport: &Transport) -> Value {
     match transport {
-        Transport::Stdio { command, args, env, cwd } => json!({"command": command, "args": args, "env": env, "cwd": cwd}),
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => json!({"command": command, "args": args, "env": env, "cwd": cwd}),
         Transport::Sse { url, headers } => json!({"url": url, "headers": headers}),
         Transport::Http { base_url, headers } => json!({"base_url": base_url, "headers": headers}),
     }
@@ -485,7 +534,21 @@ async fn servers_list(args: ListArgs) -> Result<ExitCode, CliError> {
             ]
         })
         .collect();
-    println!("{}", table(&["NAME", "STATUS", "TRANSPORT", "TOOLS", "PRIORITY", "AUTO", "ERROR"], rows));
+    println!(
+        "{}",
+        table(
+            &[
+                "NAME",
+                "STATUS",
+                "TRANSPORT",
+                "TOOLS",
+                "PRIORITY",
+                "AUTO",
+                "ERROR"
+            ],
+            rows
+        )
+    );
     Ok(ExitCode::SUCCESS)
 }
 
@@ -493,7 +556,9 @@ async fn servers_show(args: NameArgs) -> Result<ExitCode, CliError> {
     let client = connect(&args.client);
     let segment = encode_segment(&args.name);
     let server: Value = client.get(&format!("{SERVERS_PATH}/{segment}")).await?;
-    let history: Vec<Value> = client.get(&format!("{SERVERS_PATH}/{segment}/history?limit=10")).await?;
+    let history: Vec<Value> = client
+        .get(&format!("{SERVERS_PATH}/{segment}/history?limit=10"))
+        .await?;
     if args.client.json {
         let mut server = server;
         server["history"] = Value::from(history);
@@ -523,7 +588,11 @@ async fn servers_show(args: NameArgs) -> Result<ExitCode, CliError> {
         println!("\nrecent history:");
         let rows = history
             .iter()
-            .map(|h| ["timestamp", "event_type", "trigger", "details"].map(|k| field(h, k)).to_vec())
+            .map(|h| {
+                ["timestamp", "event_type", "trigger", "details"]
+                    .map(|k| field(h, k))
+                    .to_vec()
+            })
             .collect();
         println!("{}", table(&["TIME", "EVENT", "TRIGGER", "DETAILS"], rows));
     }
@@ -550,7 +619,9 @@ async fn import(args: ImportArgs) -> Result<ExitCode, CliError> {
         });
         let (outcome, detail) = match client.post::<Value>(SERVERS_PATH, &body).await {
             Ok(_) => ("registered", String::new()),
-            Err(ClientError::Api { status, detail }) if status == reqwest::StatusCode::CONFLICT => ("skipped", detail),
+            Err(ClientError::Api { status, detail }) if status == reqwest::StatusCode::CONFLICT => {
+                ("skipped", detail)
+            }
             Err(err @ ClientError::Api { .. }) => {
                 failed += 1;
                 ("failed", err.to_string())
@@ -568,7 +639,11 @@ async fn import(args: ImportArgs) -> Result<ExitCode, CliError> {
             .collect();
         println!("{}", table(&["NAME", "RESULT", "DETAIL"], rows));
     }
-    Ok(if failed > 0 { ExitCode::from(2) } else { ExitCode::SUCCESS })
+    Ok(if failed > 0 {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Percent-encodes a path segment or query value.
@@ -577,7 +652,6 @@ fn encode_segment(raw: &str) -> String {
         .collect::<String>()
         .replace('+', "%20")
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -593,18 +667,43 @@ mod tests {
     fn add_infers_the_transport() {
         let parse = |args: &[&str]| {
             let cli = Cli::try_parse_from(args).unwrap();
-            let Command::Servers(ServersCommand::Add(add)) = cli.command else { panic!() };
+            let Command::Servers(ServersCommand::Add(add)) = cli.command else {
+                panic!()
+            };
             add_transport(&add)
         };
-        let stdio = parse(&["m", "servers", "add", "t", "--env", "A=b", "--", "uvx", "mcp-server-time"]).unwrap();
+        let stdio = parse(&[
+            "m",
+            "servers",
+            "add",
+            "t",
+            "--env",
+            "A=b",
+            "--",
+            "uvx",
+            "mcp-server-time",
+        ])
+        .unwrap();
         assert_eq!(stdio.transport_type(), crate::model::TransportType::Stdio);
-        let http = parse(&["m", "servers", "add", "r", "--http", "http://h/mcp", "--header", "X-Key: v"]).unwrap();
+        let http = parse(&[
+            "m",
+            "servers",
+            "add",
+            "r",
+            "--http",
+            "http://h/mcp",
+            "--header",
+            "X-Key: v",
+        ])
+        .unwrap();
         assert_eq!(http.secrets()["X-Key"], "v");
         let sse = parse(&["m", "servers", "add", "r", "--sse", "http://h/sse"]).unwrap();
         assert_eq!(sse.transport_type(), crate::model::TransportType::Sse);
         assert!(parse(&["m", "servers", "add", "r"]).is_err());
         assert!(parse(&["m", "servers", "add", "r", "--http", "http://h", "--", "x"]).is_err());
         assert!(parse(&["m", "servers", "add", "r", "--env", "novalue", "--", "x"]).is_err());
-        assert!(Cli::try_parse_from(["m", "servers", "add", "r", "--http", "a", "--sse", "b"]).is_err());
+        assert!(
+            Cli::try_parse_from(["m", "servers", "add", "r", "--http", "a", "--sse", "b"]).is_err()
+        );
     }
 }

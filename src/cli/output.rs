@@ -13,7 +13,12 @@ pub fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
     for row in rows {
         table.add_row(row);
     }
-    table.to_string().lines().map(str::trim_end).collect::<Vec<_>>().join("\n")
+    table
+        .to_string()
+        .lines()
+        .map(str::trim_end)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `key: value` lines, keys aligned.

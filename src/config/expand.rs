@@ -53,7 +53,10 @@ pub fn expand(value: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<St
     Ok(out)
 }
 
-fn expand_braced(inner: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
+fn expand_braced(
+    inner: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, ExpandError> {
     let (name, default) = match inner.split_once(":-") {
         Some((name, default)) => (name, Some(default)),
         None => (inner, None),
@@ -73,7 +76,9 @@ fn expand_braced(inner: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result
 
 fn is_identifier(name: &str) -> bool {
     let mut chars = name.chars();
-    chars.next().is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+    chars
+        .next()
+        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
         && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
 }
 
@@ -124,7 +129,10 @@ mod tests {
         assert_eq!(x("$NOPE"), Err(ExpandError::Missing("NOPE".into())));
         assert_eq!(x("a ${NOPE} b"), Err(ExpandError::Missing("NOPE".into())));
         assert_eq!(x("${env:NOPE}"), Err(ExpandError::Missing("NOPE".into())));
-        assert!(matches!(x("${input:token}"), Err(ExpandError::Unsupported(_))));
+        assert!(matches!(
+            x("${input:token}"),
+            Err(ExpandError::Unsupported(_))
+        ));
         assert!(matches!(x("${UNCLOSED"), Err(ExpandError::Unsupported(_))));
         assert!(matches!(x("${}"), Err(ExpandError::Unsupported(_))));
     }

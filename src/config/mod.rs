@@ -72,7 +72,10 @@ pub fn load(path: &Path) -> Result<LoadedConfig, ConfigError> {
 }
 
 /// As `load`, with an explicit variable lookup (for tests and the CLI).
-pub fn load_with_env(path: &Path, lookup: &dyn Fn(&str) -> Option<String>) -> Result<LoadedConfig, ConfigError> {
+pub fn load_with_env(
+    path: &Path,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<LoadedConfig, ConfigError> {
     let text = read(path)?;
     parse(&text, path, lookup)
 }
@@ -99,7 +102,11 @@ fn read(path: &Path) -> Result<String, ConfigError> {
 
 /// Parses config text; `path` is used for messages and to resolve relative
 /// `cwd` values.
-pub fn parse(text: &str, path: &Path, lookup: &dyn Fn(&str) -> Option<String>) -> Result<LoadedConfig, ConfigError> {
+pub fn parse(
+    text: &str,
+    path: &Path,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<LoadedConfig, ConfigError> {
     let root: Value = serde_json::from_str(text).map_err(|err| ConfigError::InvalidJson {
         path: path.to_path_buf(),
         line: err.line(),
@@ -162,7 +169,10 @@ impl Parser<'_> {
 
     fn root(&mut self, root: &Value) -> Result<Vec<ServerSpec>, ConfigError> {
         let Some(root) = root.as_object() else {
-            return Err(self.schema("$", format!("the config must be a JSON object, not {}", kind(root))));
+            return Err(self.schema(
+                "$",
+                format!("the config must be a JSON object, not {}", kind(root)),
+            ));
         };
         let sections: Vec<&str> = ["mcpServers", "servers"]
             .into_iter()
@@ -179,7 +189,10 @@ impl Parser<'_> {
         for section in sections {
             let location = format!("$.{section}");
             let Some(entries) = root[section].as_object() else {
-                return Err(self.schema(location, format!("{section} must be an object, not {}", kind(&root[section]))));
+                return Err(self.schema(
+                    location,
+                    format!("{section} must be an object, not {}", kind(&root[section])),
+                ));
             };
             for (key, value) in entries {
                 let location = format!("{location}{}", key_path(key));
@@ -196,9 +209,17 @@ impl Parser<'_> {
         Ok(specs)
     }
 
-    fn server(&mut self, key: &str, value: &Value, location: &str) -> Result<ServerSpec, ConfigError> {
+    fn server(
+        &mut self,
+        key: &str,
+        value: &Value,
+        location: &str,
+    ) -> Result<ServerSpec, ConfigError> {
         let Some(obj) = value.as_object() else {
-            return Err(self.schema(location, format!("server config must be an object, not {}", kind(value))));
+            return Err(self.schema(
+                location,
+                format!("server config must be an object, not {}", kind(value)),
+            ));
         };
         let name = match validate::validate_name(key) {
             Ok(()) => key.to_owned(),
@@ -209,7 +230,9 @@ impl Parser<'_> {
                         format!("server key {key:?} cannot be turned into a name of the form ^[a-z][a-z0-9_-]*$"),
                     )
                 })?;
-                self.warnings.push(format!("server {key:?} is registered as {name:?} (names are ^[a-z][a-z0-9_-]*$)"));
+                self.warnings.push(format!(
+                    "server {key:?} is registered as {name:?} (names are ^[a-z][a-z0-9_-]*$)"
+                ));
                 name
             }
         };
@@ -219,12 +242,17 @@ impl Parser<'_> {
             .filter(|k| !KNOWN_KEYS.contains(k))
             .collect();
         for field in unknown {
-            self.warnings.push(format!("{location}.{field} is not used by mcp-aggregator and was ignored"));
+            self.warnings.push(format!(
+                "{location}.{field} is not used by mcp-aggregator and was ignored"
+            ));
         }
 
         let command = self.opt_string(obj, "command", location)?;
         let url = self.opt_string(obj, "url", location)?;
-        let declared = match (self.opt_string(obj, "type", location)?, self.opt_string(obj, "transport", location)?) {
+        let declared = match (
+            self.opt_string(obj, "type", location)?,
+            self.opt_string(obj, "transport", location)?,
+        ) {
             (Some(t), _) => Some(("type", t)),
             (None, Some(t)) => Some(("transport", t)),
             (None, None) => None,
@@ -233,7 +261,9 @@ impl Parser<'_> {
             Some((field, declared)) => match declared.to_ascii_lowercase().as_str() {
                 "stdio" => TransportKind::Stdio,
                 "sse" => TransportKind::Sse,
-                "http" | "streamable-http" | "streamablehttp" | "streamable_http" => TransportKind::Http,
+                "http" | "streamable-http" | "streamablehttp" | "streamable_http" => {
+                    TransportKind::Http
+                }
                 _ => {
                     return Err(self.schema(
                         format!("{location}.{field}"),
@@ -247,7 +277,11 @@ impl Parser<'_> {
                     // Without a `type`, a URL ending in /sse is almost always
                     // the legacy transport; everything else is Streamable HTTP.
                     let sse = url.trim_end_matches('/').ends_with("/sse");
-                    let kind = if sse { TransportKind::Sse } else { TransportKind::Http };
+                    let kind = if sse {
+                        TransportKind::Sse
+                    } else {
+                        TransportKind::Http
+                    };
                     self.warnings.push(format!(
                         "{location} has no \"type\"; using {} for its url",
                         if sse { "sse" } else { "http (Streamable HTTP)" }
@@ -255,16 +289,27 @@ impl Parser<'_> {
                     kind
                 }
                 (Some(_), Some(_)) => {
-                    return Err(self.schema(location, "has both command and url; add \"type\" to say which transport to use"));
+                    return Err(self.schema(
+                        location,
+                        "has both command and url; add \"type\" to say which transport to use",
+                    ));
                 }
-                (None, None) => return Err(self.schema(format!("{location}.command"), "missing required field: command (or url)")),
+                (None, None) => {
+                    return Err(self.schema(
+                        format!("{location}.command"),
+                        "missing required field: command (or url)",
+                    ));
+                }
             },
         };
 
         let transport = match transport_kind {
             TransportKind::Stdio => {
                 let Some(command) = command else {
-                    return Err(self.schema(format!("{location}.command"), "missing or invalid command: a stdio server needs a command"));
+                    return Err(self.schema(
+                        format!("{location}.command"),
+                        "missing or invalid command: a stdio server needs a command",
+                    ));
                 };
                 let args = self.string_array(obj, "args", location)?;
                 let env = self.string_map(obj, "env", location)?;
@@ -288,7 +333,9 @@ impl Parser<'_> {
             }
             TransportKind::Sse | TransportKind::Http => {
                 let Some(url) = url else {
-                    return Err(self.schema(format!("{location}.url"), "missing required field: url"));
+                    return Err(
+                        self.schema(format!("{location}.url"), "missing required field: url")
+                    );
                 };
                 let url = self.expand(&url, &format!("{location}.url"))?;
                 let headers = self.string_map(obj, "headers", location)?;
@@ -296,7 +343,10 @@ impl Parser<'_> {
                 if transport_kind == TransportKind::Sse {
                     Transport::Sse { url, headers }
                 } else {
-                    Transport::Http { base_url: url, headers }
+                    Transport::Http {
+                        base_url: url,
+                        headers,
+                    }
                 }
             }
         };
@@ -315,7 +365,12 @@ impl Parser<'_> {
             Some(v) => v
                 .as_i64()
                 .and_then(|p| i32::try_from(p).ok())
-                .ok_or_else(|| self.schema(format!("{location}.priority"), format!("priority must be an integer, not {}", kind(v))))?,
+                .ok_or_else(|| {
+                    self.schema(
+                        format!("{location}.priority"),
+                        format!("priority must be an integer, not {}", kind(v)),
+                    )
+                })?,
         };
         let spec = ServerSpec {
             name,
@@ -334,7 +389,11 @@ impl Parser<'_> {
                 .strip_prefix("connection_config.")
                 .unwrap_or(&err.path)
                 .replace("base_url", "url");
-            let at = if field == "name" { location.to_owned() } else { format!("{location}.{field}") };
+            let at = if field == "name" {
+                location.to_owned()
+            } else {
+                format!("{location}.{field}")
+            };
             self.schema(at, err.message)
         })?;
         Ok(spec)
@@ -345,9 +404,16 @@ impl Parser<'_> {
         if path.is_absolute() {
             return cwd.to_owned();
         }
-        let base = self.file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let base = self
+            .file
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         let joined = base.join(path);
-        std::path::absolute(&joined).unwrap_or(joined).display().to_string()
+        std::path::absolute(&joined)
+            .unwrap_or(joined)
+            .display()
+            .to_string()
     }
 
     fn expand(&self, value: &str, location: &str) -> Result<String, ConfigError> {
@@ -364,7 +430,11 @@ impl Parser<'_> {
         })
     }
 
-    fn expand_map(&self, map: BTreeMap<String, String>, location: &str) -> Result<BTreeMap<String, String>, ConfigError> {
+    fn expand_map(
+        &self,
+        map: BTreeMap<String, String>,
+        location: &str,
+    ) -> Result<BTreeMap<String, String>, ConfigError> {
         map.into_iter()
             .map(|(k, v)| {
                 let expanded = self.expand(&v, &format!("{location}{}", key_path(&k)))?;
@@ -373,23 +443,44 @@ impl Parser<'_> {
             .collect()
     }
 
-    fn opt_string(&self, obj: &Map<String, Value>, field: &str, location: &str) -> Result<Option<String>, ConfigError> {
+    fn opt_string(
+        &self,
+        obj: &Map<String, Value>,
+        field: &str,
+        location: &str,
+    ) -> Result<Option<String>, ConfigError> {
         match obj.get(field) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(self.schema(format!("{location}.{field}"), format!("{field} must be a string, not {}", kind(other)))),
+            Some(other) => Err(self.schema(
+                format!("{location}.{field}"),
+                format!("{field} must be a string, not {}", kind(other)),
+            )),
         }
     }
 
-    fn opt_bool(&self, obj: &Map<String, Value>, field: &str, location: &str) -> Result<Option<bool>, ConfigError> {
+    fn opt_bool(
+        &self,
+        obj: &Map<String, Value>,
+        field: &str,
+        location: &str,
+    ) -> Result<Option<bool>, ConfigError> {
         match obj.get(field) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => Err(self.schema(format!("{location}.{field}"), format!("{field} must be true or false, not {}", kind(other)))),
+            Some(other) => Err(self.schema(
+                format!("{location}.{field}"),
+                format!("{field} must be true or false, not {}", kind(other)),
+            )),
         }
     }
 
-    fn string_array(&self, obj: &Map<String, Value>, field: &str, location: &str) -> Result<Vec<String>, ConfigError> {
+    fn string_array(
+        &self,
+        obj: &Map<String, Value>,
+        field: &str,
+        location: &str,
+    ) -> Result<Vec<String>, ConfigError> {
         match obj.get(field) {
             None | Some(Value::Null) => Ok(Vec::new()),
             Some(Value::Array(items)) => items
@@ -397,14 +488,25 @@ impl Parser<'_> {
                 .enumerate()
                 .map(|(i, item)| match item {
                     Value::String(s) => Ok(s.clone()),
-                    other => Err(self.schema(format!("{location}.{field}[{i}]"), format!("must be a string, not {}", kind(other)))),
+                    other => Err(self.schema(
+                        format!("{location}.{field}[{i}]"),
+                        format!("must be a string, not {}", kind(other)),
+                    )),
                 })
                 .collect(),
-            Some(other) => Err(self.schema(format!("{location}.{field}"), format!("{field} must be an array, not {}", kind(other)))),
+            Some(other) => Err(self.schema(
+                format!("{location}.{field}"),
+                format!("{field} must be an array, not {}", kind(other)),
+            )),
         }
     }
 
-    fn string_map(&self, obj: &Map<String, Value>, field: &str, location: &str) -> Result<BTreeMap<String, String>, ConfigError> {
+    fn string_map(
+        &self,
+        obj: &Map<String, Value>,
+        field: &str,
+        location: &str,
+    ) -> Result<BTreeMap<String, String>, ConfigError> {
         match obj.get(field) {
             None | Some(Value::Null) => Ok(BTreeMap::new()),
             Some(Value::Object(entries)) => entries
@@ -417,7 +519,10 @@ impl Parser<'_> {
                     )),
                 })
                 .collect(),
-            Some(other) => Err(self.schema(format!("{location}.{field}"), format!("{field} must be an object, not {}", kind(other)))),
+            Some(other) => Err(self.schema(
+                format!("{location}.{field}"),
+                format!("{field} must be an object, not {}", kind(other)),
+            )),
         }
     }
 }
@@ -431,8 +536,13 @@ enum TransportKind {
 
 /// `.key` for plain keys, `["odd key"]` otherwise, as JSONPath writes them.
 fn key_path(key: &str) -> String {
-    let plain = key.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let plain = key
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     if plain {
         format!(".{key}")
     } else {

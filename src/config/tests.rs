@@ -30,15 +30,28 @@ fn claude_desktop_format() {
     let fs = &cfg.servers[0];
     assert_eq!(fs.name, "filesystem");
     assert!(fs.auto_connect);
-    let Transport::Stdio { command, args, env, cwd } = &fs.transport else { panic!() };
+    let Transport::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+    } = &fs.transport
+    else {
+        panic!()
+    };
     assert_eq!(command, "npx");
     assert_eq!(args[2], "/home/me");
     assert_eq!(env["LOG_LEVEL"], "info");
     assert!(cwd.is_none());
-    assert_eq!(cfg.servers[1].transport.secrets()["DATABASE_URL"], "postgres://db");
+    assert_eq!(
+        cfg.servers[1].transport.secrets()["DATABASE_URL"],
+        "postgres://db"
+    );
     assert_eq!(
         fs.source,
-        ServerSource::ConfigFile { path: "/etc/mcp/servers.json".into() }
+        ServerSource::ConfigFile {
+            path: "/etc/mcp/servers.json".into()
+        }
     );
 }
 
@@ -53,11 +66,26 @@ fn vs_code_format_with_types_urls_headers_and_disabled() {
         }}"#,
     );
     let by_name = |n: &str| cfg.servers.iter().find(|s| s.name == n).unwrap();
-    assert_eq!(by_name("remote").transport.transport_type(), TransportType::Http);
-    assert_eq!(by_name("remote").transport.secrets()["Authorization"], "Bearer t0k");
-    assert_eq!(by_name("streamy").transport.transport_type(), TransportType::Http);
-    assert_eq!(by_name("legacy").transport.transport_type(), TransportType::Sse);
-    assert!(!by_name("local").auto_connect, "disabled servers are stored but not connected");
+    assert_eq!(
+        by_name("remote").transport.transport_type(),
+        TransportType::Http
+    );
+    assert_eq!(
+        by_name("remote").transport.secrets()["Authorization"],
+        "Bearer t0k"
+    );
+    assert_eq!(
+        by_name("streamy").transport.transport_type(),
+        TransportType::Http
+    );
+    assert_eq!(
+        by_name("legacy").transport.transport_type(),
+        TransportType::Sse
+    );
+    assert!(
+        !by_name("local").auto_connect,
+        "disabled servers are stored but not connected"
+    );
     assert!(by_name("remote").auto_connect);
 }
 
@@ -69,8 +97,14 @@ fn transport_is_inferred_from_url_when_type_is_missing() {
             "b": {"url": "http://127.0.0.1:1/mcp"}
         }}"#,
     );
-    assert_eq!(cfg.servers[0].transport.transport_type(), TransportType::Sse);
-    assert_eq!(cfg.servers[1].transport.transport_type(), TransportType::Http);
+    assert_eq!(
+        cfg.servers[0].transport.transport_type(),
+        TransportType::Sse
+    );
+    assert_eq!(
+        cfg.servers[1].transport.transport_type(),
+        TransportType::Http
+    );
     assert_eq!(cfg.warnings.len(), 2, "{:?}", cfg.warnings);
 }
 
@@ -81,10 +115,21 @@ fn both_sections_merge_and_names_are_normalised() {
     );
     let names: Vec<_> = cfg.servers.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["github", "my-server"]);
-    assert!(cfg.warnings.iter().any(|w| w.contains("\"GitHub\" is registered as \"github\"")), "{:?}", cfg.warnings);
+    assert!(
+        cfg.warnings
+            .iter()
+            .any(|w| w.contains("\"GitHub\" is registered as \"github\"")),
+        "{:?}",
+        cfg.warnings
+    );
 
-    let err = parse_err(r#"{"mcpServers": {"github": {"command": "a"}}, "servers": {"GitHub": {"command": "b"}}}"#);
-    assert!(matches!(err, ConfigError::InvalidSchema { ref location, .. } if location == "$.servers.GitHub"), "{err}");
+    let err = parse_err(
+        r#"{"mcpServers": {"github": {"command": "a"}}, "servers": {"GitHub": {"command": "b"}}}"#,
+    );
+    assert!(
+        matches!(err, ConfigError::InvalidSchema { ref location, .. } if location == "$.servers.GitHub"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -96,24 +141,42 @@ fn extensions_priority_description_health_and_cwd() {
     let s = &cfg.servers[0];
     assert_eq!(s.priority, 7);
     assert_eq!(s.description.as_deref(), Some("d"));
-    assert_eq!(s.health_check_url.as_deref(), Some("http://127.0.0.1:1/health"));
+    assert_eq!(
+        s.health_check_url.as_deref(),
+        Some("http://127.0.0.1:1/health")
+    );
     assert!(!s.auto_connect);
-    let Transport::Stdio { cwd, .. } = &s.transport else { panic!() };
-    assert_eq!(cwd.as_deref(), Some("/etc/mcp/data"), "relative cwd resolves against the config file");
-    assert!(cfg.warnings.iter().any(|w| w.contains("envFile")), "{:?}", cfg.warnings);
+    let Transport::Stdio { cwd, .. } = &s.transport else {
+        panic!()
+    };
+    assert_eq!(
+        cwd.as_deref(),
+        Some("/etc/mcp/data"),
+        "relative cwd resolves against the config file"
+    );
+    assert!(
+        cfg.warnings.iter().any(|w| w.contains("envFile")),
+        "{:?}",
+        cfg.warnings
+    );
 }
 
 #[test]
 fn file_not_found() {
     let err = load(Path::new("/definitely/not/here.json")).unwrap_err();
     assert_eq!(err.code(), "file_not_found");
-    assert_eq!(err.to_string(), "Config file not found: /definitely/not/here.json");
+    assert_eq!(
+        err.to_string(),
+        "Config file not found: /definitely/not/here.json"
+    );
 }
 
 #[test]
 fn invalid_json_reports_line_and_column() {
     let err = parse_err("{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",}\n  }\n}");
-    let ConfigError::InvalidJson { line, column, .. } = &err else { panic!("{err}") };
+    let ConfigError::InvalidJson { line, column, .. } = &err else {
+        panic!("{err}")
+    };
     assert_eq!((*line, *column), (3, 26));
     assert_eq!(err.code(), "invalid_json");
     assert!(err.to_string().contains("line 3, column 26"), "{err}");
@@ -127,25 +190,72 @@ fn schema_errors_name_the_json_path() {
         (r#"{"other": 1}"#, "$.mcpServers"),
         (r#"{"mcpServers": []}"#, "$.mcpServers"),
         (r#"{"mcpServers": {"a": "npx"}}"#, "$.mcpServers.a"),
-        (r#"{"mcpServers": {"a": {"args": []}}}"#, "$.mcpServers.a.command"),
-        (r#"{"mcpServers": {"a": {"command": 5}}}"#, "$.mcpServers.a.command"),
-        (r#"{"mcpServers": {"a": {"command": "x", "args": "-y"}}}"#, "$.mcpServers.a.args"),
-        (r#"{"mcpServers": {"a": {"command": "x", "args": ["ok", 3]}}}"#, "$.mcpServers.a.args[1]"),
-        (r#"{"mcpServers": {"a": {"command": "x", "env": []}}}"#, "$.mcpServers.a.env"),
-        (r#"{"mcpServers": {"a": {"command": "x", "env": {"N": 1}}}}"#, "$.mcpServers.a.env.N"),
-        (r#"{"mcpServers": {"a": {"type": "carrier-pigeon", "command": "x"}}}"#, "$.mcpServers.a.type"),
-        (r#"{"mcpServers": {"a": {"type": "sse"}}}"#, "$.mcpServers.a.url"),
-        (r#"{"mcpServers": {"a": {"type": "http", "url": "ftp://x"}}}"#, "$.mcpServers.a.url"),
-        (r#"{"mcpServers": {"a": {"command": "x", "url": "http://h"}}}"#, "$.mcpServers.a"),
-        (r#"{"mcpServers": {"a": {"command": "x", "disabled": "yes"}}}"#, "$.mcpServers.a.disabled"),
-        (r#"{"mcpServers": {"a": {"command": "x", "priority": 1.5}}}"#, "$.mcpServers.a.priority"),
-        (r#"{"mcpServers": {"a": {"url": "http://h/mcp", "headers": {"Bad Name": "v"}}}}"#, "$.mcpServers.a.headers.Bad Name"),
-        (r#"{"mcpServers": {"!!!": {"command": "x"}}}"#, "$.mcpServers[\"!!!\"]"),
-        (r#"{"mcpServers": {"a": {"command": "${input:tok}"}}}"#, "$.mcpServers.a.command"),
+        (
+            r#"{"mcpServers": {"a": {"args": []}}}"#,
+            "$.mcpServers.a.command",
+        ),
+        (
+            r#"{"mcpServers": {"a": {"command": 5}}}"#,
+            "$.mcpServers.a.command",
+        ),
+        (
+            r#"{"mcpServers": {"a": {"command": "x", "args": "-y"}}}"#,
+            "$.mcpServers.a.args",
+        ),
+        (
+            r#"{"mcpServers": {"a": {"command": "x", "args": ["ok", 3]}}}"#,
+            "$.mcpServers.a.args[1]",
+        ),
+        (
+            r#"{"mcpServers": {"a": {"command": "x", "env": []}}}"#,
+            "$.mcpServers.a.env",
+        ),
+        (
+            r#"{"mcpServers": {"a": {"command": "x", "env": {"N": 1}}}}"#,
+            "$.mcpServers.a.env.N",
+        ),
+        (
+            r#"{"mcpServers": {"a": {"type": "carrier-pigeon", "command": "x"}}}"#,
+            "$.mcpServers.a.type",
+        ),
+        (
+            r#"{"mcpServers": {"a": {"type": "sse"}}}"#,
+            "$.mcpServers.a.url",
+        ),
+        (
+            r#"{"mcpServers": {"a": {"type": "http", "url": "ftp://x"}}}"#,
+            "$.mcpServers.a.url",
+        ),
+        (
+            r#"{"mcpServers": {"a": {"command": "x", "url": "http://h"}}}"#,
+            "$.mcpServers.a",
+        ),
+        (
+            r#"{"mcpServers": {"a": {"command": "x", "disabled": "yes"}}}"#,
+            "$.mcpServers.a.disabled",
+        ),
+        (
+            r#"{"mcpServers": {"a": {"command": "x", "priority": 1.5}}}"#,
+            "$.mcpServers.a.priority",
+        ),
+        (
+            r#"{"mcpServers": {"a": {"url": "http://h/mcp", "headers": {"Bad Name": "v"}}}}"#,
+            "$.mcpServers.a.headers.Bad Name",
+        ),
+        (
+            r#"{"mcpServers": {"!!!": {"command": "x"}}}"#,
+            "$.mcpServers[\"!!!\"]",
+        ),
+        (
+            r#"{"mcpServers": {"a": {"command": "${input:tok}"}}}"#,
+            "$.mcpServers.a.command",
+        ),
     ];
     for (text, expected) in cases {
         match parse_err(text) {
-            ConfigError::InvalidSchema { location, message, .. } => {
+            ConfigError::InvalidSchema {
+                location, message, ..
+            } => {
                 assert_eq!(location, expected, "{text}: {message}");
                 assert!(!message.is_empty());
             }
@@ -157,25 +267,51 @@ fn schema_errors_name_the_json_path() {
 #[test]
 fn missing_variables_name_the_variable_and_path() {
     let cases = [
-        (r#"{"mcpServers": {"pg": {"command": "x", "env": {"DATABASE_URL": "${NOT_SET}"}}}}"#, "$.mcpServers.pg.env.DATABASE_URL"),
-        (r#"{"mcpServers": {"pg": {"command": "$NOT_SET"}}}"#, "$.mcpServers.pg.command"),
-        (r#"{"mcpServers": {"pg": {"command": "x", "args": ["a", "--t=${env:NOT_SET}"]}}}"#, "$.mcpServers.pg.args[1]"),
-        (r#"{"mcpServers": {"pg": {"url": "http://${NOT_SET}/mcp"}}}"#, "$.mcpServers.pg.url"),
-        (r#"{"mcpServers": {"pg": {"url": "http://h/mcp", "headers": {"Authorization": "Bearer $NOT_SET"}}}}"#, "$.mcpServers.pg.headers.Authorization"),
+        (
+            r#"{"mcpServers": {"pg": {"command": "x", "env": {"DATABASE_URL": "${NOT_SET}"}}}}"#,
+            "$.mcpServers.pg.env.DATABASE_URL",
+        ),
+        (
+            r#"{"mcpServers": {"pg": {"command": "$NOT_SET"}}}"#,
+            "$.mcpServers.pg.command",
+        ),
+        (
+            r#"{"mcpServers": {"pg": {"command": "x", "args": ["a", "--t=${env:NOT_SET}"]}}}"#,
+            "$.mcpServers.pg.args[1]",
+        ),
+        (
+            r#"{"mcpServers": {"pg": {"url": "http://${NOT_SET}/mcp"}}}"#,
+            "$.mcpServers.pg.url",
+        ),
+        (
+            r#"{"mcpServers": {"pg": {"url": "http://h/mcp", "headers": {"Authorization": "Bearer $NOT_SET"}}}}"#,
+            "$.mcpServers.pg.headers.Authorization",
+        ),
     ];
     for (text, expected) in cases {
         let err = parse_err(text);
-        let ConfigError::MissingEnvVar { variable, location, .. } = &err else { panic!("{text}: {err}") };
+        let ConfigError::MissingEnvVar {
+            variable, location, ..
+        } = &err
+        else {
+            panic!("{text}: {err}")
+        };
         assert_eq!(variable, "NOT_SET");
         assert_eq!(location, expected);
         assert_eq!(err.code(), "missing_env_var");
-        assert!(err.to_string().starts_with("Missing environment variable: NOT_SET"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("Missing environment variable: NOT_SET"),
+            "{err}"
+        );
     }
 }
 
 #[test]
 fn defaults_cover_missing_variables() {
     let cfg = parse_ok(r#"{"mcpServers": {"a": {"command": "x", "args": ["${PORT:-8080}"]}}}"#);
-    let Transport::Stdio { args, .. } = &cfg.servers[0].transport else { panic!() };
+    let Transport::Stdio { args, .. } = &cfg.servers[0].transport else {
+        panic!()
+    };
     assert_eq!(args, &["8080"]);
 }

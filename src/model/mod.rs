@@ -4,5 +4,8 @@
 pub mod server;
 pub mod status;
 
-pub use server::{ConnectionHistoryEntry, AuditEntry, ServerId, ServerRecord, ServerSource, Transport, TransportType};
+pub use server::{
+    AuditEntry, ConnectionHistoryEntry, ServerId, ServerRecord, ServerSource, Transport,
+    TransportType,
+};
 pub use status::{InvalidTransition, ServerStatus, StatusTrigger};

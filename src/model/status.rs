@@ -101,7 +101,11 @@ impl ServerStatus {
         if allowed {
             Ok(to)
         } else {
-            Err(InvalidTransition { from: self, to, trigger })
+            Err(InvalidTransition {
+                from: self,
+                to,
+                trigger,
+            })
         }
     }
 
@@ -218,7 +222,10 @@ mod tests {
                 from.transition(Disconnected, StatusTrigger::ProcessRestart),
                 Ok(Disconnected)
             );
-            assert!(from.transition(Connected, StatusTrigger::ProcessRestart).is_err());
+            assert!(
+                from.transition(Connected, StatusTrigger::ProcessRestart)
+                    .is_err()
+            );
         }
     }
 
@@ -232,7 +239,10 @@ mod tests {
 
     #[test]
     fn only_connected_and_degraded_are_available() {
-        let available: Vec<_> = ServerStatus::ALL.into_iter().filter(|s| s.is_available()).collect();
+        let available: Vec<_> = ServerStatus::ALL
+            .into_iter()
+            .filter(|s| s.is_available())
+            .collect();
         assert_eq!(available, vec![Connected, Degraded]);
     }
 }

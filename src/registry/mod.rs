@@ -85,7 +85,11 @@ impl Registry {
 
     /// Registers a new server (status `DISCONNECTED`); `Conflict` when the name
     /// is taken, even when two registrations race. Refusals are audited too.
-    pub async fn register(&self, spec: ServerSpec, actor: &str) -> Result<ServerRecord, RegistryError> {
+    pub async fn register(
+        &self,
+        spec: ServerSpec,
+        actor: &str,
+    ) -> Result<ServerRecord, RegistryError> {
         let actor = actor.to_owned();
         self.blocking(move |store| {
             if let Err(err) = validate::validate(&spec) {
@@ -112,7 +116,11 @@ impl Registry {
     }
 
     /// Inserts or updates the servers a config file names, in one transaction.
-    pub async fn upsert(&self, specs: Vec<ServerSpec>, actor: &str) -> Result<Vec<(ServerRecord, UpsertOutcome)>, RegistryError> {
+    pub async fn upsert(
+        &self,
+        specs: Vec<ServerSpec>,
+        actor: &str,
+    ) -> Result<Vec<(ServerRecord, UpsertOutcome)>, RegistryError> {
         for spec in &specs {
             validate::validate(spec)?;
         }
@@ -150,7 +158,10 @@ impl Registry {
     }
 
     /// All servers ordered by name, optionally only those with `status`.
-    pub async fn list(&self, status: Option<ServerStatus>) -> Result<Vec<ServerRecord>, RegistryError> {
+    pub async fn list(
+        &self,
+        status: Option<ServerStatus>,
+    ) -> Result<Vec<ServerRecord>, RegistryError> {
         self.blocking(move |store| {
             let mut servers = store.list_servers()?;
             if let Some(status) = status {
@@ -162,7 +173,11 @@ impl Registry {
     }
 
     /// Removes a server and everything that belongs to it (BR-008).
-    pub async fn remove(&self, id_or_name: &str, actor: &str) -> Result<ServerRecord, RegistryError> {
+    pub async fn remove(
+        &self,
+        id_or_name: &str,
+        actor: &str,
+    ) -> Result<ServerRecord, RegistryError> {
         let key = id_or_name.to_owned();
         let actor = actor.to_owned();
         let removed = self
@@ -192,7 +207,11 @@ impl Registry {
         .await
     }
 
-    pub async fn history(&self, id_or_name: &str, limit: usize) -> Result<Vec<ConnectionHistoryEntry>, RegistryError> {
+    pub async fn history(
+        &self,
+        id_or_name: &str,
+        limit: usize,
+    ) -> Result<Vec<ConnectionHistoryEntry>, RegistryError> {
         let key = id_or_name.to_owned();
         self.blocking(move |store| {
             let record = find(store, &key)?;

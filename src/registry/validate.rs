@@ -154,7 +154,12 @@ pub fn validate(spec: &ServerSpec) -> Result<(), ValidationError> {
         validate_http_url("health_check_url", url)?;
     }
     match &spec.transport {
-        Transport::Stdio { command, args, env, cwd } => {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
             let path = "connection_config.command";
             if command.trim().is_empty() {
                 return Err(ValidationError::new(path, "must not be empty"));
@@ -242,12 +247,16 @@ pub fn normalize_name(key: &str) -> Option<String> {
 
 fn validate_http_url(path: &str, raw: &str) -> Result<(), ValidationError> {
     check_len(path, raw, MAX_URL_LEN)?;
-    let url = url::Url::parse(raw)
-        .map_err(|err| ValidationError::new(path, format!("is not a valid URL ({err}): {raw:?}")))?;
+    let url = url::Url::parse(raw).map_err(|err| {
+        ValidationError::new(path, format!("is not a valid URL ({err}): {raw:?}"))
+    })?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(ValidationError::new(
             path,
-            format!("must be an http:// or https:// URL, not {}://", url.scheme()),
+            format!(
+                "must be an http:// or https:// URL, not {}://",
+                url.scheme()
+            ),
         ));
     }
     if url.host_str().is_none_or(str::is_empty) {
@@ -261,7 +270,10 @@ fn validate_headers(headers: &BTreeMap<String, String>) -> Result<(), Validation
     for (name, value) in headers {
         let path = format!("connection_config.headers.{name}");
         if axum::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-            return Err(ValidationError::new(path, "is not a valid HTTP header name"));
+            return Err(ValidationError::new(
+                path,
+                "is not a valid HTTP header name",
+            ));
         }
         if axum::http::HeaderValue::from_str(value).is_err() {
             return Err(ValidationError::new(
@@ -275,21 +287,30 @@ fn validate_headers(headers: &BTreeMap<String, String>) -> Result<(), Validation
 
 fn check_map_size(path: &str, map: &BTreeMap<String, String>) -> Result<(), ValidationError> {
     if map.len() > MAX_MAP_ENTRIES {
-        return Err(ValidationError::new(path, format!("at most {MAX_MAP_ENTRIES} entries")));
+        return Err(ValidationError::new(
+            path,
+            format!("at most {MAX_MAP_ENTRIES} entries"),
+        ));
     }
     Ok(())
 }
 
 fn check_len(path: &str, value: &str, max: usize) -> Result<(), ValidationError> {
     if value.len() > max {
-        return Err(ValidationError::new(path, format!("must be at most {max} bytes")));
+        return Err(ValidationError::new(
+            path,
+            format!("must be at most {max} bytes"),
+        ));
     }
     Ok(())
 }
 
 fn check_no_nul(path: &str, value: &str) -> Result<(), ValidationError> {
     if value.contains('\0') {
-        return Err(ValidationError::new(path, "must not contain NUL characters"));
+        return Err(ValidationError::new(
+            path,
+            "must not contain NUL characters",
+        ));
     }
     Ok(())
 }
@@ -326,11 +347,18 @@ mod tests {
             assert!(validate_name(good).is_ok(), "{good}");
         }
         assert!(validate_name(&"a".repeat(255)).is_ok());
-        for bad in ["", "GitHub", "1abc", "-a", "_a", "a.b", "a b", "ünï", "a/b", "aB"] {
+        for bad in [
+            "", "GitHub", "1abc", "-a", "_a", "a.b", "a b", "ünï", "a/b", "aB",
+        ] {
             let err = validate_name(bad).unwrap_err();
             assert_eq!(err.path, "name", "{bad}");
         }
-        assert!(validate_name(&"a".repeat(256)).unwrap_err().message.contains("255"));
+        assert!(
+            validate_name(&"a".repeat(256))
+                .unwrap_err()
+                .message
+                .contains("255")
+        );
     }
 
     #[test]
@@ -338,27 +366,39 @@ mod tests {
         assert_eq!(normalize_name("GitHub").as_deref(), Some("github"));
         assert_eq!(normalize_name("my.server").as_deref(), Some("my-server"));
         assert_eq!(normalize_name("123abc").as_deref(), Some("abc"));
-        assert_eq!(normalize_name("Brave Search!").as_deref(), Some("brave-search"));
+        assert_eq!(
+            normalize_name("Brave Search!").as_deref(),
+            Some("brave-search")
+        );
         assert_eq!(normalize_name("---"), None);
         assert_eq!(normalize_name("日本"), None);
     }
 
     #[test]
     fn connection_config_is_read_per_transport_with_paths() {
-        let t = parse_connection_config(TransportType::Stdio, json!({"command": "x", "args": ["a"]})).unwrap();
+        let t =
+            parse_connection_config(TransportType::Stdio, json!({"command": "x", "args": ["a"]}))
+                .unwrap();
         assert!(matches!(t, Transport::Stdio { ref args, .. } if args == &["a"]));
 
         let err = parse_connection_config(TransportType::Stdio, json!({"args": []})).unwrap_err();
         assert_eq!(err.path, "connection_config");
         assert!(err.message.contains("missing field `command`"), "{err}");
 
-        let err = parse_connection_config(TransportType::Stdio, json!({"command": "x", "args": ["a", 5]})).unwrap_err();
+        let err = parse_connection_config(
+            TransportType::Stdio,
+            json!({"command": "x", "args": ["a", 5]}),
+        )
+        .unwrap_err();
         assert_eq!(err.path, "connection_config.args[1]");
 
-        let err = parse_connection_config(TransportType::Http, json!({"url": "http://h"})).unwrap_err();
+        let err =
+            parse_connection_config(TransportType::Http, json!({"url": "http://h"})).unwrap_err();
         assert!(err.message.contains("base_url"), "{err}");
 
-        let err = parse_connection_config(TransportType::Sse, json!({"url": "http://h", "extra": 1})).unwrap_err();
+        let err =
+            parse_connection_config(TransportType::Sse, json!({"url": "http://h", "extra": 1}))
+                .unwrap_err();
         assert!(err.message.contains("unknown field `extra`"), "{err}");
 
         let err = parse_connection_config(TransportType::Sse, json!("http://h")).unwrap_err();
@@ -367,10 +407,20 @@ mod tests {
 
     #[test]
     fn urls_must_be_http_with_a_host() {
-        let sse = |url: &str| spec(Transport::Sse { url: url.into(), headers: BTreeMap::new() });
+        let sse = |url: &str| {
+            spec(Transport::Sse {
+                url: url.into(),
+                headers: BTreeMap::new(),
+            })
+        };
         assert!(validate(&sse("https://example.com/sse")).is_ok());
         assert!(validate(&sse("http://127.0.0.1:3001/sse")).is_ok());
-        for bad in ["example.com/sse", "ftp://example.com", "not a url", "http://"] {
+        for bad in [
+            "example.com/sse",
+            "ftp://example.com",
+            "not a url",
+            "http://",
+        ] {
             let err = validate(&sse(bad)).unwrap_err();
             assert_eq!(err.path, "connection_config.url", "{bad}");
         }
@@ -417,6 +467,9 @@ mod tests {
         long.description = Some("d".repeat(1001));
         assert_eq!(validate(&long).unwrap_err().path, "description");
         long.description = Some("é".repeat(1000));
-        assert!(validate(&long).is_ok(), "the limit counts characters, not bytes");
+        assert!(
+            validate(&long).is_ok(),
+            "the limit counts characters, not bytes"
+        );
     }
 }

@@ -68,7 +68,9 @@ pub enum StoreError {
     NotFound(String),
     #[error(transparent)]
     Transition(#[from] InvalidTransition),
-    #[error("a stored record is unreadable ({0}); the store may have been written by another version")]
+    #[error(
+        "a stored record is unreadable ({0}); the store may have been written by another version"
+    )]
     Corrupt(String),
     #[error("store error: {0}")]
     Db(#[from] redb::Error),
@@ -133,7 +135,10 @@ impl Store {
     /// Brings an older layout up to `SCHEMA_VERSION`, one step at a time.
     fn migrate(&self) -> Result<(), StoreError> {
         let txn = self.db.begin_write()?;
-        let found = txn.open_table(META)?.get(META_SCHEMA_VERSION)?.map(|v| v.value());
+        let found = txn
+            .open_table(META)?
+            .get(META_SCHEMA_VERSION)?
+            .map(|v| v.value());
         let mut version = found.unwrap_or(0);
         if version > SCHEMA_VERSION {
             return Err(StoreError::NewerSchema {
@@ -156,7 +161,8 @@ impl Store {
             }
             version += 1;
         }
-        txn.open_table(META)?.insert(META_SCHEMA_VERSION, SCHEMA_VERSION)?;
+        txn.open_table(META)?
+            .insert(META_SCHEMA_VERSION, SCHEMA_VERSION)?;
         txn.commit()?;
         Ok(())
     }
@@ -198,7 +204,11 @@ impl Store {
             names.insert(record.name.as_str(), record.id.as_u128())?;
         }
         self.put_server(&txn, record)?;
-        append_history(&txn, record.id, registered_entry(record, "REGISTERED", None))?;
+        append_history(
+            &txn,
+            record.id,
+            registered_entry(record, "REGISTERED", None),
+        )?;
         append_audit(&txn, audit_entry(actor, "register", &record.name, "ok"))?;
         bump_generation(&txn)?;
         txn.commit()?;
@@ -225,12 +235,19 @@ impl Store {
                     txn.open_table(SERVER_NAMES)?
                         .insert(incoming.name.as_str(), incoming.id.as_u128())?;
                     self.put_server(&txn, incoming)?;
-                    append_history(&txn, incoming.id, registered_entry(incoming, "REGISTERED", None))?;
+                    append_history(
+                        &txn,
+                        incoming.id,
+                        registered_entry(incoming, "REGISTERED", None),
+                    )?;
                     UpsertOutcome::Inserted
                 }
                 Some(id) => {
                     let mut current = self.server_in(&txn, id)?.ok_or_else(|| {
-                        StoreError::Corrupt(format!("name {} points to a missing server", incoming.name))
+                        StoreError::Corrupt(format!(
+                            "name {} points to a missing server",
+                            incoming.name
+                        ))
                     })?;
                     let merged = ServerRecord {
                         id: current.id,
@@ -250,12 +267,19 @@ impl Store {
                     if unchanged {
                         UpsertOutcome::Unchanged
                     } else {
-                        let merged = ServerRecord { updated_at: Utc::now(), ..merged };
+                        let merged = ServerRecord {
+                            updated_at: Utc::now(),
+                            ..merged
+                        };
                         self.put_server(&txn, &merged)?;
                         append_history(
                             &txn,
                             merged.id,
-                            registered_entry(&merged, "UPDATED", Some("settings replaced by the config file")),
+                            registered_entry(
+                                &merged,
+                                "UPDATED",
+                                Some("settings replaced by the config file"),
+                            ),
                         )?;
                         UpsertOutcome::Updated
                     }
@@ -327,7 +351,8 @@ impl Store {
             .collect();
         for mut record in stale.iter().cloned() {
             let from = record.status;
-            record.status = from.transition(ServerStatus::Disconnected, StatusTrigger::ProcessRestart)?;
+            record.status =
+                from.transition(ServerStatus::Disconnected, StatusTrigger::ProcessRestart)?;
             record.updated_at = Utc::now();
             self.put_server(&txn, &record)?;
             append_history(
@@ -372,7 +397,13 @@ impl Store {
     /// Records an operation that failed before reaching the store (a refused
     /// registration, a removal of an unknown server), so the audit log is
     /// complete.
-    pub fn record_audit(&self, actor: &str, action: &str, server: &str, result: &str) -> Result<(), StoreError> {
+    pub fn record_audit(
+        &self,
+        actor: &str,
+        action: &str,
+        server: &str,
+        result: &str,
+    ) -> Result<(), StoreError> {
         let txn = self.db.begin_write()?;
         append_audit(&txn, audit_entry(actor, action, server, result))?;
         txn.commit()?;
@@ -383,7 +414,9 @@ impl Store {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(SERVERS)?;
         let found = table.get(id.as_u128())?;
-        found.map(|bytes| self.decode_server(bytes.value())).transpose()
+        found
+            .map(|bytes| self.decode_server(bytes.value()))
+            .transpose()
     }
 
     pub fn get_server_by_name(&self, name: &str) -> Result<Option<ServerRecord>, StoreError> {
@@ -393,7 +426,9 @@ impl Store {
         };
         let table = txn.open_table(SERVERS)?;
         let found = table.get(id)?;
-        found.map(|bytes| self.decode_server(bytes.value())).transpose()
+        found
+            .map(|bytes| self.decode_server(bytes.value()))
+            .transpose()
     }
 
     /// Every registration, ordered by name.
@@ -412,7 +447,11 @@ impl Store {
     }
 
     /// The newest `limit` history entries of a server, oldest first.
-    pub fn history(&self, id: ServerId, limit: usize) -> Result<Vec<ConnectionHistoryEntry>, StoreError> {
+    pub fn history(
+        &self,
+        id: ServerId,
+        limit: usize,
+    ) -> Result<Vec<ConnectionHistoryEntry>, StoreError> {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(HISTORY)?;
         let key = id.as_u128();
@@ -450,10 +489,16 @@ impl Store {
         Ok(tools)
     }
 
-    fn server_in(&self, txn: &WriteTransaction, id: u128) -> Result<Option<ServerRecord>, StoreError> {
+    fn server_in(
+        &self,
+        txn: &WriteTransaction,
+        id: u128,
+    ) -> Result<Option<ServerRecord>, StoreError> {
         let table = txn.open_table(SERVERS)?;
         let found = table.get(id)?;
-        found.map(|bytes| self.decode_server(bytes.value())).transpose()
+        found
+            .map(|bytes| self.decode_server(bytes.value()))
+            .transpose()
     }
 
     fn all_servers_in(&self, txn: &WriteTransaction) -> Result<Vec<ServerRecord>, StoreError> {
@@ -472,7 +517,8 @@ impl Store {
             *value = self.cipher.seal(value);
         }
         let bytes = encode(&sealed)?;
-        txn.open_table(SERVERS)?.insert(record.id.as_u128(), bytes.as_slice())?;
+        txn.open_table(SERVERS)?
+            .insert(record.id.as_u128(), bytes.as_slice())?;
         Ok(())
     }
 
@@ -513,7 +559,11 @@ fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError>
     serde_json::from_slice(bytes).map_err(|err| StoreError::Corrupt(err.to_string()))
 }
 
-fn registered_entry(record: &ServerRecord, event: &str, details: Option<&str>) -> ConnectionHistoryEntry {
+fn registered_entry(
+    record: &ServerRecord,
+    event: &str,
+    details: Option<&str>,
+) -> ConnectionHistoryEntry {
     ConnectionHistoryEntry {
         timestamp: Utc::now(),
         event_type: event.to_owned(),
@@ -535,7 +585,11 @@ fn audit_entry(actor: &str, action: &str, server: &str, result: &str) -> AuditEn
     }
 }
 
-fn append_history(txn: &WriteTransaction, id: ServerId, entry: ConnectionHistoryEntry) -> Result<(), StoreError> {
+fn append_history(
+    txn: &WriteTransaction,
+    id: ServerId,
+    entry: ConnectionHistoryEntry,
+) -> Result<(), StoreError> {
     let key = id.as_u128();
     let mut table = txn.open_table(HISTORY)?;
     let (first, next) = {

@@ -20,7 +20,9 @@ pub enum SecretError {
         path: String,
         source: std::io::Error,
     },
-    #[error("the secret key {path} is not {KEY_LEN} bytes; restore it from a backup or remove it (stored secrets will then have to be re-entered)")]
+    #[error(
+        "the secret key {path} is not {KEY_LEN} bytes; restore it from a backup or remove it (stored secrets will then have to be re-entered)"
+    )]
     BadKey { path: String },
 }
 
@@ -33,7 +35,10 @@ impl Cipher {
     /// Loads the key at `path`, creating it (mode 0600) on first use.
     pub fn load_or_create(path: &Path) -> Result<Cipher, SecretError> {
         let shown = path.display().to_string();
-        let key_err = |source| SecretError::KeyFile { path: shown.clone(), source };
+        let key_err = |source| SecretError::KeyFile {
+            path: shown.clone(),
+            source,
+        };
         let key = match std::fs::read(path) {
             Ok(bytes) => bytes,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
@@ -81,7 +86,10 @@ impl Cipher {
             return None;
         }
         let (nonce, cipher_text) = blob.split_at(NONCE_LEN);
-        let plain = self.aead.decrypt(Nonce::from_slice(nonce), cipher_text).ok()?;
+        let plain = self
+            .aead
+            .decrypt(Nonce::from_slice(nonce), cipher_text)
+            .ok()?;
         String::from_utf8(plain).ok()
     }
 }
@@ -128,7 +136,9 @@ mod tests {
     #[test]
     fn a_different_key_cannot_open_and_a_bad_key_is_reported() {
         let dir = tempfile::tempdir().unwrap();
-        let sealed = Cipher::load_or_create(&dir.path().join("a")).unwrap().seal("x");
+        let sealed = Cipher::load_or_create(&dir.path().join("a"))
+            .unwrap()
+            .seal("x");
         let other = Cipher::load_or_create(&dir.path().join("b")).unwrap();
         assert_eq!(other.open(&sealed), None);
         std::fs::write(dir.path().join("c"), b"short").unwrap();

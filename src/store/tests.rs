@@ -38,16 +38,30 @@ fn insert_get_list_and_remove() {
     store.insert_server(&b, "test").unwrap();
     store.insert_server(&a, "test").unwrap();
     assert_eq!(store.get_server(a.id).unwrap().as_ref(), Some(&a));
-    assert_eq!(store.get_server_by_name("beta").unwrap().map(|r| r.id), Some(b.id));
-    let names: Vec<_> = store.list_servers().unwrap().into_iter().map(|r| r.name).collect();
+    assert_eq!(
+        store.get_server_by_name("beta").unwrap().map(|r| r.id),
+        Some(b.id)
+    );
+    let names: Vec<_> = store
+        .list_servers()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
     assert_eq!(names, ["alpha", "beta"], "listed by name");
 
     let removed = store.remove_server(a.id, "test").unwrap();
     assert_eq!(removed.name, "alpha");
     assert!(store.get_server(a.id).unwrap().is_none());
     assert!(store.get_server_by_name("alpha").unwrap().is_none());
-    assert!(store.history(a.id, 100).unwrap().is_empty(), "history goes with the server");
-    assert!(matches!(store.remove_server(a.id, "test"), Err(StoreError::NotFound(_))));
+    assert!(
+        store.history(a.id, 100).unwrap().is_empty(),
+        "history goes with the server"
+    );
+    assert!(matches!(
+        store.remove_server(a.id, "test"),
+        Err(StoreError::NotFound(_))
+    ));
     // The name is free again.
     store.insert_server(&record("alpha"), "test").unwrap();
 }
@@ -74,16 +88,24 @@ fn secrets_are_encrypted_on_disk_and_readable_through_the_store() {
         !bytes.windows(needle.len()).any(|w| w == needle),
         "the plain secret must not be in the store file"
     );
-    assert_eq!(store.get_server(a.id).unwrap().unwrap().transport.secrets()["TOKEN"], "s3cret-value");
+    assert_eq!(
+        store.get_server(a.id).unwrap().unwrap().transport.secrets()["TOKEN"],
+        "s3cret-value"
+    );
 }
 
 #[test]
 fn a_second_open_of_the_same_dir_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let _first = Store::open(dir.path()).unwrap();
-    let err = Store::open(dir.path()).err().expect("second open must fail");
+    let err = Store::open(dir.path())
+        .err()
+        .expect("second open must fail");
     assert!(matches!(err, StoreError::AlreadyOpen { .. }), "{err}");
-    assert!(err.to_string().contains("in use by another mcp-aggregator process"));
+    assert!(
+        err.to_string()
+            .contains("in use by another mcp-aggregator process")
+    );
 }
 
 #[test]
@@ -106,10 +128,15 @@ fn a_newer_schema_is_refused_without_touching_it() {
     {
         let store = Store::open(dir.path()).unwrap();
         let txn = store.db.begin_write().unwrap();
-        txn.open_table(META).unwrap().insert(META_SCHEMA_VERSION, SCHEMA_VERSION + 1).unwrap();
+        txn.open_table(META)
+            .unwrap()
+            .insert(META_SCHEMA_VERSION, SCHEMA_VERSION + 1)
+            .unwrap();
         txn.commit().unwrap();
     }
-    let err = Store::open(dir.path()).err().expect("newer schema must be refused");
+    let err = Store::open(dir.path())
+        .err()
+        .expect("newer schema must be refused");
     assert!(matches!(err, StoreError::NewerSchema { found, .. } if found == SCHEMA_VERSION + 1));
 }
 
@@ -122,25 +149,54 @@ fn transitions_go_through_the_state_machine_and_into_history() {
     let gen_before = store.generation().unwrap();
 
     let rec = store
-        .transition_server(a.id, ServerStatus::Connecting, StatusTrigger::Connect, None, |_| {})
+        .transition_server(
+            a.id,
+            ServerStatus::Connecting,
+            StatusTrigger::Connect,
+            None,
+            |_| {},
+        )
         .unwrap();
     assert_eq!(rec.status, ServerStatus::Connecting);
     let rec = store
-        .transition_server(a.id, ServerStatus::Connected, StatusTrigger::ConnectSucceeded, None, |_| {})
+        .transition_server(
+            a.id,
+            ServerStatus::Connected,
+            StatusTrigger::ConnectSucceeded,
+            None,
+            |_| {},
+        )
         .unwrap();
     assert!(rec.connected_at.is_some());
     let err = store
-        .transition_server(a.id, ServerStatus::Connecting, StatusTrigger::Connect, None, |_| {})
+        .transition_server(
+            a.id,
+            ServerStatus::Connecting,
+            StatusTrigger::Connect,
+            None,
+            |_| {},
+        )
         .unwrap_err();
     assert!(matches!(err, StoreError::Transition(_)), "{err}");
-    assert_eq!(store.get_server(a.id).unwrap().unwrap().status, ServerStatus::Connected);
+    assert_eq!(
+        store.get_server(a.id).unwrap().unwrap().status,
+        ServerStatus::Connected
+    );
     assert!(store.generation().unwrap() > gen_before);
 
-    let events: Vec<_> = store.history(a.id, 10).unwrap().into_iter().map(|e| e.event_type).collect();
+    let events: Vec<_> = store
+        .history(a.id, 10)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event_type)
+        .collect();
     assert_eq!(events, ["REGISTERED", "CONNECTING", "CONNECTED"]);
 
     assert_eq!(store.reset_statuses_after_restart().unwrap(), 1);
-    assert_eq!(store.get_server(a.id).unwrap().unwrap().status, ServerStatus::Disconnected);
+    assert_eq!(
+        store.get_server(a.id).unwrap().unwrap().status,
+        ServerStatus::Disconnected
+    );
     assert_eq!(store.reset_statuses_after_restart().unwrap(), 0);
 }
 
@@ -163,7 +219,10 @@ fn history_is_bounded_per_server() {
     }
     let history = store.history(a.id, usize::MAX).unwrap();
     assert_eq!(history.len() as u64, HISTORY_PER_SERVER);
-    assert_ne!(history[0].event_type, "REGISTERED", "the oldest entries were dropped");
+    assert_ne!(
+        history[0].event_type, "REGISTERED",
+        "the oldest entries were dropped"
+    );
 }
 
 #[test]
@@ -171,27 +230,46 @@ fn upsert_inserts_updates_and_keeps_identity() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let original = record("alpha");
-    let outcomes = store.upsert_servers(std::slice::from_ref(&original), "config:x").unwrap();
+    let outcomes = store
+        .upsert_servers(std::slice::from_ref(&original), "config:x")
+        .unwrap();
     assert_eq!(outcomes, [UpsertOutcome::Inserted]);
 
     // Same settings, new id: nothing changes.
-    let again = ServerRecord { id: Uuid::new_v4(), ..original.clone() };
-    assert_eq!(store.upsert_servers(&[again], "config:x").unwrap(), [UpsertOutcome::Unchanged]);
+    let again = ServerRecord {
+        id: Uuid::new_v4(),
+        ..original.clone()
+    };
+    assert_eq!(
+        store.upsert_servers(&[again], "config:x").unwrap(),
+        [UpsertOutcome::Unchanged]
+    );
 
     let changed = ServerRecord {
         id: Uuid::new_v4(),
         description: Some("new".into()),
         ..original.clone()
     };
-    assert_eq!(store.upsert_servers(&[changed, record("beta")], "config:x").unwrap(), [
-        UpsertOutcome::Updated,
-        UpsertOutcome::Inserted
-    ]);
+    assert_eq!(
+        store
+            .upsert_servers(&[changed, record("beta")], "config:x")
+            .unwrap(),
+        [UpsertOutcome::Updated, UpsertOutcome::Inserted]
+    );
     let stored = store.get_server_by_name("alpha").unwrap().unwrap();
     assert_eq!(stored.id, original.id, "the id survives an update");
     assert_eq!(stored.description.as_deref(), Some("new"));
-    let actions: Vec<_> = store.audit(10).unwrap().into_iter().map(|e| e.action).collect();
-    assert_eq!(actions, ["register", "update", "verify", "register"], "newest first");
+    let actions: Vec<_> = store
+        .audit(10)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.action)
+        .collect();
+    assert_eq!(
+        actions,
+        ["register", "update", "verify", "register"],
+        "newest first"
+    );
 }
 
 #[test]
@@ -200,7 +278,14 @@ fn audit_records_every_operation_with_increasing_sequence() {
     let store = Store::open(dir.path()).unwrap();
     let a = record("alpha");
     store.insert_server(&a, "api:127.0.0.1").unwrap();
-    store.record_audit("api:127.0.0.1", "register", "alpha", "Server already exists: alpha").unwrap();
+    store
+        .record_audit(
+            "api:127.0.0.1",
+            "register",
+            "alpha",
+            "Server already exists: alpha",
+        )
+        .unwrap();
     store.remove_server(a.id, "cli:me").unwrap();
     let audit = store.audit(10).unwrap();
     assert_eq!(audit.len(), 3);

@@ -1,0 +1,243 @@
+//! The command line against a real daemon: every admin sub-command, its
+//! JSON output, exit codes, and help text with examples.
+
+mod common;
+
+use common::{BIN, Daemon, cli};
+use serde_json::Value;
+use std::process::Command;
+
+#[test]
+fn help_has_examples_at_every_level() {
+    for args in [
+        vec!["--help"],
+        vec!["serve", "--help"],
+        vec!["servers", "add", "--help"],
+        vec!["servers", "list", "--help"],
+        vec!["servers", "show", "--help"],
+        vec!["servers", "remove", "--help"],
+        vec!["import", "--help"],
+    ] {
+        let output = Command::new(BIN).args(&args).output().unwrap();
+        assert!(output.status.success(), "{args:?}");
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            text.contains("Examples:"),
+            "{args:?} has no examples:\n{text}"
+        );
+        assert!(text.contains("mcp-aggregator"), "{args:?}");
+    }
+    let output = Command::new(BIN)
+        .args(["servers", "--help"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    for sub in ["add", "list", "show", "remove"] {
+        assert!(text.contains(sub), "servers --help lists {sub}");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let output = Command::new(BIN)
+        .args(["servers", "frobnicate"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let output = Command::new(BIN)
+        .args(["serve", "--listen", "not-an-address"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let output = Command::new(BIN).arg("stdio").output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not available"));
+}
+
+#[test]
+fn without_a_daemon_the_cli_says_so() {
+    let temp = tempfile::tempdir().unwrap();
+    // A port nothing listens on: bind, note it, release it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let (code, _, stderr) = cli(temp.path(), &["servers", "list", "--url", &url]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("no mcp-aggregator daemon is answering"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("mcp-aggregator serve"), "{stderr}");
+}
+
+#[test]
+fn add_list_show_remove_round_trip() {
+    let d = Daemon::start();
+    let dir = &d.data_dir;
+    let (code, stdout, stderr) = cli(
+        dir,
+        &[
+            "servers",
+            "add",
+            "time",
+            "--description",
+            "clock",
+            "--env",
+            "TZ=UTC",
+            "--",
+            "uvx",
+            "mcp-server-time",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("registered time"), "{stdout}");
+    let (code, _, stderr) = cli(
+        dir,
+        &[
+            "servers",
+            "add",
+            "remote",
+            "--http",
+            "http://127.0.0.1:9/mcp",
+            "--header",
+            "Authorization: Bearer sekrit",
+            "--priority",
+            "3",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = cli(
+        dir,
+        &[
+            "servers",
+            "add",
+            "legacy",
+            "--sse",
+            "http://127.0.0.1:9/sse",
+            "--no-auto-connect",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+
+    let (code, stdout, _) = cli(dir, &["servers", "list"]);
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].contains("NAME") && lines[0].contains("STATUS"),
+        "{stdout}"
+    );
+    assert_eq!(lines.len(), 4, "{stdout}");
+    assert!(stdout.contains("legacy") && stdout.contains("SSE") && stdout.contains("DISCONNECTED"));
+
+    let (code, stdout, _) = cli(dir, &["servers", "list", "--json"]);
+    assert_eq!(code, 0);
+    let list: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(list.len(), 3);
+    let remote = list.iter().find(|s| s["name"] == "remote").unwrap();
+    assert_eq!(remote["transport_type"], "HTTP");
+    assert_eq!(remote["priority"], 3);
+    assert_eq!(
+        remote["connection_config"]["headers"]["Authorization"],
+        "***"
+    );
+    assert!(!stdout.contains("sekrit"));
+    let legacy = list.iter().find(|s| s["name"] == "legacy").unwrap();
+    assert_eq!(legacy["auto_connect"], false);
+
+    let (code, stdout, _) = cli(dir, &["servers", "list", "--status", "ERROR", "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(stdout.trim(), "[]");
+
+    let (code, stdout, _) = cli(dir, &["servers", "show", "time"]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("clock") && stdout.contains("uvx") && stdout.contains("REGISTERED"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = cli(dir, &["servers", "show", "time", "--json"]);
+    assert_eq!(code, 0);
+    let shown: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(shown["connection_config"]["env"]["TZ"], "***");
+    assert_eq!(shown["history"][0]["event_type"], "REGISTERED");
+
+    let (code, stdout, _) = cli(dir, &["state", "--json"]);
+    assert_eq!(code, 0);
+    let state: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(state["total_servers"], 3);
+
+    let (code, stdout, _) = cli(dir, &["servers", "remove", "time"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("removed time"));
+    let (code, _, stderr) = cli(dir, &["servers", "show", "time"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("Server not found: time"), "{stderr}");
+
+    let (code, stdout, _) = cli(dir, &["audit", "--json"]);
+    assert_eq!(code, 0);
+    let audit: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(audit[0]["action"], "remove");
+    assert!(
+        audit[0]["actor"].as_str().unwrap().starts_with("cli:"),
+        "{}",
+        audit[0]
+    );
+}
+
+#[test]
+fn refused_registrations_exit_2_with_the_reason() {
+    let d = Daemon::start();
+    let dir = &d.data_dir;
+    let (code, _, stderr) = cli(dir, &["servers", "add", "Bad.Name", "--", "x"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("name:"), "{stderr}");
+    let (code, _, _) = cli(dir, &["servers", "add", "dup", "--", "x"]);
+    assert_eq!(code, 0);
+    let (code, _, stderr) = cli(dir, &["servers", "add", "dup", "--", "x"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("Server already exists: dup"), "{stderr}");
+    let (code, _, stderr) = cli(dir, &["servers", "add", "nothing"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--http"), "{stderr}");
+    let (code, _, stderr) = cli(dir, &["servers", "add", "bad-url", "--http", "ftp://x"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("http://"), "{stderr}");
+}
+
+#[test]
+fn import_registers_a_claude_desktop_file_and_skips_existing() {
+    let d = Daemon::start();
+    let dir = &d.data_dir;
+    let file = dir.with_extension("import.json");
+    std::fs::write(
+        &file,
+        r#"{"mcpServers": {
+            "filesystem": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]},
+            "GitHub": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-github"], "env": {"GITHUB_TOKEN": "${MCPAGG_IMPORT_TOKEN:-none}"}}
+        }}"#,
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let (code, stdout, stderr) = cli(dir, &["import", file, "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let results: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(results.len(), 2);
+    assert!(
+        results.iter().all(|r| r["result"] == "registered"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("registered as \"github\""),
+        "the renamed key is reported: {stderr}"
+    );
+
+    let (code, stdout, _) = cli(dir, &["import", file]);
+    assert_eq!(code, 0);
+    assert_eq!(stdout.matches("skipped").count(), 2, "{stdout}");
+
+    let (code, _, stderr) = cli(dir, &["import", "/no/such/file.json"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("Config file not found"), "{stderr}");
+}

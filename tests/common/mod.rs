@@ -1,0 +1,158 @@
+//! Shared fixtures for end-to-end tests: a real `mcp-aggregator serve` on a
+//! loopback port with its own temporary data dir, and a client for it.
+
+#![allow(dead_code)]
+
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
+
+/// Polls `check` until it returns `Some` or `deadline` passes.
+pub fn wait_for<T>(deadline: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let end = Instant::now() + deadline;
+    loop {
+        if let Some(value) = check() {
+            return Some(value);
+        }
+        if Instant::now() > end {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A running daemon; killed (and reaped) on drop if still running.
+pub struct Daemon {
+    pub child: Child,
+    pub url: String,
+    pub data_dir: PathBuf,
+    _temp: Option<tempfile::TempDir>,
+}
+
+impl Daemon {
+    /// Starts a daemon on a fresh data dir.
+    pub fn start() -> Daemon {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let mut daemon = Daemon::start_in(temp.path(), &[]);
+        daemon._temp = Some(temp);
+        daemon
+    }
+
+    /// Starts a daemon on `data_dir` with extra `serve` arguments, and waits
+    /// until it has written its address.
+    pub fn start_in(data_dir: &Path, extra: &[&str]) -> Daemon {
+        let mut child = spawn_serve(data_dir, extra);
+        let daemon_file = data_dir.join("daemon.json");
+        let pid = child.id();
+        let url = wait_for(Duration::from_secs(20), || {
+            if let Ok(Some(status)) = child.try_wait() {
+                let log = std::fs::read_to_string(log_path(data_dir)).unwrap_or_default();
+                panic!("the daemon exited early with {status}:\n{log}");
+            }
+            let text = std::fs::read_to_string(&daemon_file).ok()?;
+            let info: Value = serde_json::from_str(&text).ok()?;
+            (info["pid"] == pid).then(|| info["url"].as_str().map(str::to_owned))?
+        })
+        .expect("the daemon did not start within 20 s");
+        Daemon {
+            child,
+            url,
+            data_dir: data_dir.to_path_buf(),
+            _temp: None,
+        }
+    }
+
+    pub fn api(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends SIGTERM and waits up to `deadline` for the exit.
+    pub fn terminate(&mut self, deadline: Duration) -> Option<ExitStatus> {
+        signal(self.pid(), libc::SIGTERM);
+        wait_for(deadline, || self.child.try_wait().ok().flatten())
+    }
+
+    /// SIGKILL, then reap.
+    pub fn kill9(&mut self) {
+        signal(self.pid(), libc::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Starts `serve` with stderr going to `daemon.log` beside the data dir
+/// (a pipe nobody reads could fill up and stall the daemon).
+pub fn spawn_serve(data_dir: &Path, extra: &[&str]) -> Child {
+    std::fs::create_dir_all(data_dir).expect("data dir");
+    let log = std::fs::File::create(log_path(data_dir)).expect("log file");
+    Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir)
+        .args(extra)
+        .env_remove("MCP_AGGREGATOR_TOKEN")
+        .env_remove("MCP_AGGREGATOR_LISTEN")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn mcp-aggregator serve")
+}
+
+pub fn log_path(data_dir: &Path) -> PathBuf {
+    data_dir.with_extension("log")
+}
+
+pub fn signal(pid: i32, signal: i32) {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe {
+        libc::kill(pid, signal);
+    }
+}
+
+/// Runs the CLI against a daemon's data dir; returns (exit code, stdout, stderr).
+pub fn cli(data_dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(BIN)
+        .args(args)
+        .env("MCP_AGGREGATOR_DATA_DIR", data_dir)
+        .env_remove("MCP_AGGREGATOR_URL")
+        .env_remove("MCP_AGGREGATOR_LISTEN")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the CLI");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// A valid STDIO registration body.
+pub fn stdio_server(name: &str) -> Value {
+    json!({
+        "name": name,
+        "description": "test server",
+        "transport_type": "STDIO",
+        "connection_config": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"], "env": {"API_KEY": "k-secret-123"}},
+        "auto_connect": false
+    })
+}
+
+pub fn http() -> reqwest::Client {
+    reqwest::Client::new()
+}

@@ -1,0 +1,350 @@
+//! The daemon as a process: clean shutdown on signals, one process per data
+//! dir, config files applied at start, statuses reset after a restart, and
+//! a large store listed without trouble.
+
+mod common;
+
+use common::{BIN, Daemon, http, spawn_serve, wait_for};
+use mcp_aggregator::model::{ServerStatus, StatusTrigger};
+use mcp_aggregator::store::Store;
+use serde_json::Value;
+use std::process::Command;
+use std::time::Duration;
+
+#[test]
+fn sigterm_and_sigint_stop_the_daemon_within_two_seconds() {
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let mut daemon = Daemon::start();
+        let daemon_file = daemon.data_dir.join("daemon.json");
+        assert!(daemon_file.exists());
+        common::signal(daemon.pid(), signal);
+        let status = wait_for(Duration::from_secs(2), || {
+            daemon.child.try_wait().ok().flatten()
+        })
+        .expect("the daemon must exit within 2 s");
+        assert!(status.success(), "clean exit on signal {signal}: {status}");
+        assert!(!daemon_file.exists(), "the daemon file is removed on exit");
+    }
+}
+
+#[test]
+fn a_second_daemon_on_the_same_data_dir_gets_a_clear_error() {
+    let first = Daemon::start();
+    let output = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&first.data_dir)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("in use by another mcp-aggregator process"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_busy_port_is_a_clear_error() {
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = holder.local_addr().unwrap().to_string();
+    let temp = tempfile::tempdir().unwrap();
+    let output = Command::new(BIN)
+        .args(["serve", "--listen", &addr, "--data-dir"])
+        .arg(temp.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("cannot listen on {addr}")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn config_errors_exit_2_with_the_location() {
+    let temp = tempfile::tempdir().unwrap();
+    let cases = [
+        ("missing.json", None, "Config file not found"),
+        ("bad.json", Some("{\"mcpServers\": {"), "Invalid JSON"),
+        (
+            "schema.json",
+            Some("{\"mcpServers\": {\"a\": {\"args\": []}}}"),
+            "$.mcpServers.a.command",
+        ),
+        (
+            "var.json",
+            Some(
+                "{\"mcpServers\": {\"a\": {\"command\": \"x\", \"env\": {\"K\": \"${MCPAGG_TEST_UNSET_VAR}\"}}}}",
+            ),
+            "Missing environment variable: MCPAGG_TEST_UNSET_VAR",
+        ),
+    ];
+    for (file, contents, expected) in cases {
+        let path = temp.path().join(file);
+        if let Some(contents) = contents {
+            std::fs::write(&path, contents).unwrap();
+        }
+        let output = Command::new(BIN)
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(temp.path().join("data"))
+            .arg("--config")
+            .arg(&path)
+            .env_remove("MCPAGG_TEST_UNSET_VAR")
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{file}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(expected), "{file}: {stderr}");
+    }
+}
+
+#[tokio::test]
+async fn config_servers_are_upserted_at_start_and_the_file_wins() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let config = temp.path().join("servers.json");
+    std::fs::write(
+        &config,
+        r#"{"mcpServers": {
+            "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"], "env": {"TOKEN": "${MCPAGG_TEST_TOKEN:-default-token}"}},
+            "off": {"command": "x", "disabled": true}
+        }, "servers": {"remote": {"type": "http", "url": "http://127.0.0.1:9/mcp"}}}"#,
+    )
+    .unwrap();
+    let config_arg = config.to_str().unwrap();
+
+    let mut first = Daemon::start_in(&data_dir, &["--config", config_arg]);
+    let list: Vec<Value> = http()
+        .get(first.api("/api/v1/aggregator/servers"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let names: Vec<&str> = list.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["everything", "off", "remote"]);
+    assert_eq!(
+        list[1]["auto_connect"], false,
+        "disabled servers do not auto-connect"
+    );
+    assert_eq!(list[0]["source"]["kind"], "config_file");
+    let everything_id = list[0]["id"].clone();
+    // A server added through the API persists across restarts.
+    let added = http()
+        .post(first.api("/api/v1/aggregator/servers"))
+        .json(&common::stdio_server("api-added"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(added.status(), 201);
+    assert!(first.terminate(Duration::from_secs(5)).is_some());
+
+    // The file changes: its servers are updated, ids kept, API servers stay.
+    std::fs::write(
+        &config,
+        r#"{"mcpServers": {"everything": {"command": "node", "args": ["server.js"], "description": "changed"}}}"#,
+    )
+    .unwrap();
+    let second = Daemon::start_in(&data_dir, &["--config", config_arg]);
+    let list: Vec<Value> = http()
+        .get(second.api("/api/v1/aggregator/servers"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let names: Vec<&str> = list.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["api-added", "everything", "off", "remote"]);
+    let everything = &list[1];
+    assert_eq!(
+        everything["id"], everything_id,
+        "the id survives an update from the file"
+    );
+    assert_eq!(everything["connection_config"]["command"], "node");
+    assert_eq!(everything["description"], "changed");
+}
+
+#[tokio::test]
+async fn statuses_are_reset_after_a_restart() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    {
+        let mut daemon = Daemon::start_in(&data_dir, &[]);
+        let created = http()
+            .post(daemon.api("/api/v1/aggregator/servers"))
+            .json(&common::stdio_server("was-connected"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), 201);
+        daemon.terminate(Duration::from_secs(5)).expect("stops");
+    }
+    // Simulate a crash while connected: the store says CONNECTED.
+    {
+        let store = Store::open(&data_dir).unwrap();
+        let id = store
+            .get_server_by_name("was-connected")
+            .unwrap()
+            .unwrap()
+            .id;
+        store
+            .transition_server(
+                id,
+                ServerStatus::Connecting,
+                StatusTrigger::Connect,
+                None,
+                |_| {},
+            )
+            .unwrap();
+        store
+            .transition_server(
+                id,
+                ServerStatus::Connected,
+                StatusTrigger::ConnectSucceeded,
+                None,
+                |_| {},
+            )
+            .unwrap();
+    }
+    let daemon = Daemon::start_in(&data_dir, &[]);
+    let server: Value = http()
+        .get(daemon.api("/api/v1/aggregator/servers/was-connected"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(server["status"], "DISCONNECTED");
+    let history: Vec<Value> = http()
+        .get(daemon.api("/api/v1/aggregator/servers/was-connected/history"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(history.last().unwrap()["trigger"], "process_restart");
+}
+
+#[tokio::test]
+async fn ten_thousand_servers_are_listed_without_trouble() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    {
+        let store = Store::open(&data_dir).unwrap();
+        let now = chrono::Utc::now();
+        let records: Vec<_> = (0..10_000)
+            .map(|i| mcp_aggregator::model::ServerRecord {
+                id: uuid::Uuid::new_v4(),
+                name: format!("server-{i:05}"),
+                description: Some(format!("bulk server {i}")),
+                transport: mcp_aggregator::model::Transport::Http {
+                    base_url: format!("http://127.0.0.1:9/{i}"),
+                    headers: Default::default(),
+                },
+                health_check_url: None,
+                auto_connect: false,
+                priority: 0,
+                status: ServerStatus::Disconnected,
+                error_message: None,
+                tool_count: 0,
+                registered_at: now,
+                updated_at: now,
+                connected_at: None,
+                last_health_check: None,
+                source: mcp_aggregator::model::ServerSource::Api,
+            })
+            .collect();
+        store.upsert_servers(&records, "test").unwrap();
+    }
+    let daemon = Daemon::start_in(&data_dir, &[]);
+    let list: Vec<Value> = http()
+        .get(daemon.api("/api/v1/aggregator/servers"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list.len(), 10_000);
+    assert_eq!(list[0]["name"], "server-00000");
+    assert_eq!(list[9_999]["name"], "server-09999");
+    let state: Value = http()
+        .get(daemon.api("/api/v1/aggregator/state"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(state["total_servers"], 10_000);
+    let one: Value = http()
+        .get(daemon.api("/api/v1/aggregator/servers/server-04242"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(one["description"], "bulk server 4242");
+}
+
+#[tokio::test]
+async fn with_require_token_the_api_needs_the_generated_token() {
+    // Tests bind loopback only; --require-token gives the same protection a
+    // non-loopback bind turns on by itself.
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let mut child = spawn_serve(&data_dir, &["--require-token"]);
+    let info: Value = wait_for(Duration::from_secs(20), || {
+        let text = std::fs::read_to_string(data_dir.join("daemon.json")).ok()?;
+        serde_json::from_str(&text).ok()
+    })
+    .expect("started");
+    let base = info["url"].as_str().unwrap().to_owned();
+    let token = std::fs::read_to_string(data_dir.join("admin.token")).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(data_dir.join("admin.token"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    let unauthorized = http()
+        .get(format!("{base}/api/v1/aggregator/servers"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthorized.status(), 401);
+    assert_eq!(unauthorized.headers()["www-authenticate"], "Bearer");
+    let wrong = http()
+        .get(format!("{base}/api/v1/aggregator/servers"))
+        .bearer_auth("nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let ok = http()
+        .get(format!("{base}/api/v1/aggregator/servers"))
+        .bearer_auth(token.trim())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    let health = http().get(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200, "liveness needs no token");
+
+    // The CLI finds the token in the data dir.
+    let (code, stdout, stderr) = common::cli(&data_dir, &["servers", "list", "--url", &base]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("no servers registered"), "{stdout}");
+
+    common::signal(child.id() as i32, libc::SIGTERM);
+    let status =
+        wait_for(Duration::from_secs(5), || child.try_wait().ok().flatten()).expect("stops");
+    assert!(status.success());
+}
