@@ -1,0 +1,137 @@
+//! End-to-end figures for the core (issue: store, registry, admin API):
+//! release binary size, start-up until `/healthz` answers, idle RSS, and
+//! `POST /api/v1/aggregator/servers` latency over 1,000 registrations.
+//!
+//! Run: `cargo bench --bench admin_api` (builds the release binary). The
+//! output is a Markdown table for BENCHMARKS.md.
+
+use serde_json::json;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
+const STARTS: usize = 10;
+const REGISTRATIONS: usize = 1000;
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let size = std::fs::metadata(BIN).expect("binary").len();
+
+    let mut start_times = Vec::new();
+    let mut idle_rss = Vec::new();
+    for _ in 0..STARTS {
+        let temp = tempfile::tempdir().expect("temp");
+        let port = free_port();
+        let began = Instant::now();
+        let mut child = spawn(temp.path(), port);
+        rt.block_on(wait_healthz(port));
+        start_times.push(began.elapsed());
+        // Let the runtime settle before reading idle memory.
+        std::thread::sleep(Duration::from_millis(300));
+        idle_rss.push(rss_kib(child.id()));
+        stop(&mut child);
+    }
+
+    let temp = tempfile::tempdir().expect("temp");
+    let port = free_port();
+    let mut child = spawn(temp.path(), port);
+    rt.block_on(wait_healthz(port));
+    let url = format!("http://127.0.0.1:{port}/api/v1/aggregator/servers");
+    let client = reqwest::Client::new();
+    let mut latencies = Vec::with_capacity(REGISTRATIONS);
+    rt.block_on(async {
+        for i in 0..REGISTRATIONS {
+            let body = json!({
+                "name": format!("bench-{i:04}"),
+                "transport_type": "STDIO",
+                "connection_config": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"], "env": {"TOKEN": "secret"}},
+                "auto_connect": false
+            });
+            let began = Instant::now();
+            let response = client.post(&url).json(&body).send().await.expect("post");
+            assert_eq!(response.status(), 201);
+            latencies.push(began.elapsed());
+        }
+    });
+    let rss_after = rss_kib(child.id());
+    let list_began = Instant::now();
+    let listed: Vec<serde_json::Value> = rt.block_on(async { client.get(&url).send().await.expect("list").json().await.expect("json") });
+    let list_time = list_began.elapsed();
+    assert_eq!(listed.len(), REGISTRATIONS);
+    stop(&mut child);
+
+    start_times.sort();
+    idle_rss.sort();
+    latencies.sort();
+    println!("| figure | value |");
+    println!("| --- | --- |");
+    println!("| release binary size | {:.1} MiB |", size as f64 / 1048576.0);
+    println!("| start to `/healthz` answering (median of {STARTS}) | {:.1} ms |", ms(start_times[STARTS / 2]));
+    println!("| idle RSS (median of {STARTS}) | {:.1} MiB |", idle_rss[STARTS / 2] as f64 / 1024.0);
+    println!("| `POST /servers` p50 ({REGISTRATIONS} sequential) | {:.2} ms |", ms(percentile(&latencies, 0.50)));
+    println!("| `POST /servers` p99 | {:.2} ms |", ms(percentile(&latencies, 0.99)));
+    println!("| `POST /servers` max | {:.2} ms |", ms(*latencies.last().expect("latencies")));
+    println!("| RSS after {REGISTRATIONS} registrations | {:.1} MiB |", rss_after as f64 / 1024.0);
+    println!("| `GET /servers` with {REGISTRATIONS} servers | {:.2} ms |", ms(list_time));
+}
+
+fn spawn(data_dir: &Path, port: u16) -> Child {
+    Command::new(BIN)
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .arg(data_dir)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn")
+}
+
+async fn wait_healthz(port: u16) {
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{port}/healthz");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(response) = client.get(&url).send().await
+            && response.status().is_success()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("no /healthz within 20 s");
+}
+
+fn stop(child: &mut Child) {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let _ = child.wait();
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
