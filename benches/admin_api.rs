@@ -15,7 +15,10 @@ const STARTS: usize = 10;
 const REGISTRATIONS: usize = 1000;
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let size = std::fs::metadata(BIN).expect("binary").len();
 
     let mut start_times = Vec::new();
@@ -56,7 +59,16 @@ fn main() {
     });
     let rss_after = rss_kib(child.id());
     let list_began = Instant::now();
-    let listed: Vec<serde_json::Value> = rt.block_on(async { client.get(&url).send().await.expect("list").json().await.expect("json") });
+    let listed: Vec<serde_json::Value> = rt.block_on(async {
+        client
+            .get(&url)
+            .send()
+            .await
+            .expect("list")
+            .json()
+            .await
+            .expect("json")
+    });
     let list_time = list_began.elapsed();
     assert_eq!(listed.len(), REGISTRATIONS);
     stop(&mut child);
@@ -66,19 +78,48 @@ fn main() {
     latencies.sort();
     println!("| figure | value |");
     println!("| --- | --- |");
-    println!("| release binary size | {:.1} MiB |", size as f64 / 1048576.0);
-    println!("| start to `/healthz` answering (median of {STARTS}) | {:.1} ms |", ms(start_times[STARTS / 2]));
-    println!("| idle RSS (median of {STARTS}) | {:.1} MiB |", idle_rss[STARTS / 2] as f64 / 1024.0);
-    println!("| `POST /servers` p50 ({REGISTRATIONS} sequential) | {:.2} ms |", ms(percentile(&latencies, 0.50)));
-    println!("| `POST /servers` p99 | {:.2} ms |", ms(percentile(&latencies, 0.99)));
-    println!("| `POST /servers` max | {:.2} ms |", ms(*latencies.last().expect("latencies")));
-    println!("| RSS after {REGISTRATIONS} registrations | {:.1} MiB |", rss_after as f64 / 1024.0);
-    println!("| `GET /servers` with {REGISTRATIONS} servers | {:.2} ms |", ms(list_time));
+    println!(
+        "| release binary size | {:.1} MiB |",
+        size as f64 / 1048576.0
+    );
+    println!(
+        "| start to `/healthz` answering (median of {STARTS}) | {:.1} ms |",
+        ms(start_times[STARTS / 2])
+    );
+    println!(
+        "| idle RSS (median of {STARTS}) | {:.1} MiB |",
+        idle_rss[STARTS / 2] as f64 / 1024.0
+    );
+    println!(
+        "| `POST /servers` p50 ({REGISTRATIONS} sequential) | {:.2} ms |",
+        ms(percentile(&latencies, 0.50))
+    );
+    println!(
+        "| `POST /servers` p99 | {:.2} ms |",
+        ms(percentile(&latencies, 0.99))
+    );
+    println!(
+        "| `POST /servers` max | {:.2} ms |",
+        ms(*latencies.last().expect("latencies"))
+    );
+    println!(
+        "| RSS after {REGISTRATIONS} registrations | {:.1} MiB |",
+        rss_after as f64 / 1024.0
+    );
+    println!(
+        "| `GET /servers` with {REGISTRATIONS} servers | {:.2} ms |",
+        ms(list_time)
+    );
 }
 
 fn spawn(data_dir: &Path, port: u16) -> Child {
     Command::new(BIN)
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
         .arg(data_dir)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
@@ -124,7 +165,11 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
