@@ -21,6 +21,7 @@ fn main() {
         println!("admin_api: run with `cargo bench --bench admin_api`");
         return;
     }
+    mcp_aggregator::tls::init();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

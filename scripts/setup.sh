@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Everything a fresh machine needs besides the Rust toolchain. Idempotent:
-# re-running it only checks what is already there.
+# Everything a fresh machine needs besides the Rust toolchain, Node and
+# Python. Idempotent: re-running it only checks what is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,4 +9,13 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+# Reference MCP servers the end-to-end tests talk to, pinned by the lock file.
+if ! command -v npm >/dev/null 2>&1; then
+  echo "setup: npm is not on PATH; install Node.js 20 (the tests run reference servers from npm)" >&2
+  exit 1
+fi
+if [ ! -f tests/npm/node_modules/.package-lock.json ] || ! cmp -s tests/npm/package-lock.json tests/npm/node_modules/.package-lock.json 2>/dev/null; then
+  npm ci --prefix tests/npm --no-audit --no-fund --loglevel=error
+fi
 echo "setup: ok"

@@ -8,17 +8,22 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AppState};
+use crate::catalog::Catalog;
+use crate::catalog::wire_name::WireNameRules;
 use crate::config::{self, ConfigError};
 use crate::model::ServerSource;
 use crate::paths::{self, DaemonInfo};
 use crate::registry::{Registry, RegistryError};
+use crate::sessions::{SessionManager, SessionSettings};
 use crate::store::{Store, StoreError, UpsertOutcome};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
 pub const LISTEN_ENV: &str = "MCP_AGGREGATOR_LISTEN";
 pub const TOKEN_ENV: &str = "MCP_AGGREGATOR_TOKEN";
 /// How long in-flight requests get to finish once shutdown starts.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(1500);
+pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+/// How long sessions get to close (stdio children: SIGTERM, then SIGKILL).
+pub const SESSIONS_GRACE: Duration = Duration::from_millis(1400);
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -92,9 +97,13 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         apply_config(&registry, path, loaded).await?;
     }
 
+    let catalog = Catalog::new(Arc::clone(&store), WireNameRules::default());
+    let sessions = SessionManager::new(registry.clone(), catalog, SessionSettings::default());
+
     let token = admin_token(&options)?;
     let state = AppState {
         registry,
+        sessions: sessions.clone(),
         token: token.map(Arc::from),
         started,
     };
@@ -139,6 +148,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
             Ok(())
         }
     };
+    sessions.shutdown(SESSIONS_GRACE).await;
     DaemonInfo::remove(&options.data_dir, info.pid);
     tracing::info!("stopped");
     result

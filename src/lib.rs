@@ -5,6 +5,7 @@
 //! front doors (admin API, CLI) sit on top.
 
 pub mod api;
+pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod daemon;
@@ -12,4 +13,6 @@ pub mod logging;
 pub mod model;
 pub mod paths;
 pub mod registry;
+pub mod sessions;
 pub mod store;
+pub mod tls;

@@ -413,6 +413,8 @@ async fn openapi_document_matches_the_routes() {
         ("GET", "/api/v1/aggregator/state"),
         ("GET", "/healthz"),
         ("POST", "/api/v1/aggregator/servers"),
+        ("POST", "/api/v1/aggregator/servers/{id}/connect"),
+        ("POST", "/api/v1/aggregator/servers/{id}/disconnect"),
     ];
     let expected: Vec<(String, String)> = expected
         .iter()

@@ -87,6 +87,7 @@ fn add_list_show_remove_round_trip() {
             "clock",
             "--env",
             "TZ=UTC",
+            "--no-auto-connect",
             "--",
             "uvx",
             "mcp-server-time",
@@ -106,6 +107,7 @@ fn add_list_show_remove_round_trip() {
             "Authorization: Bearer sekrit",
             "--priority",
             "3",
+            "--no-auto-connect",
         ],
     );
     assert_eq!(code, 0, "{stderr}");

@@ -107,9 +107,9 @@ async fn config_servers_are_upserted_at_start_and_the_file_wins() {
     std::fs::write(
         &config,
         r#"{"mcpServers": {
-            "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"], "env": {"TOKEN": "${MCPAGG_TEST_TOKEN:-default-token}"}},
+            "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"], "env": {"TOKEN": "${MCPAGG_TEST_TOKEN:-default-token}"}, "autoConnect": false},
             "off": {"command": "x", "disabled": true}
-        }, "servers": {"remote": {"type": "http", "url": "http://127.0.0.1:9/mcp"}}}"#,
+        }, "servers": {"remote": {"type": "http", "url": "http://127.0.0.1:9/mcp", "autoConnect": false}}}"#,
     )
     .unwrap();
     let config_arg = config.to_str().unwrap();
@@ -144,7 +144,7 @@ async fn config_servers_are_upserted_at_start_and_the_file_wins() {
     // The file changes: its servers are updated, ids kept, API servers stay.
     std::fs::write(
         &config,
-        r#"{"mcpServers": {"everything": {"command": "node", "args": ["server.js"], "description": "changed"}}}"#,
+        r#"{"mcpServers": {"everything": {"command": "node", "args": ["server.js"], "description": "changed", "autoConnect": false}}}"#,
     )
     .unwrap();
     let second = Daemon::start_in(&data_dir, &["--config", config_arg]);

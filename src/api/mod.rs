@@ -21,6 +21,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::registry::Registry;
+use crate::sessions::SessionManager;
 use error::ApiError;
 
 /// Largest request body accepted (a registration is a few KiB).
@@ -31,6 +32,7 @@ pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 #[derive(Clone)]
 pub struct AppState {
     pub registry: Registry,
+    pub sessions: SessionManager,
     /// When set, every route but `/healthz` needs `Authorization: Bearer`.
     pub token: Option<Arc<str>>,
     pub started: Instant,
@@ -49,6 +51,8 @@ pub fn router_with_openapi(state: AppState) -> (Router, utoipa::openapi::OpenApi
         .routes(routes!(servers::register_server, servers::list_servers))
         .routes(routes!(servers::get_server, servers::delete_server))
         .routes(routes!(servers::server_tools))
+        .routes(routes!(servers::connect_server))
+        .routes(routes!(servers::disconnect_server))
         .routes(routes!(servers::server_history))
         .routes(routes!(servers::aggregator_state))
         .routes(routes!(servers::audit_log))

@@ -4,16 +4,17 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Actor, JsonBody, PathParam, QueryParams};
-use super::views::ServerView;
+use super::views::{ServerView, ToolView};
 use crate::model::{AuditEntry, ConnectionHistoryEntry, ServerSource, ServerStatus, TransportType};
 use crate::registry::AggregatorState;
 use crate::registry::validate::{self, ServerSpec};
+use crate::sessions::{ConnectOutcome, SessionsError};
 
 /// `POST /api/v1/aggregator/servers` (seed 001, BR-001).
 #[derive(Debug, Deserialize, ToSchema)]
@@ -86,7 +87,13 @@ pub async fn register_server(
         priority: req.priority.unwrap_or(0),
         source: ServerSource::Api,
     };
-    let record = state.registry.register(spec, &actor).await?;
+    let mut record = state.registry.register(spec, &actor).await?;
+    if record.auto_connect {
+        match state.sessions.connect(record.id).await {
+            Ok(_) => record = state.registry.get(&record.id.to_string()).await?,
+            Err(err) => tracing::error!(server = %record.name, "cannot start connecting: {err}"),
+        }
+    }
     Ok((StatusCode::CREATED, Json(ServerView::new(&record))))
 }
 
@@ -116,7 +123,8 @@ pub async fn list_servers(
     for record in &records {
         let mut view = ServerView::new(record);
         if query.include_tools {
-            view.tools = Some(state.registry.tools(&record.id.to_string()).await?);
+            let tools = state.registry.tools(&record.id.to_string()).await?;
+            view.tools = Some(tools.iter().map(ToolView::new).collect());
         }
         views.push(view);
     }
@@ -158,6 +166,10 @@ pub async fn delete_server(
     Actor(actor): Actor,
     PathParam(id): PathParam<String>,
 ) -> Result<StatusCode, ApiError> {
+    // BR-008: disconnect first, then delete.
+    if let Ok(record) = state.registry.get(&id).await {
+        state.sessions.stop(record.id).await;
+    }
     state.registry.remove(&id, &actor).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -169,15 +181,133 @@ pub async fn delete_server(
     tag = "servers",
     params(("id" = String, Path, description = "Server id or name")),
     responses(
-        (status = 200, body = Vec<Object>),
+        (status = 200, body = Vec<ToolView>),
         (status = 404, description = "Server not found", body = ErrorBody),
     )
 )]
 pub async fn server_tools(
     State(state): State<AppState>,
     PathParam(id): PathParam<String>,
-) -> Result<Json<Vec<serde_json::Value>>, ApiError> {
-    Ok(Json(state.registry.tools(&id).await?))
+) -> Result<Json<Vec<ToolView>>, ApiError> {
+    let tools = state.registry.tools(&id).await?;
+    Ok(Json(tools.iter().map(ToolView::new).collect()))
+}
+
+/// `POST …/connect` answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConnectResponse {
+    pub status: ServerStatus,
+    pub message: String,
+}
+
+/// `POST …/disconnect` body (optional).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DisconnectRequest {
+    /// Cancel calls in flight instead of waiting for them (up to 30 s).
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// `POST …/disconnect` answer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DisconnectResponse {
+    pub status: ServerStatus,
+    /// Calls that were still running and were cut off.
+    pub pending_requests: usize,
+}
+
+/// Start connecting to a server (returns at once; watch its status).
+#[utoipa::path(
+    post,
+    path = "/api/v1/aggregator/servers/{id}/connect",
+    tag = "servers",
+    params(("id" = String, Path, description = "Server id or name")),
+    responses(
+        (status = 200, description = "Connection initiated", body = ConnectResponse),
+        (status = 404, description = "Server not found", body = ErrorBody),
+        (status = 409, description = "Server already connected", body = ErrorBody),
+    )
+)]
+pub async fn connect_server(
+    State(state): State<AppState>,
+    Actor(actor): Actor,
+    PathParam(id): PathParam<String>,
+) -> Result<Json<ConnectResponse>, ApiError> {
+    let record = state.registry.get(&id).await?;
+    let outcome = state.sessions.connect(record.id).await;
+    let result = match &outcome {
+        Ok(ConnectOutcome::Initiated) => "ok".to_owned(),
+        Ok(ConnectOutcome::AlreadyConnected) => "already connected".to_owned(),
+        Err(err) => err.to_string(),
+    };
+    let _ = state
+        .registry
+        .audit_event(&actor, "connect", &record.name, &result)
+        .await;
+    match outcome {
+        Ok(ConnectOutcome::Initiated) => Ok(Json(ConnectResponse {
+            status: ServerStatus::Connecting,
+            message: "Connection initiated".to_owned(),
+        })),
+        Ok(ConnectOutcome::AlreadyConnected) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("Server already connected: {}", record.name),
+        )),
+        Err(err) => Err(sessions_error(err)),
+    }
+}
+
+/// Disconnect a server: in-flight calls finish (up to 30 s) unless `force`.
+/// Its tools stay stored but are not offered until it reconnects.
+#[utoipa::path(
+    post,
+    path = "/api/v1/aggregator/servers/{id}/disconnect",
+    tag = "servers",
+    params(("id" = String, Path, description = "Server id or name")),
+    request_body(content = Option<DisconnectRequest>),
+    responses(
+        (status = 200, description = "Disconnected", body = DisconnectResponse),
+        (status = 404, description = "Server not found", body = ErrorBody),
+        (status = 422, description = "Invalid body", body = ErrorBody),
+    )
+)]
+pub async fn disconnect_server(
+    State(state): State<AppState>,
+    Actor(actor): Actor,
+    PathParam(id): PathParam<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<DisconnectResponse>, ApiError> {
+    let request: DisconnectRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        DisconnectRequest::default()
+    } else {
+        super::extract::parse_json(&body)?
+    };
+    let record = state.registry.get(&id).await?;
+    let outcome = state.sessions.disconnect(record.id, request.force).await;
+    let result = match &outcome {
+        Ok(_) => "ok".to_owned(),
+        Err(err) => err.to_string(),
+    };
+    let _ = state
+        .registry
+        .audit_event(&actor, "disconnect", &record.name, &result)
+        .await;
+    let pending_requests = outcome.map_err(sessions_error)?;
+    let status = state.registry.get(&id).await?.status;
+    Ok(Json(DisconnectResponse {
+        status,
+        pending_requests,
+    }))
+}
+
+fn sessions_error(err: SessionsError) -> ApiError {
+    match err {
+        SessionsError::Registry(err) => err.into(),
+        SessionsError::ShuttingDown => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, err.to_string())
+        }
+    }
 }
 
 /// A server's connection history, oldest first.

@@ -7,7 +7,9 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::model::{ServerRecord, ServerSource, ServerStatus, Transport, TransportType};
+use crate::model::{
+    ServerRecord, ServerSource, ServerStatus, ToolRecord, Transport, TransportType,
+};
 
 /// Shown instead of a secret value.
 pub const REDACTED: &str = "***";
@@ -35,8 +37,61 @@ pub struct ServerView {
     pub source: ServerSource,
     /// Present when the list was asked for with `include_tools=true`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<Object>>)]
-    pub tools: Option<Vec<Value>>,
+    pub tools: Option<Vec<ToolView>>,
+}
+
+/// A tool of a server (`GET /servers/{id}/tools`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ToolView {
+    /// The tool id, `server.original_name`.
+    pub id: String,
+    /// Same as `id` (the seed's namespaced name).
+    pub name: String,
+    pub original_name: String,
+    /// The name MCP clients see; `null` when the tool was rejected.
+    pub wire_name: Option<String>,
+    /// Why the tool is not offered to MCP clients (a wire-name collision).
+    pub rejected_reason: Option<String>,
+    pub description: Option<String>,
+    #[schema(value_type = Object)]
+    pub input_schema: Value,
+    #[schema(value_type = Option<Object>)]
+    pub output_schema: Option<Value>,
+    #[schema(value_type = Option<Object>)]
+    pub annotations: Option<Value>,
+    pub source_server_id: Uuid,
+    pub source_server: String,
+    pub skill_ids: Vec<String>,
+    pub primary_skill_id: Option<String>,
+    pub is_classified: bool,
+    pub is_external: bool,
+    pub discovered_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl ToolView {
+    pub fn new(tool: &ToolRecord) -> ToolView {
+        let field = |name: &str| tool.definition.get(name).cloned();
+        ToolView {
+            id: tool.id.clone(),
+            name: tool.id.clone(),
+            original_name: tool.original_name.clone(),
+            wire_name: tool.wire_name.clone(),
+            rejected_reason: tool.rejected.clone(),
+            description: tool.description.clone(),
+            input_schema: field("inputSchema").unwrap_or_else(|| json!({"type": "object"})),
+            output_schema: field("outputSchema"),
+            annotations: field("annotations"),
+            source_server_id: tool.server_id,
+            source_server: tool.server_name.clone(),
+            skill_ids: tool.skill_ids.clone(),
+            primary_skill_id: tool.primary_skill_id.clone(),
+            is_classified: tool.is_classified,
+            is_external: tool.is_external,
+            discovered_at: tool.discovered_at,
+            updated_at: tool.updated_at,
+        }
+    }
 }
 
 impl ServerView {

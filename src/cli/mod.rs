@@ -219,6 +219,7 @@ struct AuditArgs {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    crate::tls::init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

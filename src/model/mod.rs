@@ -3,9 +3,11 @@
 
 pub mod server;
 pub mod status;
+pub mod tool;
 
 pub use server::{
     AuditEntry, ConnectionHistoryEntry, ServerId, ServerRecord, ServerSource, Transport,
     TransportType,
 };
 pub use status::{InvalidTransition, ServerStatus, StatusTrigger};
+pub use tool::{CatalogDiff, CatalogKind, ToolRecord};

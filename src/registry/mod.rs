@@ -11,7 +11,10 @@ use tokio::sync::broadcast;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use crate::model::{AuditEntry, ConnectionHistoryEntry, ServerId, ServerRecord, ServerStatus};
+use crate::model::{
+    AuditEntry, ConnectionHistoryEntry, ServerId, ServerRecord, ServerStatus, StatusTrigger,
+    ToolRecord,
+};
 use crate::store::{Store, StoreError, UpsertOutcome};
 pub use validate::{ServerSpec, ValidationError};
 
@@ -42,9 +45,23 @@ impl From<StoreError> for RegistryError {
 /// Something that happened to a registration.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RegistryEvent {
-    Registered { id: ServerId, name: String },
-    Updated { id: ServerId, name: String },
-    Removed { id: ServerId, name: String },
+    Registered {
+        id: ServerId,
+        name: String,
+    },
+    Updated {
+        id: ServerId,
+        name: String,
+    },
+    Removed {
+        id: ServerId,
+        name: String,
+    },
+    StatusChanged {
+        id: ServerId,
+        name: String,
+        status: ServerStatus,
+    },
 }
 
 /// Counts for `GET /api/v1/aggregator/state`.
@@ -198,13 +215,52 @@ impl Registry {
     }
 
     /// The stored tools of a server.
-    pub async fn tools(&self, id_or_name: &str) -> Result<Vec<serde_json::Value>, RegistryError> {
+    pub async fn tools(&self, id_or_name: &str) -> Result<Vec<ToolRecord>, RegistryError> {
         let key = id_or_name.to_owned();
         self.blocking(move |store| {
             let record = find(store, &key)?;
-            Ok(store.list_tools(record.id)?)
+            Ok(store.tools(record.id)?)
         })
         .await
+    }
+
+    /// Moves a server to `to` through the state machine (see
+    /// `Store::transition_server`) and announces the change.
+    pub async fn transition(
+        &self,
+        id: ServerId,
+        to: ServerStatus,
+        trigger: StatusTrigger,
+        details: Option<String>,
+        update: impl FnOnce(&mut ServerRecord) + Send + 'static,
+    ) -> Result<ServerRecord, RegistryError> {
+        let record = self
+            .blocking(move |store| Ok(store.transition_server(id, to, trigger, details, update)?))
+            .await?;
+        let _ = self.events.send(RegistryEvent::StatusChanged {
+            id,
+            name: record.name.clone(),
+            status: to,
+        });
+        Ok(record)
+    }
+
+    /// Records an operation in the audit log.
+    pub async fn audit_event(
+        &self,
+        actor: &str,
+        action: &str,
+        server: &str,
+        result: &str,
+    ) -> Result<(), RegistryError> {
+        let (actor, action, server, result) = (
+            actor.to_owned(),
+            action.to_owned(),
+            server.to_owned(),
+            result.to_owned(),
+        );
+        self.blocking(move |store| Ok(store.record_audit(&actor, &action, &server, &result)?))
+            .await
     }
 
     pub async fn history(

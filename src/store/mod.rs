@@ -6,6 +6,7 @@
 //! callers go through `tokio::task::spawn_blocking`. Every commit is
 //! `Durability::Immediate`, so an acknowledged write survives `kill -9`.
 
+pub mod catalog;
 pub mod secrets;
 
 use chrono::Utc;
@@ -32,18 +33,16 @@ pub const AUDIT_LIMIT: u64 = 100_000;
 const STORE_FILE: &str = "store.redb";
 const KEY_FILE: &str = "secret.key";
 
-const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const SERVERS: TableDefinition<u128, &[u8]> = TableDefinition::new("servers");
 const SERVER_NAMES: TableDefinition<&str, u128> = TableDefinition::new("server_names");
 const HISTORY: TableDefinition<(u128, u64), &[u8]> = TableDefinition::new("connection_history");
 const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit_log");
-/// Tools by (server id, original name); filled by discovery.
-const TOOLS: TableDefinition<(u128, &str), &[u8]> = TableDefinition::new("tools");
 
 const META_SCHEMA_VERSION: &str = "schema_version";
 const META_GENERATION: &str = "generation";
 const META_AUDIT_SEQ: &str = "audit_seq";
-const META_LAST_SYNC_MS: &str = "last_sync_ms";
+pub(crate) const META_LAST_SYNC_MS: &str = "last_sync_ms";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -155,7 +154,11 @@ impl Store {
                     txn.open_table(SERVER_NAMES)?;
                     txn.open_table(HISTORY)?;
                     txn.open_table(AUDIT)?;
-                    txn.open_table(TOOLS)?;
+                    txn.open_table(catalog::TOOLS)?;
+                    txn.open_table(catalog::WIRE_NAMES)?;
+                    txn.open_table(catalog::RESOURCES)?;
+                    txn.open_table(catalog::RESOURCE_TEMPLATES)?;
+                    txn.open_table(catalog::PROMPTS)?;
                 }
                 _ => unreachable!("every version below SCHEMA_VERSION has a step"),
             }
@@ -386,8 +389,7 @@ impl Store {
         txn.open_table(SERVER_NAMES)?.remove(record.name.as_str())?;
         txn.open_table(HISTORY)?
             .retain_in((key, 0)..=(key, u64::MAX), |_, _| false)?;
-        txn.open_table(TOOLS)?
-            .retain_in((key, "")..(key + 1, ""), |_, _| false)?;
+        catalog::delete_server_catalog(&txn, key)?;
         append_audit(&txn, audit_entry(actor, "remove", &record.name, "ok"))?;
         bump_generation(&txn)?;
         txn.commit()?;
@@ -476,20 +478,7 @@ impl Store {
         Ok(entries)
     }
 
-    /// The stored tool definitions of a server (raw JSON, as discovered).
-    pub fn list_tools(&self, id: ServerId) -> Result<Vec<serde_json::Value>, StoreError> {
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(TOOLS)?;
-        let key = id.as_u128();
-        let mut tools = Vec::new();
-        for entry in table.range((key, "")..(key + 1, ""))? {
-            let (_, bytes) = entry?;
-            tools.push(decode(bytes.value())?);
-        }
-        Ok(tools)
-    }
-
-    fn server_in(
+    pub(crate) fn server_in(
         &self,
         txn: &WriteTransaction,
         id: u128,
@@ -511,7 +500,11 @@ impl Store {
         Ok(out)
     }
 
-    fn put_server(&self, txn: &WriteTransaction, record: &ServerRecord) -> Result<(), StoreError> {
+    pub(crate) fn put_server(
+        &self,
+        txn: &WriteTransaction,
+        record: &ServerRecord,
+    ) -> Result<(), StoreError> {
         let mut sealed = record.clone();
         for value in sealed.transport.secrets_mut().values_mut() {
             *value = self.cipher.seal(value);
@@ -551,11 +544,11 @@ fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
         })
 }
 
-fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
+pub(crate) fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
     serde_json::to_vec(value).map_err(|err| StoreError::Corrupt(err.to_string()))
 }
 
-fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
     serde_json::from_slice(bytes).map_err(|err| StoreError::Corrupt(err.to_string()))
 }
 
@@ -621,7 +614,7 @@ fn append_audit(txn: &WriteTransaction, mut entry: AuditEntry) -> Result<(), Sto
     Ok(())
 }
 
-fn bump_generation(txn: &WriteTransaction) -> Result<(), StoreError> {
+pub(crate) fn bump_generation(txn: &WriteTransaction) -> Result<(), StoreError> {
     let mut meta = txn.open_table(META)?;
     let next = meta.get(META_GENERATION)?.map(|v| v.value()).unwrap_or(0) + 1;
     meta.insert(META_GENERATION, next)?;

@@ -154,5 +154,6 @@ pub fn stdio_server(name: &str) -> Value {
 }
 
 pub fn http() -> reqwest::Client {
+    mcp_aggregator::tls::init();
     reqwest::Client::new()
 }

@@ -1,0 +1,73 @@
+//! What the store keeps about a server's tools, resources, resource
+//! templates and prompts. Definitions are kept as the server sent them (raw
+//! JSON), so fields we do not know survive.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::server::ServerId;
+
+/// One tool of one server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolRecord {
+    /// The tool id, `server.original_name` (only the first dot separates).
+    pub id: String,
+    pub server_id: ServerId,
+    pub server_name: String,
+    pub original_name: String,
+    /// The name clients see on the MCP endpoint; `None` when rejected.
+    pub wire_name: Option<String>,
+    /// Why the tool has no wire name (a collision), if it has none.
+    pub rejected: Option<String>,
+    pub description: Option<String>,
+    /// The definition exactly as `tools/list` returned it.
+    pub definition: Value,
+    /// SHA-256 of the definition, to notice changes.
+    pub definition_hash: String,
+    pub is_external: bool,
+    pub is_classified: bool,
+    #[serde(default)]
+    pub skill_ids: Vec<String>,
+    #[serde(default)]
+    pub primary_skill_id: Option<String>,
+    pub discovered_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Which list a catalog item came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CatalogKind {
+    Resource,
+    ResourceTemplate,
+    Prompt,
+}
+
+impl CatalogKind {
+    /// The field of an item that identifies it within its server.
+    pub fn key_field(self) -> &'static str {
+        match self {
+            CatalogKind::Resource => "uri",
+            CatalogKind::ResourceTemplate => "uriTemplate",
+            CatalogKind::Prompt => "name",
+        }
+    }
+}
+
+/// What a discovery changed in one list.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CatalogDiff {
+    pub added: usize,
+    pub updated: usize,
+    pub removed: usize,
+    pub unchanged: usize,
+    /// Tools without a wire name because of a collision.
+    pub rejected: usize,
+}
+
+impl CatalogDiff {
+    pub fn changed(&self) -> bool {
+        self.added + self.updated + self.removed > 0
+    }
+}

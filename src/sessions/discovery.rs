@@ -1,0 +1,173 @@
+//! Discovery (BR-003): list a server's tools, resources, resource templates
+//! and prompts through every page, and hand them to the catalog.
+
+use serde_json::{Value, json};
+use std::collections::HashSet;
+
+use super::session::{RpcError, Session};
+use crate::catalog::Catalog;
+use crate::model::{CatalogKind, ServerId};
+
+/// Pages followed at most (a server that never stops paginating is cut off).
+pub const MAX_PAGES: usize = 1000;
+/// Items kept at most per list.
+pub const MAX_ITEMS: usize = 50_000;
+
+/// Lists every page of `method`, collecting the `field` arrays.
+pub async fn list_all(
+    session: &Session,
+    method: &str,
+    field: &str,
+) -> Result<Vec<Value>, RpcError> {
+    let mut items = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut seen = HashSet::new();
+    for _ in 0..MAX_PAGES {
+        let params = cursor.as_ref().map(|c| json!({"cursor": c}));
+        let mut result = session.request(method, params).await?;
+        if let Some(Value::Array(page)) = result.get_mut(field).map(Value::take) {
+            items.extend(page);
+        }
+        if items.len() >= MAX_ITEMS {
+            tracing::warn!(
+                server = session.server(),
+                method,
+                "more than {MAX_ITEMS} items; the rest is ignored"
+            );
+            items.truncate(MAX_ITEMS);
+            return Ok(items);
+        }
+        match result.get("nextCursor").and_then(Value::as_str) {
+            Some(next) if !next.is_empty() => {
+                if !seen.insert(next.to_owned()) {
+                    tracing::warn!(
+                        server = session.server(),
+                        method,
+                        "the server repeated a cursor; stopping there"
+                    );
+                    return Ok(items);
+                }
+                cursor = Some(next.to_owned());
+            }
+            _ => return Ok(items),
+        }
+    }
+    tracing::warn!(
+        server = session.server(),
+        method,
+        "more than {MAX_PAGES} pages; the rest is ignored"
+    );
+    Ok(items)
+}
+
+/// Which lists to (re-)discover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum What {
+    Tools,
+    Resources,
+    Prompts,
+    Everything,
+}
+
+/// Lists and stores what the server offers. A list the server does not
+/// support is stored as empty; a failure is logged and leaves the stored
+/// list as it was.
+pub async fn discover(session: &Session, server_id: ServerId, catalog: &Catalog, what: What) {
+    let server = session.server();
+    if matches!(what, What::Tools | What::Everything) {
+        match fetch(session, "tools", "tools/list", "tools").await {
+            Ok(tools) => {
+                if tools.is_empty() {
+                    tracing::warn!(server, "the server offers no tools");
+                }
+                let count = tools.len();
+                match catalog.apply_tools(server_id, tools).await {
+                    Ok(diff) => tracing::info!(
+                        server,
+                        tools = count,
+                        added = diff.added,
+                        updated = diff.updated,
+                        removed = diff.removed,
+                        rejected = diff.rejected,
+                        "tools discovered"
+                    ),
+                    Err(err) => tracing::error!(server, "cannot store the tools: {err}"),
+                }
+            }
+            Err(err) => tracing::warn!(server, "tools/list failed: {err}"),
+        }
+    }
+    if matches!(what, What::Resources | What::Everything) {
+        for (method, field, kind) in [
+            ("resources/list", "resources", CatalogKind::Resource),
+            (
+                "resources/templates/list",
+                "resourceTemplates",
+                CatalogKind::ResourceTemplate,
+            ),
+        ] {
+            store_items(
+                session,
+                server_id,
+                catalog,
+                "resources",
+                method,
+                field,
+                kind,
+            )
+            .await;
+        }
+    }
+    if matches!(what, What::Prompts | What::Everything) {
+        store_items(
+            session,
+            server_id,
+            catalog,
+            "prompts",
+            "prompts/list",
+            "prompts",
+            CatalogKind::Prompt,
+        )
+        .await;
+    }
+}
+
+async fn store_items(
+    session: &Session,
+    server_id: ServerId,
+    catalog: &Catalog,
+    capability: &str,
+    method: &str,
+    field: &str,
+    kind: CatalogKind,
+) {
+    let server = session.server();
+    match fetch(session, capability, method, field).await {
+        Ok(items) => {
+            let count = items.len();
+            if let Err(err) = catalog.apply_items(server_id, kind, items).await {
+                tracing::error!(server, "cannot store the result of {method}: {err}");
+            } else {
+                tracing::debug!(server, method, count, "discovered");
+            }
+        }
+        Err(err) => tracing::warn!(server, "{method} failed: {err}"),
+    }
+}
+
+/// Lists `method` if the server declared `capability`; "method not found"
+/// counts as an empty list.
+async fn fetch(
+    session: &Session,
+    capability: &str,
+    method: &str,
+    field: &str,
+) -> Result<Vec<Value>, RpcError> {
+    if !session.has_capability(capability) {
+        return Ok(Vec::new());
+    }
+    match list_all(session, method, field).await {
+        Err(err) if err.is_method_not_found() => Ok(Vec::new()),
+        other => other,
+    }
+}

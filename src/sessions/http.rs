@@ -1,0 +1,307 @@
+//! Streamable HTTP transport (MCP 2025-03-26 and later): every message is a
+//! POST to the endpoint; a request's answer comes back as JSON or as an SSE
+//! stream; `Mcp-Session-Id` ties the requests together; a GET stream carries
+//! what the server sends on its own (notifications, requests).
+
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+use super::link::{Inbound, LinkError, LinkState, split_messages};
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const PROTOCOL_HEADER: &str = "mcp-protocol-version";
+const EVENT_STREAM: &str = "text/event-stream";
+/// How often the listening stream is re-opened before the link is declared dead.
+const LISTEN_RETRIES: u32 = 3;
+
+pub struct HttpLink {
+    inner: Arc<Inner>,
+    listener: std::sync::Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Inner {
+    server: String,
+    client: reqwest::Client,
+    url: reqwest::Url,
+    headers: HeaderMap,
+    session_id: RwLock<Option<HeaderValue>>,
+    protocol_version: RwLock<Option<HeaderValue>>,
+    inbound: Inbound,
+    state: LinkState,
+}
+
+/// Prepares the link; nothing is sent until the first message.
+pub fn open(
+    server: &str,
+    client: reqwest::Client,
+    url: &str,
+    headers: &BTreeMap<String, String>,
+    inbound: Inbound,
+) -> Result<HttpLink, LinkError> {
+    let url = reqwest::Url::parse(url)
+        .map_err(|err| LinkError::Protocol(format!("invalid URL {url:?}: {err}")))?;
+    let headers = header_map(headers)?;
+    Ok(HttpLink {
+        inner: Arc::new(Inner {
+            server: server.to_owned(),
+            client,
+            url,
+            headers,
+            session_id: RwLock::new(None),
+            protocol_version: RwLock::new(None),
+            inbound,
+            state: LinkState::default(),
+        }),
+        listener: std::sync::Mutex::new(None),
+    })
+}
+
+/// The configured headers as a header map (validated at registration; this
+/// only fails for records written by hand).
+pub fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, LinkError> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| LinkError::Protocol(format!("invalid header name {name:?}")))?;
+        let value = HeaderValue::from_str(value)
+            .map_err(|_| LinkError::Protocol(format!("invalid value for header {name}")))?;
+        map.insert(name, value);
+    }
+    Ok(map)
+}
+
+impl HttpLink {
+    pub fn state(&self) -> &LinkState {
+        &self.inner.state
+    }
+
+    pub fn set_protocol_version(&self, version: &str) {
+        if let (Ok(value), Ok(mut slot)) = (
+            HeaderValue::from_str(version),
+            self.inner.protocol_version.write(),
+        ) {
+            *slot = Some(value);
+        }
+    }
+
+    /// Sends one message; returns once the server accepted it. A response
+    /// body (JSON or SSE) is read in the background into the inbound channel.
+    pub async fn send(&self, message: Bytes) -> Result<(), LinkError> {
+        Inner::post(&self.inner, message).await
+    }
+
+    pub fn send_detached(&self, message: Bytes) {
+        let inner = Arc::clone(&self.inner);
+        tokio::spawn(async move {
+            let _ = Inner::post(&inner, message).await;
+        });
+    }
+
+    /// Opens the GET stream for server-initiated messages. Servers that do
+    /// not offer one answer 405, which is fine.
+    pub fn open_listening_stream(&self) {
+        let inner = Arc::clone(&self.inner);
+        let task = tokio::spawn(async move { inner.listen().await });
+        if let Ok(mut slot) = self.listener.lock()
+            && let Some(old) = slot.replace(task)
+        {
+            old.abort();
+        }
+    }
+
+    /// Ends the session on the server (DELETE) and stops listening.
+    pub async fn close(&self) {
+        if let Ok(mut slot) = self.listener.lock()
+            && let Some(task) = slot.take()
+        {
+            task.abort();
+        }
+        let session = self.inner.session_id.read().ok().and_then(|s| s.clone());
+        if let Some(session) = session {
+            let request = self
+                .inner
+                .client
+                .delete(self.inner.url.clone())
+                .headers(self.inner.headers.clone())
+                .header(SESSION_HEADER, session)
+                .timeout(Duration::from_secs(2));
+            let _ = request.send().await;
+        }
+        self.inner.state.close("closed by the aggregator");
+    }
+}
+
+impl Drop for HttpLink {
+    fn drop(&mut self) {
+        if let Ok(mut slot) = self.listener.lock()
+            && let Some(task) = slot.take()
+        {
+            task.abort();
+        }
+    }
+}
+
+impl Inner {
+    fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
+        let mut request = self
+            .client
+            .request(method, self.url.clone())
+            .headers(self.headers.clone());
+        if let Some(session) = self.session_id.read().ok().and_then(|s| s.clone()) {
+            request = request.header(SESSION_HEADER, session);
+        }
+        if let Some(version) = self.protocol_version.read().ok().and_then(|v| v.clone()) {
+            request = request.header(PROTOCOL_HEADER, version);
+        }
+        request
+    }
+
+    async fn post(self: &Arc<Self>, message: Bytes) -> Result<(), LinkError> {
+        if self.state.is_closed() {
+            return Err(LinkError::Closed(self.state.reason()));
+        }
+        let had_session = self.session_id.read().map(|s| s.is_some()).unwrap_or(false);
+        let response = self
+            .request(reqwest::Method::POST)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json, text/event-stream")
+            .body(message)
+            .send()
+            .await
+            .map_err(|err| {
+                let reason = format!("cannot reach {}: {}", self.url, root_cause(&err));
+                if err.is_connect() {
+                    self.state.close(reason.clone());
+                }
+                LinkError::Http(reason)
+            })?;
+        let status = response.status();
+        if let Some(session) = response.headers().get(SESSION_HEADER)
+            && let Ok(mut slot) = self.session_id.write()
+            && slot.is_none()
+        {
+            *slot = Some(session.clone());
+        }
+        if status == reqwest::StatusCode::NOT_FOUND && had_session {
+            let reason = "the server no longer knows this session (HTTP 404)".to_owned();
+            self.state.close(reason.clone());
+            return Err(LinkError::Closed(reason));
+        }
+        if !status.is_success() {
+            let body = response.text().await.unwrap_or_default();
+            return Err(LinkError::Status {
+                status: status.as_u16(),
+                body: body.chars().take(500).collect(),
+            });
+        }
+        if status == reqwest::StatusCode::ACCEPTED {
+            return Ok(());
+        }
+        let is_stream = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with(EVENT_STREAM));
+        let inner = Arc::clone(self);
+        tokio::spawn(async move {
+            if is_stream {
+                inner.read_event_stream(response).await;
+            } else {
+                match response.bytes().await {
+                    Ok(body) if body.iter().all(u8::is_ascii_whitespace) => {}
+                    Ok(body) => inner.deliver_json(&body).await,
+                    Err(err) => {
+                        tracing::warn!(server = %inner.server, "cannot read a response body: {err}")
+                    }
+                }
+            }
+        });
+        Ok(())
+    }
+
+    async fn deliver_json(&self, body: &[u8]) {
+        match serde_json::from_slice(body) {
+            Ok(value) => {
+                for message in split_messages(value) {
+                    if self.inbound.send(message).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            Err(err) => {
+                tracing::warn!(server = %self.server, "the server sent a body that is not JSON: {err}")
+            }
+        }
+    }
+
+    /// Reads an SSE stream; returns true if it ended cleanly.
+    async fn read_event_stream(&self, response: reqwest::Response) -> bool {
+        let mut events = sse_stream::SseStream::from_bytes_stream(response.bytes_stream());
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(event) => {
+                    let is_message = event.event.as_deref().is_none_or(|e| e == "message");
+                    if let (true, Some(data)) = (is_message, event.data)
+                        && !data.trim().is_empty()
+                    {
+                        self.deliver_json(data.as_bytes()).await;
+                    }
+                }
+                Err(err) => {
+                    tracing::debug!(server = %self.server, "event stream broke: {err}");
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// The long-lived GET stream. When it breaks, it is re-opened a few
+    /// times; a server that cannot be reached any more closes the link so the
+    /// supervisor reconnects.
+    async fn listen(self: Arc<Self>) {
+        let mut failures = 0;
+        while !self.state.is_closed() {
+            let response = self
+                .request(reqwest::Method::GET)
+                .header(ACCEPT, EVENT_STREAM)
+                .send()
+                .await;
+            match response {
+                Ok(response) if response.status().is_success() => {
+                    failures = 0;
+                    self.read_event_stream(response).await;
+                }
+                Ok(response) if response.status() == reqwest::StatusCode::NOT_FOUND => {
+                    self.state
+                        .close("the server no longer knows this session (HTTP 404)");
+                    return;
+                }
+                // 405: no listening stream offered; other 4xx: not for us.
+                Ok(response) if response.status().is_client_error() => return,
+                Ok(_) | Err(_) => {
+                    failures += 1;
+                    if failures > LISTEN_RETRIES {
+                        self.state
+                            .close(format!("lost the connection to {}", self.url));
+                        return;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(250 * u64::from(failures.max(1)))).await;
+        }
+    }
+}
+
+pub fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = err;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}

@@ -1,0 +1,145 @@
+//! The interface every transport offers a session: send one JSON-RPC message,
+//! receive the server's messages on a channel, learn when the link died, and
+//! close it. One file per transport implements it (`stdio`, `http`, `sse`).
+
+use bytes::Bytes;
+use serde_json::Value;
+use std::sync::Mutex;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{http::HttpLink, sse::SseLink, stdio::StdioLink};
+
+/// Messages from the server, as raw JSON (never parsed into typed structs,
+/// so fields we do not know pass through unchanged).
+pub type Inbound = mpsc::Sender<Value>;
+
+/// How many server messages may queue before the transport waits.
+pub const INBOUND_CAPACITY: usize = 1024;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LinkError {
+    #[error("cannot start `{command}`: {reason}")]
+    Spawn { command: String, reason: String },
+    #[error("{0}")]
+    Http(String),
+    #[error("the server answered HTTP {status}: {body}")]
+    Status { status: u16, body: String },
+    #[error("the connection is closed: {0}")]
+    Closed(String),
+    #[error("{0}")]
+    Protocol(String),
+}
+
+/// Tracks whether a link is still usable and why it stopped.
+#[derive(Debug, Default)]
+pub struct LinkState {
+    closed: CancellationToken,
+    reason: Mutex<Option<String>>,
+}
+
+impl LinkState {
+    /// Marks the link dead; the first reason wins.
+    pub fn close(&self, reason: impl Into<String>) {
+        if let Ok(mut slot) = self.reason.lock()
+            && slot.is_none()
+        {
+            *slot = Some(reason.into());
+        }
+        self.closed.cancel();
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
+    }
+
+    pub fn token(&self) -> CancellationToken {
+        self.closed.clone()
+    }
+
+    pub fn reason(&self) -> String {
+        self.reason
+            .lock()
+            .ok()
+            .and_then(|r| r.clone())
+            .unwrap_or_else(|| "the connection closed".to_owned())
+    }
+}
+
+/// A connected transport.
+pub enum Link {
+    Stdio(StdioLink),
+    Http(HttpLink),
+    Sse(SseLink),
+}
+
+impl Link {
+    /// Sends one serialized JSON-RPC message.
+    pub async fn send(&self, message: Bytes) -> Result<(), LinkError> {
+        match self {
+            Link::Stdio(link) => link.send(message).await,
+            Link::Http(link) => link.send(message).await,
+            Link::Sse(link) => link.send(message).await,
+        }
+    }
+
+    /// Sends without waiting (used where we cannot await, e.g. a dropped
+    /// request sending `notifications/cancelled`).
+    pub fn send_detached(&self, message: Bytes) {
+        match self {
+            Link::Stdio(link) => link.send_detached(message),
+            Link::Http(link) => link.send_detached(message),
+            Link::Sse(link) => link.send_detached(message),
+        }
+    }
+
+    pub fn state(&self) -> &LinkState {
+        match self {
+            Link::Stdio(link) => link.state(),
+            Link::Http(link) => link.state(),
+            Link::Sse(link) => link.state(),
+        }
+    }
+
+    /// Tells the transport the negotiated protocol version (HTTP sends it as
+    /// a header on every later request).
+    pub fn set_protocol_version(&self, version: &str) {
+        if let Link::Http(link) = self {
+            link.set_protocol_version(version);
+        }
+    }
+
+    /// Called once the handshake is done (HTTP opens its listening stream).
+    pub fn initialized(&self) {
+        if let Link::Http(link) = self {
+            link.open_listening_stream();
+        }
+    }
+
+    /// Closes the link and releases everything it holds (for stdio: the
+    /// whole process group is terminated and reaped).
+    pub async fn close(&self) {
+        match self {
+            Link::Stdio(link) => link.close().await,
+            Link::Http(link) => link.close().await,
+            Link::Sse(link) => link.close().await,
+        }
+        self.state().close("closed by the aggregator");
+    }
+
+    /// The child's process id (stdio only).
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            Link::Stdio(link) => Some(link.pid()),
+            _ => None,
+        }
+    }
+}
+
+/// Parses one message body; a batch (array) becomes its elements.
+pub fn split_messages(value: Value) -> Vec<Value> {
+    match value {
+        Value::Array(items) => items,
+        other => vec![other],
+    }
+}

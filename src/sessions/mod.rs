@@ -1,0 +1,279 @@
+//! Sessions: one live MCP session per server, shared by everything in the
+//! process. A supervisor task per server owns its lifecycle — connect with
+//! timeout and backoff, discovery, reconnect after a crash, drain on
+//! disconnect — and drives the status state machine through the registry.
+//!
+//! The client side speaks raw JSON-RPC (see `session.rs`) rather than rmcp's
+//! typed client: the aggregator passes definitions and results through, and
+//! rmcp's typed model drops fields it does not know.
+
+pub mod discovery;
+pub mod http;
+pub mod link;
+pub mod session;
+pub mod sse;
+pub mod stdio;
+mod supervisor;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use crate::catalog::Catalog;
+use crate::model::{ServerId, ServerStatus, StatusTrigger};
+use crate::registry::{Registry, RegistryError};
+pub use session::{RpcError, Session, SessionEvent};
+
+/// Timeouts and retry policy (design §4).
+#[derive(Debug, Clone)]
+pub struct SessionSettings {
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    pub drain_timeout: Duration,
+    /// Delays between the first failed attempts.
+    pub backoff: Vec<Duration>,
+    /// Delay between attempts once the backoff is used up (never gives up).
+    pub retry_interval: Duration,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        SessionSettings {
+            connect_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(60),
+            drain_timeout: Duration::from_secs(30),
+            backoff: [1, 2, 4, 8, 16]
+                .into_iter()
+                .map(Duration::from_secs)
+                .collect(),
+            retry_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+impl SessionSettings {
+    /// The delay before retry number `attempt` (0-based).
+    pub fn retry_delay(&self, attempt: usize) -> Duration {
+        self.backoff
+            .get(attempt)
+            .copied()
+            .unwrap_or(self.retry_interval)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionsError {
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error("the aggregator is shutting down")]
+    ShuttingDown,
+}
+
+/// What a connect request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectOutcome {
+    /// A connection attempt is under way (status `CONNECTING`).
+    Initiated,
+    /// The server is already `CONNECTED` or `DEGRADED`.
+    AlreadyConnected,
+}
+
+enum Command {
+    Connect,
+    Disconnect {
+        force: bool,
+        reply: oneshot::Sender<usize>,
+    },
+    Stop {
+        reply: oneshot::Sender<()>,
+    },
+}
+
+struct Handle {
+    commands: mpsc::UnboundedSender<Command>,
+    session: watch::Receiver<Option<Arc<Session>>>,
+    task: JoinHandle<()>,
+}
+
+pub(crate) struct Shared {
+    registry: Registry,
+    catalog: Catalog,
+    settings: SessionSettings,
+    http: reqwest::Client,
+}
+
+/// The sessions of every server; cheap to clone.
+#[derive(Clone)]
+pub struct SessionManager {
+    shared: Arc<Shared>,
+    handles: Arc<Mutex<HashMap<ServerId, Handle>>>,
+    closing: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl SessionManager {
+    pub fn new(registry: Registry, catalog: Catalog, settings: SessionSettings) -> SessionManager {
+        crate::tls::init();
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .unwrap_or_default();
+        SessionManager {
+            shared: Arc::new(Shared {
+                registry,
+                catalog,
+                settings,
+                http,
+            }),
+            handles: Arc::new(Mutex::new(HashMap::new())),
+            closing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        }
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.shared.registry
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.shared.catalog
+    }
+
+    /// Starts connecting every `auto_connect` server, in parallel, without
+    /// waiting for any of them.
+    pub async fn connect_auto(&self) -> Result<usize, SessionsError> {
+        let servers = self.shared.registry.list(None).await?;
+        let mut started = 0;
+        for server in servers.into_iter().filter(|s| s.auto_connect) {
+            match self.connect(server.id).await {
+                Ok(_) => started += 1,
+                Err(err) => {
+                    tracing::error!(server = %server.name, "cannot start connecting: {err}")
+                }
+            }
+        }
+        Ok(started)
+    }
+
+    /// Asks for a connection (idempotent). The status moves to `CONNECTING`
+    /// before this returns; the attempt itself runs in the background.
+    pub async fn connect(&self, id: ServerId) -> Result<ConnectOutcome, SessionsError> {
+        if self.closing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(SessionsError::ShuttingDown);
+        }
+        let record = self.shared.registry.get(&id.to_string()).await?;
+        match record.status {
+            ServerStatus::Connected | ServerStatus::Degraded => {
+                return Ok(ConnectOutcome::AlreadyConnected);
+            }
+            ServerStatus::Connecting => {}
+            from @ (ServerStatus::Disconnected | ServerStatus::Error) => {
+                let trigger = if from == ServerStatus::Error {
+                    StatusTrigger::Reconnect
+                } else {
+                    StatusTrigger::Connect
+                };
+                match self
+                    .shared
+                    .registry
+                    .transition(id, ServerStatus::Connecting, trigger, None, |r| {
+                        r.error_message = None
+                    })
+                    .await
+                {
+                    Ok(_) => {}
+                    // Someone else moved it first (a racing connect): fine.
+                    Err(RegistryError::Store(crate::store::StoreError::Transition(_))) => {}
+                    Err(err) => return Err(err.into()),
+                }
+            }
+        }
+        let mut handles = self.lock();
+        let alive = handles.get(&id).is_some_and(|h| !h.task.is_finished());
+        if !alive {
+            let (commands, receiver) = mpsc::unbounded_channel();
+            let (publish, session) = watch::channel(None);
+            let task = tokio::spawn(supervisor::run(
+                Arc::clone(&self.shared),
+                id,
+                receiver,
+                publish,
+            ));
+            handles.insert(
+                id,
+                Handle {
+                    commands,
+                    session,
+                    task,
+                },
+            );
+        }
+        if let Some(handle) = handles.get(&id) {
+            let _ = handle.commands.send(Command::Connect);
+        }
+        Ok(ConnectOutcome::Initiated)
+    }
+
+    /// Disconnects: waits for in-flight calls (up to the drain timeout), or
+    /// with `force` cancels them. Returns how many calls were cut off.
+    /// Disconnecting a server that is not connected just stops its retries.
+    pub async fn disconnect(&self, id: ServerId, force: bool) -> Result<usize, SessionsError> {
+        let _ = self.shared.registry.get(&id.to_string()).await?;
+        let commands = self.lock().get(&id).map(|h| h.commands.clone());
+        let Some(commands) = commands else {
+            return Ok(0);
+        };
+        let (reply, answer) = oneshot::channel();
+        if commands.send(Command::Disconnect { force, reply }).is_err() {
+            return Ok(0);
+        }
+        Ok(answer.await.unwrap_or(0))
+    }
+
+    /// Ends a server's supervisor (force-disconnecting it); used before removal.
+    pub async fn stop(&self, id: ServerId) {
+        let handle = self.lock().remove(&id);
+        if let Some(handle) = handle {
+            let (reply, answer) = oneshot::channel();
+            if handle.commands.send(Command::Stop { reply }).is_ok() {
+                let _ = answer.await;
+            }
+            let _ = handle.task.await;
+        }
+    }
+
+    /// The live session of a server, if it is connected.
+    pub fn session(&self, id: ServerId) -> Option<Arc<Session>> {
+        self.lock()
+            .get(&id)
+            .and_then(|h| h.session.borrow().clone())
+    }
+
+    /// Stops every supervisor and closes every session (child process groups
+    /// are terminated and reaped), within `deadline`.
+    pub async fn shutdown(&self, deadline: Duration) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let handles: Vec<(ServerId, Handle)> = self.lock().drain().collect();
+        let stops = handles.into_iter().map(|(_, handle)| async move {
+            let (reply, answer) = oneshot::channel();
+            if handle.commands.send(Command::Stop { reply }).is_ok() {
+                let _ = answer.await;
+            }
+            let _ = handle.task.await;
+        });
+        if tokio::time::timeout(deadline, futures_util::future::join_all(stops))
+            .await
+            .is_err()
+        {
+            tracing::warn!("some sessions did not close within {deadline:?}");
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ServerId, Handle>> {
+        match self.handles.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+}

@@ -1,0 +1,460 @@
+//! One MCP client session over a link: the initialize handshake, requests
+//! matched to responses by id, notifications, cancellation of abandoned
+//! requests, and the server's own requests and notifications. Messages stay
+//! raw JSON end to end.
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::link::{INBOUND_CAPACITY, Link, LinkError};
+
+/// The protocol version we ask for; servers answer with the one they speak.
+pub const PROTOCOL_VERSION: &str = "2025-06-18";
+/// Versions we know; another answer is accepted with a warning (we pass
+/// messages through, so most differences do not matter to us).
+pub const KNOWN_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// Why a request did not get a result.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RpcError {
+    /// The server answered with a JSON-RPC error.
+    #[error("the server answered error {code}: {message}")]
+    Server {
+        code: i64,
+        message: String,
+        data: Option<Value>,
+    },
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the session closed: {0}")]
+    Closed(String),
+    #[error(transparent)]
+    Link(#[from] LinkError),
+    #[error("the server's answer is malformed: {0}")]
+    Malformed(String),
+}
+
+impl RpcError {
+    /// The JSON-RPC error object for this error (to pass on to a client).
+    pub fn to_error_object(&self) -> Value {
+        match self {
+            RpcError::Server {
+                code,
+                message,
+                data,
+            } => {
+                let mut error = json!({"code": code, "message": message});
+                if let Some(data) = data {
+                    error["data"] = data.clone();
+                }
+                error
+            }
+            other => json!({"code": -32603, "message": other.to_string()}),
+        }
+    }
+
+    pub fn is_method_not_found(&self) -> bool {
+        matches!(self, RpcError::Server { code: -32601, .. })
+    }
+}
+
+/// Something the server told us that the supervisor or the front doors act on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionEvent {
+    ToolsChanged,
+    ResourcesChanged,
+    PromptsChanged,
+    /// Any other notification (progress, logging, resource updates), raw.
+    Notification(Value),
+}
+
+type Pending = Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>;
+
+/// A live session with one server.
+pub struct Session {
+    server: String,
+    link: Link,
+    next_id: AtomicU64,
+    pending: Arc<Pending>,
+    closed: CancellationToken,
+    initialize_result: Value,
+    request_timeout: Duration,
+}
+
+/// What the handshake needs.
+pub struct Handshake {
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+}
+
+impl Session {
+    /// Runs the initialize handshake on a freshly opened link.
+    pub async fn start(
+        server: &str,
+        link: Link,
+        inbound: mpsc::Receiver<Value>,
+        events: mpsc::UnboundedSender<SessionEvent>,
+        handshake: Handshake,
+    ) -> Result<Arc<Session>, RpcError> {
+        let pending: Arc<Pending> = Arc::new(Mutex::new(HashMap::new()));
+        let closed = CancellationToken::new();
+        let mut session = Session {
+            server: server.to_owned(),
+            link,
+            next_id: AtomicU64::new(1),
+            pending: Arc::clone(&pending),
+            closed: closed.clone(),
+            initialize_result: Value::Null,
+            request_timeout: handshake.request_timeout,
+        };
+        // The dispatcher needs to answer the server's requests (ping) while
+        // we are still initializing, so it starts first and owns a sender.
+        let (reply_tx, mut reply_rx) = mpsc::unbounded_channel::<Bytes>();
+        tokio::spawn(dispatch(
+            server.to_owned(),
+            inbound,
+            Arc::clone(&pending),
+            events,
+            reply_tx,
+            session.link.state().token(),
+            closed.clone(),
+        ));
+        let params = json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "mcp-aggregator", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let result = tokio::select! {
+            result = session.request_with_timeout("initialize", Some(params), handshake.connect_timeout) => result,
+            // Replies to server requests go out through the link, which the
+            // session owns; forward them while the handshake runs.
+            () = async {
+                while let Some(reply) = reply_rx.recv().await {
+                    let _ = session.link.send(reply).await;
+                }
+                std::future::pending::<()>().await
+            } => unreachable!(),
+        };
+        let result = match result {
+            Ok(result) => result,
+            Err(err) => {
+                session.link.close().await;
+                return Err(err);
+            }
+        };
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if !KNOWN_VERSIONS.contains(&version.as_str()) {
+            tracing::warn!(server, version = %version, "the server speaks a protocol version we do not know; continuing");
+        }
+        session.link.set_protocol_version(&version);
+        session.initialize_result = result;
+        session.notify("notifications/initialized", None).await?;
+        session.link.initialized();
+        let session = Arc::new(session);
+        // From now on replies to the server's requests go straight out.
+        let weak = Arc::downgrade(&session);
+        tokio::spawn(async move {
+            while let Some(reply) = reply_rx.recv().await {
+                let Some(session) = weak.upgrade() else { break };
+                let _ = session.link.send(reply).await;
+            }
+        });
+        Ok(session)
+    }
+
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The server's `initialize` result (capabilities, serverInfo, …).
+    pub fn initialize_result(&self) -> &Value {
+        &self.initialize_result
+    }
+
+    pub fn protocol_version(&self) -> &str {
+        self.initialize_result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+
+    /// Whether the server declared a capability (`tools`, `resources`, …).
+    pub fn has_capability(&self, name: &str) -> bool {
+        self.initialize_result
+            .get("capabilities")
+            .and_then(|c| c.get(name))
+            .is_some_and(|c| !c.is_null())
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.link.pid()
+    }
+
+    /// Sends a request and waits for its result (default timeout).
+    pub async fn request(&self, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
+        self.request_with_timeout(method, params, self.request_timeout)
+            .await
+    }
+
+    /// Sends a request; if this future is dropped before the answer, the
+    /// server is told with `notifications/cancelled`.
+    pub async fn request_with_timeout(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Value, RpcError> {
+        if self.closed.is_cancelled() {
+            return Err(RpcError::Closed(self.close_reason()));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.insert(id, tx);
+        }
+        let mut guard = PendingGuard {
+            session: self,
+            id,
+            armed: true,
+        };
+        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if let Some(params) = params {
+            message["params"] = params;
+        }
+        let bytes = Bytes::from(
+            serde_json::to_vec(&message).map_err(|err| RpcError::Malformed(err.to_string()))?,
+        );
+        if let Err(err) = self.link.send(bytes).await {
+            guard.disarm();
+            return Err(err.into());
+        }
+        let outcome = tokio::select! {
+            answer = rx => match answer {
+                Ok(result) => result,
+                Err(_) => Err(RpcError::Closed(self.close_reason())),
+            },
+            () = tokio::time::sleep(timeout) => {
+                // Leave the guard armed: it removes the entry and cancels.
+                return Err(RpcError::Timeout(timeout));
+            }
+        };
+        guard.answered();
+        outcome
+    }
+
+    /// Sends a notification.
+    pub async fn notify(&self, method: &str, params: Option<Value>) -> Result<(), RpcError> {
+        let mut message = json!({"jsonrpc": "2.0", "method": method});
+        if let Some(params) = params {
+            message["params"] = params;
+        }
+        let bytes = Bytes::from(
+            serde_json::to_vec(&message).map_err(|err| RpcError::Malformed(err.to_string()))?,
+        );
+        self.link.send(bytes).await.map_err(Into::into)
+    }
+
+    /// Requests still waiting for an answer.
+    pub fn in_flight(&self) -> usize {
+        self.pending.lock().map(|p| p.len()).unwrap_or(0)
+    }
+
+    /// Waits until no request is in flight, or `timeout` passes; returns how
+    /// many are still waiting.
+    pub async fn drain(&self, timeout: Duration) -> usize {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let left = self.in_flight();
+            if left == 0 || tokio::time::Instant::now() >= deadline || self.closed.is_cancelled() {
+                return left;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Fails every request in flight and tells the server to stop them.
+    pub fn cancel_all(&self, reason: &str) -> usize {
+        let drained: Vec<_> = self
+            .pending
+            .lock()
+            .map(|mut p| p.drain().collect())
+            .unwrap_or_default();
+        let count = drained.len();
+        for (id, tx) in drained {
+            self.send_cancelled(id, reason);
+            let _ = tx.send(Err(RpcError::Closed(reason.to_owned())));
+        }
+        count
+    }
+
+    fn send_cancelled(&self, id: u64, reason: &str) {
+        let message = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": reason}});
+        if let Ok(bytes) = serde_json::to_vec(&message) {
+            self.link.send_detached(Bytes::from(bytes));
+        }
+    }
+
+    /// Resolves when the session is dead (the link closed or was lost).
+    pub async fn closed(&self) {
+        self.closed.cancelled().await;
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
+    }
+
+    pub fn close_reason(&self) -> String {
+        self.link.state().reason()
+    }
+
+    /// Closes the link (for stdio: terminates and reaps the process group).
+    pub async fn close(&self) {
+        self.link.close().await;
+        self.closed.cancel();
+    }
+}
+
+/// Removes a request's entry if it ends without an answer, and tells the
+/// server the request is abandoned.
+struct PendingGuard<'a> {
+    session: &'a Session,
+    id: u64,
+    armed: bool,
+}
+
+impl PendingGuard<'_> {
+    fn answered(&mut self) {
+        self.armed = false;
+    }
+
+    fn disarm(&mut self) {
+        if let Ok(mut pending) = self.session.pending.lock() {
+            pending.remove(&self.id);
+        }
+        self.armed = false;
+    }
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let removed = self
+            .session
+            .pending
+            .lock()
+            .map(|mut p| p.remove(&self.id).is_some())
+            .unwrap_or(false);
+        if removed && !self.session.closed.is_cancelled() {
+            self.session
+                .send_cancelled(self.id, "the request was abandoned by the client");
+        }
+    }
+}
+
+/// Routes the server's messages: responses to their waiting requests,
+/// list-changed notifications to the supervisor, the server's own requests
+/// answered (ping) or refused. Ends when the link dies.
+async fn dispatch(
+    server: String,
+    mut inbound: mpsc::Receiver<Value>,
+    pending: Arc<Pending>,
+    events: mpsc::UnboundedSender<SessionEvent>,
+    replies: mpsc::UnboundedSender<Bytes>,
+    link_closed: CancellationToken,
+    closed: CancellationToken,
+) {
+    loop {
+        let message = tokio::select! {
+            message = inbound.recv() => message,
+            () = link_closed.cancelled() => None,
+            () = closed.cancelled() => None,
+        };
+        let Some(message) = message else {
+            break;
+        };
+        let method = message.get("method").and_then(Value::as_str);
+        let id = message.get("id");
+        match (method, id) {
+            (None, Some(id)) => {
+                let Some(id) = id.as_u64() else {
+                    tracing::debug!(server = %server, "an answer with an id we never sent: {id}");
+                    continue;
+                };
+                let waiter = pending.lock().ok().and_then(|mut p| p.remove(&id));
+                let Some(waiter) = waiter else { continue };
+                let outcome = if let Some(error) = message.get("error") {
+                    Err(RpcError::Server {
+                        code: error.get("code").and_then(Value::as_i64).unwrap_or(-32603),
+                        message: error
+                            .get("message")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
+                        data: error.get("data").cloned(),
+                    })
+                } else {
+                    let mut message = message;
+                    match message.get_mut("result").map(Value::take) {
+                        Some(result) => Ok(result),
+                        None => Err(RpcError::Malformed(
+                            "an answer with neither result nor error".into(),
+                        )),
+                    }
+                };
+                let _ = waiter.send(outcome);
+            }
+            (Some(method), Some(id)) => {
+                let reply = match method {
+                    "ping" => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
+                    "roots/list" => json!({"jsonrpc": "2.0", "id": id, "result": {"roots": []}}),
+                    _ => {
+                        json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("{method} is not supported by this client")}})
+                    }
+                };
+                if let Ok(bytes) = serde_json::to_vec(&reply) {
+                    let _ = replies.send(Bytes::from(bytes));
+                }
+            }
+            (Some(method), None) => {
+                let event = match method {
+                    "notifications/tools/list_changed" => SessionEvent::ToolsChanged,
+                    "notifications/resources/list_changed" => SessionEvent::ResourcesChanged,
+                    "notifications/prompts/list_changed" => SessionEvent::PromptsChanged,
+                    _ => SessionEvent::Notification(message),
+                };
+                let _ = events.send(event);
+            }
+            (None, None) => {
+                tracing::debug!(server = %server, "ignoring a message that is neither request, answer nor notification")
+            }
+        }
+    }
+    closed.cancel();
+    // Whoever still waits gets an answer now.
+    let waiting: Vec<_> = pending
+        .lock()
+        .map(|mut p| p.drain().collect())
+        .unwrap_or_default();
+    for (_, tx) in waiting {
+        let _ = tx.send(Err(RpcError::Closed(
+            "the connection to the server was lost".to_owned(),
+        )));
+    }
+}
+
+/// A fresh inbound channel for a link.
+pub fn inbound_channel() -> (mpsc::Sender<Value>, mpsc::Receiver<Value>) {
+    mpsc::channel(INBOUND_CAPACITY)
+}

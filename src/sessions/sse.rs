@@ -1,0 +1,202 @@
+//! Legacy HTTP+SSE transport (MCP 2024-11-05): a GET opens an event stream
+//! whose first `endpoint` event names the URL to POST messages to; the
+//! server's messages arrive as `message` events on the stream. rmcp has no
+//! client for it, so this is ours.
+
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::http::{header_map, root_cause};
+use super::link::{Inbound, LinkError, LinkState, split_messages};
+
+pub struct SseLink {
+    inner: Arc<Inner>,
+    reader: JoinHandle<()>,
+}
+
+struct Inner {
+    client: reqwest::Client,
+    endpoint: reqwest::Url,
+    headers: HeaderMap,
+    state: LinkState,
+}
+
+/// Opens the event stream and waits (up to `timeout`) for the endpoint.
+pub async fn open(
+    server: &str,
+    client: reqwest::Client,
+    url: &str,
+    headers: &BTreeMap<String, String>,
+    inbound: Inbound,
+    timeout: Duration,
+) -> Result<SseLink, LinkError> {
+    let stream_url = reqwest::Url::parse(url)
+        .map_err(|err| LinkError::Protocol(format!("invalid URL {url:?}: {err}")))?;
+    let headers = header_map(headers)?;
+    let response = client
+        .get(stream_url.clone())
+        .headers(headers.clone())
+        .header(ACCEPT, "text/event-stream")
+        .send()
+        .await
+        .map_err(|err| {
+            LinkError::Http(format!("cannot reach {stream_url}: {}", root_cause(&err)))
+        })?;
+    if !response.status().is_success() {
+        let status = response.status().as_u16();
+        let body = response.text().await.unwrap_or_default();
+        return Err(LinkError::Status {
+            status,
+            body: body.chars().take(500).collect(),
+        });
+    }
+    let (endpoint_tx, endpoint_rx) = oneshot::channel::<Result<reqwest::Url, LinkError>>();
+    let state_holder: Arc<std::sync::OnceLock<Arc<Inner>>> = Arc::new(std::sync::OnceLock::new());
+    let reader_holder = Arc::clone(&state_holder);
+    let server_name = server.to_owned();
+    let base = stream_url.clone();
+    let reader = tokio::spawn(async move {
+        let mut events = sse_stream::SseStream::from_bytes_stream(response.bytes_stream());
+        let mut endpoint_tx = Some(endpoint_tx);
+        let reason = loop {
+            let Some(event) = events.next().await else {
+                break "the server closed the event stream".to_owned();
+            };
+            let event = match event {
+                Ok(event) => event,
+                Err(err) => break format!("the event stream broke: {err}"),
+            };
+            match event.event.as_deref() {
+                Some("endpoint") => {
+                    let data = event.data.unwrap_or_default();
+                    let resolved = base.join(data.trim()).map_err(|err| {
+                        LinkError::Protocol(format!("bad endpoint {data:?}: {err}"))
+                    });
+                    if let Some(tx) = endpoint_tx.take() {
+                        let _ = tx.send(resolved);
+                    }
+                }
+                None | Some("message") => {
+                    let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
+                        continue;
+                    };
+                    match serde_json::from_str(&data) {
+                        Ok(value) => {
+                            for message in split_messages(value) {
+                                if inbound.send(message).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                        Err(err) => {
+                            tracing::warn!(server = %server_name, "the server sent an event that is not JSON: {err}")
+                        }
+                    }
+                }
+                Some(_) => {}
+            }
+        };
+        if let Some(inner) = reader_holder.get() {
+            inner.state.close(reason);
+        } else if let Some(tx) = endpoint_tx.take() {
+            let _ = tx.send(Err(LinkError::Closed(reason)));
+        }
+    });
+    let endpoint = match tokio::time::timeout(timeout, endpoint_rx).await {
+        Ok(Ok(Ok(endpoint))) => endpoint,
+        Ok(Ok(Err(err))) => {
+            reader.abort();
+            return Err(err);
+        }
+        Ok(Err(_)) => {
+            reader.abort();
+            return Err(LinkError::Closed(
+                "the event stream ended before naming an endpoint".into(),
+            ));
+        }
+        Err(_) => {
+            reader.abort();
+            return Err(LinkError::Protocol(
+                "no `endpoint` event on the stream in time".into(),
+            ));
+        }
+    };
+    let inner = Arc::new(Inner {
+        client,
+        endpoint,
+        headers,
+        state: LinkState::default(),
+    });
+    let _ = state_holder.set(Arc::clone(&inner));
+    if reader.is_finished() {
+        inner.state.close("the server closed the event stream");
+    }
+    Ok(SseLink { inner, reader })
+}
+
+impl SseLink {
+    pub fn state(&self) -> &LinkState {
+        &self.inner.state
+    }
+
+    pub async fn send(&self, message: Bytes) -> Result<(), LinkError> {
+        Inner::post(&self.inner, message).await
+    }
+
+    pub fn send_detached(&self, message: Bytes) {
+        let inner = Arc::clone(&self.inner);
+        tokio::spawn(async move {
+            let _ = Inner::post(&inner, message).await;
+        });
+    }
+
+    pub async fn close(&self) {
+        self.reader.abort();
+        self.inner.state.close("closed by the aggregator");
+    }
+}
+
+impl Drop for SseLink {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+impl Inner {
+    async fn post(&self, message: Bytes) -> Result<(), LinkError> {
+        if self.state.is_closed() {
+            return Err(LinkError::Closed(self.state.reason()));
+        }
+        let response = self
+            .client
+            .post(self.endpoint.clone())
+            .headers(self.headers.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .body(message)
+            .send()
+            .await
+            .map_err(|err| {
+                let reason = format!("cannot reach {}: {}", self.endpoint, root_cause(&err));
+                if err.is_connect() {
+                    self.state.close(reason.clone());
+                }
+                LinkError::Http(reason)
+            })?;
+        if response.status().is_success() {
+            Ok(())
+        } else {
+            let status = response.status().as_u16();
+            let body = response.text().await.unwrap_or_default();
+            Err(LinkError::Status {
+                status,
+                body: body.chars().take(500).collect(),
+            })
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! STDIO transport: the server is a child process speaking newline-delimited
+//! JSON-RPC on stdin/stdout. It runs in its own process group so that
+//! everything it spawns (`npx` wrappers, grandchildren) is terminated with
+//! it; its stderr goes to our log, tagged with the server's name.
+
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWriteExt as _, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::link::{Inbound, LinkError, LinkState, split_messages};
+
+/// Longest line accepted from a server's stdout (a 1,000-tool list fits).
+pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+/// Longest stderr line kept in the log.
+const MAX_LOG_LINE: usize = 8 * 1024;
+/// How long a child gets between SIGTERM and SIGKILL.
+pub const TERMINATE_GRACE: Duration = Duration::from_millis(1000);
+
+pub struct StdioLink {
+    outbound: mpsc::Sender<Bytes>,
+    state: Arc<LinkState>,
+    pid: u32,
+    kill: Arc<Notify>,
+    exited: CancellationToken,
+}
+
+/// What to run.
+pub struct StdioSpec<'a> {
+    pub command: &'a str,
+    pub args: &'a [String],
+    pub env: &'a BTreeMap<String, String>,
+    pub cwd: Option<&'a str>,
+}
+
+/// Spawns the server and wires its pipes.
+pub fn open(server: &str, spec: &StdioSpec<'_>, inbound: Inbound) -> Result<StdioLink, LinkError> {
+    let mut command = Command::new(spec.command);
+    command
+        .args(spec.args)
+        .envs(spec.env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(cwd) = spec.cwd {
+        command.current_dir(cwd);
+    }
+    let mut child = command.spawn().map_err(|err| LinkError::Spawn {
+        command: spec.command.to_owned(),
+        reason: err.to_string(),
+    })?;
+    let pid = child.id().ok_or_else(|| LinkError::Spawn {
+        command: spec.command.to_owned(),
+        reason: "the process exited at once".to_owned(),
+    })?;
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(LinkError::Spawn {
+            command: spec.command.to_owned(),
+            reason: "its pipes could not be opened".to_owned(),
+        });
+    };
+    let state = Arc::new(LinkState::default());
+    let (outbound, mut queue) = mpsc::channel::<Bytes>(256);
+
+    // Writer: one message per line.
+    let writer_state = Arc::clone(&state);
+    tokio::spawn(async move {
+        let mut stdin = stdin;
+        while let Some(message) = queue.recv().await {
+            let written = async {
+                stdin.write_all(&message).await?;
+                stdin.write_all(b"\n").await?;
+                stdin.flush().await
+            };
+            if let Err(err) = written.await {
+                writer_state.close(format!("cannot write to the server's stdin: {err}"));
+                break;
+            }
+        }
+        // Dropping stdin closes it: the MCP way of asking a server to stop.
+    });
+
+    // Reader: every line is a JSON-RPC message (or a batch).
+    let reader_state = Arc::clone(&state);
+    let name = server.to_owned();
+    tokio::spawn(async move {
+        let mut reader = BufReader::with_capacity(64 * 1024, stdout);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match read_bounded_line(&mut reader, &mut line, MAX_LINE_BYTES).await {
+                Ok(0) => {
+                    reader_state.close("the server closed its stdout");
+                    break;
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    reader_state.close(format!("cannot read the server's stdout: {err}"));
+                    break;
+                }
+            }
+            let text = trim_line(&line);
+            if text.is_empty() {
+                continue;
+            }
+            match serde_json::from_slice(text) {
+                Ok(value) => {
+                    for message in split_messages(value) {
+                        if inbound.send(message).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(_) => tracing::warn!(
+                    server = %name,
+                    line = %String::from_utf8_lossy(&text[..text.len().min(MAX_LOG_LINE)]),
+                    "the server wrote a line that is not JSON-RPC to stdout; ignored"
+                ),
+            }
+        }
+    });
+
+    // Stderr into our log.
+    let name = server.to_owned();
+    tokio::spawn(log_stderr(name, stderr));
+
+    // Waiter: owns the child; reaps it, and on request terminates the group.
+    let kill = Arc::new(Notify::new());
+    let exited = CancellationToken::new();
+    tokio::spawn(supervise_child(
+        server.to_owned(),
+        child,
+        pid,
+        Arc::clone(&kill),
+        exited.clone(),
+        Arc::clone(&state),
+    ));
+
+    Ok(StdioLink {
+        outbound,
+        state,
+        pid,
+        kill,
+        exited,
+    })
+}
+
+impl StdioLink {
+    pub async fn send(&self, message: Bytes) -> Result<(), LinkError> {
+        if self.state.is_closed() {
+            return Err(LinkError::Closed(self.state.reason()));
+        }
+        self.outbound
+            .send(message)
+            .await
+            .map_err(|_| LinkError::Closed(self.state.reason()))
+    }
+
+    pub fn send_detached(&self, message: Bytes) {
+        let _ = self.outbound.try_send(message);
+    }
+
+    pub fn state(&self) -> &LinkState {
+        &self.state
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Terminates the process group (SIGTERM, then SIGKILL after the grace
+    /// period) and waits until the child is reaped.
+    pub async fn close(&self) {
+        self.kill.notify_one();
+        self.exited.cancelled().await;
+    }
+}
+
+async fn supervise_child(
+    server: String,
+    mut child: Child,
+    pgid: u32,
+    kill: Arc<Notify>,
+    exited: CancellationToken,
+    state: Arc<LinkState>,
+) {
+    let status = tokio::select! {
+        status = child.wait() => status,
+        () = kill.notified() => {
+            signal_group(pgid, libc::SIGTERM);
+            match tokio::time::timeout(TERMINATE_GRACE, child.wait()).await {
+                Ok(status) => status,
+                Err(_) => {
+                    signal_group(pgid, libc::SIGKILL);
+                    child.wait().await
+                }
+            }
+        }
+    };
+    // Whatever the leader left behind in its group is now an orphan.
+    signal_group(pgid, libc::SIGKILL);
+    let description = match &status {
+        Ok(status) => format!("the server process exited ({status})"),
+        Err(err) => format!("the server process could not be waited for: {err}"),
+    };
+    tracing::debug!(server = %server, pid = pgid, "{description}");
+    state.close(description);
+    exited.cancel();
+}
+
+/// Sends `signal` to every process of the group (ESRCH, "already gone", is fine).
+pub fn signal_group(pgid: u32, signal: i32) {
+    let Ok(pgid) = i32::try_from(pgid) else {
+        return;
+    };
+    if pgid <= 1 {
+        return;
+    }
+    // SAFETY: killpg(2) has no memory-safety preconditions; a positive pgid
+    // that is our own child's group is never our group or init's.
+    unsafe {
+        libc::killpg(pgid, signal);
+    }
+}
+
+async fn log_stderr(server: String, stderr: impl AsyncRead + Unpin) {
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match read_bounded_line(&mut reader, &mut line, MAX_LOG_LINE).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(trim_line(&line));
+                if !text.is_empty() {
+                    tracing::info!(target: "mcp_aggregator::server_stderr", server = %server, "{text}");
+                }
+            }
+        }
+    }
+}
+
+/// Reads one line, keeping at most `max` bytes of it (the rest is skipped,
+/// so one huge line cannot exhaust memory). Returns the bytes consumed.
+async fn read_bounded_line<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    out: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<usize> {
+    let mut consumed = 0;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(consumed);
+        }
+        let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(pos) => (&available[..=pos], true),
+            None => (available, false),
+        };
+        let room = max.saturating_sub(out.len());
+        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        let used = chunk.len();
+        reader.consume(used);
+        consumed += used;
+        if done {
+            return Ok(consumed);
+        }
+    }
+}
+
+fn trim_line(line: &[u8]) -> &[u8] {
+    let mut end = line.len();
+    while end > 0 && matches!(line[end - 1], b'\n' | b'\r') {
+        end -= 1;
+    }
+    &line[..end]
+}

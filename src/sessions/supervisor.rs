@@ -1,0 +1,351 @@
+//! The per-server lifecycle task: the only code that moves a server between
+//! CONNECTING, CONNECTED, ERROR and DISCONNECTED (always through the
+//! registry, which checks the state machine).
+
+use std::sync::Arc;
+use tokio::sync::{mpsc, watch};
+
+use super::discovery::{self, What};
+use super::link::Link;
+use super::session::{Handshake, Session, SessionEvent, inbound_channel};
+use super::{Command, Shared, http, sse, stdio};
+use crate::model::{ServerId, ServerRecord, ServerStatus, StatusTrigger, Transport};
+use crate::registry::RegistryError;
+
+enum Connected {
+    /// The admin disconnected it; `want` stays off until the next connect.
+    Disconnected,
+    /// The link died; reconnect with backoff.
+    Lost(String),
+    /// The supervisor must end.
+    Stopped,
+}
+
+pub(super) async fn run(
+    shared: Arc<Shared>,
+    id: ServerId,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    publish: watch::Sender<Option<Arc<Session>>>,
+) {
+    let mut want = false;
+    let mut failures: usize = 0;
+    loop {
+        if !want {
+            match commands.recv().await {
+                Some(Command::Connect) => want = true,
+                Some(Command::Disconnect { reply, .. }) => {
+                    let _ = reply.send(0);
+                }
+                Some(Command::Stop { reply }) => {
+                    let _ = reply.send(());
+                    return;
+                }
+                None => return,
+            }
+            continue;
+        }
+
+        let record = match shared.registry.get(&id.to_string()).await {
+            Ok(record) => record,
+            Err(RegistryError::NotFound(_)) => return,
+            Err(err) => {
+                tracing::error!(server = %id, "cannot read the registration: {err}");
+                return;
+            }
+        };
+        let name = record.name.clone();
+        if record.status != ServerStatus::Connecting {
+            let trigger = if record.status == ServerStatus::Error {
+                StatusTrigger::Reconnect
+            } else {
+                StatusTrigger::Connect
+            };
+            set_status(&shared, id, ServerStatus::Connecting, trigger, None).await;
+        }
+
+        let (events_tx, mut events) = mpsc::unbounded_channel();
+        let attempt = open_session(&shared, &record, events_tx);
+        tokio::pin!(attempt);
+        let mut stop_reply = None;
+        let result = loop {
+            tokio::select! {
+                result = &mut attempt => break Some(result),
+                command = commands.recv() => match command {
+                    Some(Command::Connect) => {}
+                    Some(Command::Disconnect { reply, .. }) => {
+                        let _ = reply.send(0);
+                        break None;
+                    }
+                    Some(Command::Stop { reply }) => {
+                        stop_reply = Some(reply);
+                        break None;
+                    }
+                    None => break None,
+                },
+            }
+        };
+        let Some(result) = result else {
+            // Dropping the attempt closes whatever it had opened.
+            set_status(
+                &shared,
+                id,
+                ServerStatus::Disconnected,
+                StatusTrigger::Disconnect,
+                Some("connection attempt cancelled".into()),
+            )
+            .await;
+            want = false;
+            if let Some(reply) = stop_reply {
+                let _ = reply.send(());
+                return;
+            }
+            continue;
+        };
+
+        let session = match result {
+            Ok(session) => session,
+            Err(reason) => {
+                tracing::warn!(server = %name, "connection failed: {reason}");
+                let message = reason.clone();
+                set_status_with(
+                    &shared,
+                    id,
+                    ServerStatus::Error,
+                    StatusTrigger::ConnectFailed,
+                    Some(reason),
+                    move |r| r.error_message = Some(message),
+                )
+                .await;
+                match wait_before_retry(&shared, &mut commands, failures, id).await {
+                    Retry::Now => {
+                        failures += 1;
+                        continue;
+                    }
+                    Retry::Disconnected => {
+                        want = false;
+                        failures = 0;
+                        continue;
+                    }
+                    Retry::Stop => return,
+                }
+            }
+        };
+
+        failures = 0;
+        let pid = session.pid();
+        set_status_with(
+            &shared,
+            id,
+            ServerStatus::Connected,
+            StatusTrigger::ConnectSucceeded,
+            Some(format!("protocol {}", session.protocol_version())),
+            |r| r.error_message = None,
+        )
+        .await;
+        tracing::info!(server = %name, protocol = session.protocol_version(), pid, "connected");
+        publish.send_replace(Some(Arc::clone(&session)));
+        // Always list right after connecting: a list_changed sent before we
+        // were listening would otherwise be lost.
+        discovery::discover(&session, id, &shared.catalog, What::Everything).await;
+
+        let outcome = loop {
+            tokio::select! {
+                () = session.closed() => break Connected::Lost(session.close_reason()),
+                event = events.recv() => match event {
+                    Some(SessionEvent::ToolsChanged) => discovery::discover(&session, id, &shared.catalog, What::Tools).await,
+                    Some(SessionEvent::ResourcesChanged) => discovery::discover(&session, id, &shared.catalog, What::Resources).await,
+                    Some(SessionEvent::PromptsChanged) => discovery::discover(&session, id, &shared.catalog, What::Prompts).await,
+                    Some(SessionEvent::Notification(_)) | None => {}
+                },
+                command = commands.recv() => match command {
+                    Some(Command::Connect) => {}
+                    Some(Command::Disconnect { force, reply }) => {
+                        let cut_off = if force {
+                            session.cancel_all("the server was disconnected")
+                        } else {
+                            let left = session.drain(shared.settings.drain_timeout).await;
+                            if left > 0 {
+                                session.cancel_all("the server was disconnected before the call finished");
+                            }
+                            left
+                        };
+                        publish.send_replace(None);
+                        session.close().await;
+                        set_status(&shared, id, ServerStatus::Disconnected, StatusTrigger::Disconnect, None).await;
+                        tracing::info!(server = %name, cut_off, "disconnected");
+                        let _ = reply.send(cut_off);
+                        break Connected::Disconnected;
+                    }
+                    Some(Command::Stop { reply }) => {
+                        stop_reply_close(&shared, id, &session, &publish).await;
+                        let _ = reply.send(());
+                        break Connected::Stopped;
+                    }
+                    None => {
+                        stop_reply_close(&shared, id, &session, &publish).await;
+                        break Connected::Stopped;
+                    }
+                },
+            }
+        };
+        match outcome {
+            Connected::Disconnected => want = false,
+            Connected::Stopped => return,
+            Connected::Lost(reason) => {
+                publish.send_replace(None);
+                session.close().await;
+                tracing::warn!(server = %name, "connection lost: {reason}");
+                let message = reason.clone();
+                set_status_with(
+                    &shared,
+                    id,
+                    ServerStatus::Error,
+                    StatusTrigger::Failure,
+                    Some(reason),
+                    move |r| r.error_message = Some(message),
+                )
+                .await;
+                match wait_before_retry(&shared, &mut commands, 0, id).await {
+                    Retry::Now => failures = 1,
+                    Retry::Disconnected => want = false,
+                    Retry::Stop => return,
+                }
+            }
+        }
+    }
+}
+
+async fn stop_reply_close(
+    shared: &Shared,
+    id: ServerId,
+    session: &Session,
+    publish: &watch::Sender<Option<Arc<Session>>>,
+) {
+    session.cancel_all("the aggregator is shutting down");
+    publish.send_replace(None);
+    session.close().await;
+    set_status(
+        shared,
+        id,
+        ServerStatus::Disconnected,
+        StatusTrigger::Disconnect,
+        Some("stopped".into()),
+    )
+    .await;
+}
+
+enum Retry {
+    Now,
+    Disconnected,
+    Stop,
+}
+
+/// Waits out the backoff delay; a connect request cuts it short, a
+/// disconnect ends the retries.
+async fn wait_before_retry(
+    shared: &Shared,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    failures: usize,
+    id: ServerId,
+) -> Retry {
+    let delay = shared.settings.retry_delay(failures);
+    tokio::select! {
+        () = tokio::time::sleep(delay) => Retry::Now,
+        command = commands.recv() => match command {
+            Some(Command::Connect) => Retry::Now,
+            Some(Command::Disconnect { reply, .. }) => {
+                set_status(shared, id, ServerStatus::Disconnected, StatusTrigger::Disconnect, Some("retries stopped".into())).await;
+                let _ = reply.send(0);
+                Retry::Disconnected
+            }
+            Some(Command::Stop { reply }) => {
+                let _ = reply.send(());
+                Retry::Stop
+            }
+            None => Retry::Stop,
+        },
+    }
+}
+
+async fn set_status(
+    shared: &Shared,
+    id: ServerId,
+    to: ServerStatus,
+    trigger: StatusTrigger,
+    details: Option<String>,
+) {
+    set_status_with(shared, id, to, trigger, details, |_| {}).await;
+}
+
+async fn set_status_with(
+    shared: &Shared,
+    id: ServerId,
+    to: ServerStatus,
+    trigger: StatusTrigger,
+    details: Option<String>,
+    update: impl FnOnce(&mut ServerRecord) + Send + 'static,
+) {
+    match shared
+        .registry
+        .transition(id, to, trigger, details, update)
+        .await
+    {
+        Ok(_) | Err(RegistryError::NotFound(_)) => {}
+        Err(err) => tracing::error!(server = %id, "status change to {to} refused: {err}"),
+    }
+}
+
+/// Opens the transport and runs the handshake, within the connect timeout.
+async fn open_session(
+    shared: &Shared,
+    record: &ServerRecord,
+    events: mpsc::UnboundedSender<SessionEvent>,
+) -> Result<Arc<Session>, String> {
+    let timeout = shared.settings.connect_timeout;
+    let attempt = async {
+        let (inbound_tx, inbound_rx) = inbound_channel();
+        let name = record.name.as_str();
+        let link = match &record.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let spec = stdio::StdioSpec {
+                    command,
+                    args,
+                    env,
+                    cwd: cwd.as_deref(),
+                };
+                Link::Stdio(stdio::open(name, &spec, inbound_tx).map_err(|e| e.to_string())?)
+            }
+            Transport::Http { base_url, headers } => Link::Http(
+                http::open(name, shared.http.clone(), base_url, headers, inbound_tx)
+                    .map_err(|e| e.to_string())?,
+            ),
+            Transport::Sse { url, headers } => Link::Sse(
+                sse::open(name, shared.http.clone(), url, headers, inbound_tx, timeout)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            ),
+        };
+        let handshake = Handshake {
+            connect_timeout: timeout,
+            request_timeout: shared.settings.request_timeout,
+        };
+        Session::start(name, link, inbound_rx, events, handshake)
+            .await
+            .map_err(|err| match err {
+                super::RpcError::Timeout(t) => format!("no answer to initialize within {t:?}"),
+                super::RpcError::Closed(_) | super::RpcError::Link(_) => {
+                    format!("the server went away during the handshake: {err}")
+                }
+                other => other.to_string(),
+            })
+    };
+    match tokio::time::timeout(timeout, attempt).await {
+        Ok(result) => result,
+        Err(_) => Err(format!("no answer to initialize within {timeout:?}")),
+    }
+}

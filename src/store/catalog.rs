@@ -1,0 +1,309 @@
+//! The catalog tables: tools (with their wire-name aliases), resources,
+//! resource templates and prompts, replaced per server by discovery in one
+//! transaction each.
+
+use chrono::Utc;
+use redb::{ReadableDatabase as _, ReadableTable as _, TableDefinition, WriteTransaction};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+use std::collections::{BTreeMap, HashSet};
+
+use super::{META, META_LAST_SYNC_MS, Store, StoreError, bump_generation, decode, encode};
+use crate::catalog::wire_name::WireNameRules;
+use crate::model::{CatalogDiff, CatalogKind, ServerId, ToolRecord};
+
+/// Tools by (server id, original name).
+pub(super) const TOOLS: TableDefinition<(u128, &str), &[u8]> = TableDefinition::new("tools");
+/// Wire name -> (server id, original name): the alias table. Stored, so a
+/// name never changes with connect order or restarts.
+pub(super) const WIRE_NAMES: TableDefinition<&str, (u128, &str)> =
+    TableDefinition::new("wire_names");
+pub(super) const RESOURCES: TableDefinition<(u128, &str), &[u8]> =
+    TableDefinition::new("resources");
+pub(super) const RESOURCE_TEMPLATES: TableDefinition<(u128, &str), &[u8]> =
+    TableDefinition::new("resource_templates");
+pub(super) const PROMPTS: TableDefinition<(u128, &str), &[u8]> = TableDefinition::new("prompts");
+
+fn table_for(kind: CatalogKind) -> TableDefinition<'static, (u128, &'static str), &'static [u8]> {
+    match kind {
+        CatalogKind::Resource => RESOURCES,
+        CatalogKind::ResourceTemplate => RESOURCE_TEMPLATES,
+        CatalogKind::Prompt => PROMPTS,
+    }
+}
+
+/// SHA-256 of a JSON value's serialization, hex.
+pub fn definition_hash(value: &Value) -> String {
+    let bytes = serde_json::to_vec(value).unwrap_or_default();
+    Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl Store {
+    /// Replaces a server's tools with `tools` (raw `tools/list` entries):
+    /// unchanged definitions are kept as they are, changed ones updated (their
+    /// wire names kept), new ones get a wire name, vanished ones are deleted
+    /// with their alias. Updates the server's `tool_count`.
+    pub fn replace_tools(
+        &self,
+        server_id: ServerId,
+        tools: &[Value],
+        rules: &WireNameRules,
+    ) -> Result<CatalogDiff, StoreError> {
+        let txn = self.db.begin_write()?;
+        let key = server_id.as_u128();
+        let mut server = self
+            .server_in(&txn, key)?
+            .ok_or_else(|| StoreError::NotFound(server_id.to_string()))?;
+        let existing = tools_of(&txn, key)?;
+        let now = Utc::now();
+        let mut diff = CatalogDiff::default();
+        // Later duplicates of a name replace earlier ones, as a map would.
+        let mut incoming: BTreeMap<&str, &Value> = BTreeMap::new();
+        for tool in tools {
+            match tool.get("name").and_then(Value::as_str) {
+                Some(name) if !name.is_empty() => {
+                    incoming.insert(name, tool);
+                }
+                _ => tracing::warn!(server = %server.name, "ignoring a tool without a name"),
+            }
+        }
+        {
+            let mut table = txn.open_table(TOOLS)?;
+            let mut aliases = txn.open_table(WIRE_NAMES)?;
+            for (name, definition) in &incoming {
+                let hash = definition_hash(definition);
+                let description = definition
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let record = match existing.get(*name) {
+                    Some(old) if old.definition_hash == hash => {
+                        diff.unchanged += 1;
+                        if old.wire_name.is_none() {
+                            diff.rejected += 1;
+                        }
+                        continue;
+                    }
+                    Some(old) => {
+                        diff.updated += 1;
+                        ToolRecord {
+                            description: description.clone(),
+                            is_classified: old.is_classified && old.description == description,
+                            definition: (*definition).clone(),
+                            definition_hash: hash,
+                            updated_at: now,
+                            ..old.clone()
+                        }
+                    }
+                    None => {
+                        diff.added += 1;
+                        let candidate = rules.wire_name(&server.name, name);
+                        let owner = aliases.get(candidate.as_str())?.map(|v| {
+                            let (id, tool) = v.value();
+                            (id, tool.to_owned())
+                        });
+                        let (wire_name, rejected) = match owner {
+                            Some((owner_id, owner_tool))
+                                if (owner_id, owner_tool.as_str()) != (key, *name) =>
+                            {
+                                let owner_name = self
+                                    .server_in(&txn, owner_id)?
+                                    .map(|s| s.name)
+                                    .unwrap_or_else(|| "a removed server".to_owned());
+                                (
+                                    None,
+                                    Some(format!(
+                                        "wire name {candidate:?} is already used by {owner_name}.{owner_tool}"
+                                    )),
+                                )
+                            }
+                            _ => {
+                                aliases.insert(candidate.as_str(), (key, *name))?;
+                                (Some(candidate), None)
+                            }
+                        };
+                        if let Some(reason) = &rejected {
+                            tracing::warn!(server = %server.name, tool = %name, "{reason}; the tool is not offered to clients");
+                        }
+                        ToolRecord {
+                            id: format!("{}.{name}", server.name),
+                            server_id,
+                            server_name: server.name.clone(),
+                            original_name: (*name).to_owned(),
+                            wire_name,
+                            rejected,
+                            description,
+                            definition: (*definition).clone(),
+                            definition_hash: hash,
+                            is_external: true,
+                            is_classified: false,
+                            skill_ids: Vec::new(),
+                            primary_skill_id: None,
+                            discovered_at: now,
+                            updated_at: now,
+                        }
+                    }
+                };
+                if record.wire_name.is_none() {
+                    diff.rejected += 1;
+                }
+                table.insert((key, *name), encode(&record)?.as_slice())?;
+            }
+            for (name, old) in &existing {
+                if incoming.contains_key(name.as_str()) {
+                    continue;
+                }
+                diff.removed += 1;
+                table.remove((key, name.as_str()))?;
+                if let Some(wire) = &old.wire_name {
+                    aliases.remove(wire.as_str())?;
+                }
+            }
+        }
+        server.tool_count = u32::try_from(incoming.len()).unwrap_or(u32::MAX);
+        self.put_server(&txn, &server)?;
+        if diff.changed() {
+            bump_generation(&txn)?;
+            touch_last_sync(&txn)?;
+        }
+        txn.commit()?;
+        Ok(diff)
+    }
+
+    /// Replaces a server's resources, resource templates or prompts.
+    pub fn replace_items(
+        &self,
+        server_id: ServerId,
+        kind: CatalogKind,
+        items: &[Value],
+    ) -> Result<CatalogDiff, StoreError> {
+        let txn = self.db.begin_write()?;
+        let key = server_id.as_u128();
+        let mut diff = CatalogDiff::default();
+        {
+            let mut table = txn.open_table(table_for(kind))?;
+            let mut existing: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+            for entry in table.range((key, "")..(key + 1, ""))? {
+                let (k, v) = entry?;
+                existing.insert(k.value().1.to_owned(), v.value().to_vec());
+            }
+            let mut seen = HashSet::new();
+            for item in items {
+                let Some(id) = item.get(kind.key_field()).and_then(Value::as_str) else {
+                    continue;
+                };
+                if !seen.insert(id.to_owned()) {
+                    continue;
+                }
+                let bytes = encode(item)?;
+                match existing.get(id) {
+                    Some(old) if *old == bytes => diff.unchanged += 1,
+                    Some(_) => diff.updated += 1,
+                    None => diff.added += 1,
+                }
+                table.insert((key, id), bytes.as_slice())?;
+            }
+            for id in existing.keys() {
+                if !seen.contains(id) {
+                    diff.removed += 1;
+                    table.remove((key, id.as_str()))?;
+                }
+            }
+        }
+        if diff.changed() {
+            bump_generation(&txn)?;
+            touch_last_sync(&txn)?;
+        }
+        txn.commit()?;
+        Ok(diff)
+    }
+
+    /// A server's tools, ordered by original name.
+    pub fn tools(&self, server_id: ServerId) -> Result<Vec<ToolRecord>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(TOOLS)?;
+        let key = server_id.as_u128();
+        let mut out = Vec::new();
+        for entry in table.range((key, "")..(key + 1, ""))? {
+            let (_, bytes) = entry?;
+            out.push(decode(bytes.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Every stored tool of every server.
+    pub fn all_tools(&self) -> Result<Vec<ToolRecord>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(TOOLS)?;
+        let mut out = Vec::new();
+        for entry in table.iter()? {
+            let (_, bytes) = entry?;
+            out.push(decode(bytes.value())?);
+        }
+        Ok(out)
+    }
+
+    /// A server's resources, resource templates or prompts (raw).
+    pub fn items(&self, server_id: ServerId, kind: CatalogKind) -> Result<Vec<Value>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(table_for(kind))?;
+        let key = server_id.as_u128();
+        let mut out = Vec::new();
+        for entry in table.range((key, "")..(key + 1, ""))? {
+            let (_, bytes) = entry?;
+            out.push(decode(bytes.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Who owns a wire name.
+    pub fn wire_name_owner(
+        &self,
+        wire_name: &str,
+    ) -> Result<Option<(ServerId, String)>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(WIRE_NAMES)?;
+        Ok(table.get(wire_name)?.map(|v| {
+            let (id, tool) = v.value();
+            (ServerId::from_u128(id), tool.to_owned())
+        }))
+    }
+}
+
+/// Deletes everything a server owns in the catalog tables.
+pub(super) fn delete_server_catalog(txn: &WriteTransaction, key: u128) -> Result<(), StoreError> {
+    let wire_names: Vec<String> = tools_of(txn, key)?
+        .into_values()
+        .filter_map(|tool| tool.wire_name)
+        .collect();
+    {
+        let mut aliases = txn.open_table(WIRE_NAMES)?;
+        for name in &wire_names {
+            aliases.remove(name.as_str())?;
+        }
+    }
+    for table in [TOOLS, RESOURCES, RESOURCE_TEMPLATES, PROMPTS] {
+        txn.open_table(table)?
+            .retain_in((key, "")..(key + 1, ""), |_, _| false)?;
+    }
+    Ok(())
+}
+
+fn tools_of(txn: &WriteTransaction, key: u128) -> Result<BTreeMap<String, ToolRecord>, StoreError> {
+    let table = txn.open_table(TOOLS)?;
+    let mut out = BTreeMap::new();
+    for entry in table.range((key, "")..(key + 1, ""))? {
+        let (k, bytes) = entry?;
+        out.insert(k.value().1.to_owned(), decode(bytes.value())?);
+    }
+    Ok(out)
+}
+
+fn touch_last_sync(txn: &WriteTransaction) -> Result<(), StoreError> {
+    let now_ms = u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0);
+    txn.open_table(META)?.insert(META_LAST_SYNC_MS, now_ms)?;
+    Ok(())
+}
