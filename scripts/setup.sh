@@ -15,7 +15,9 @@ if ! command -v npm >/dev/null 2>&1; then
   echo "setup: npm is not on PATH; install Node.js 20 (the tests run reference servers from npm)" >&2
   exit 1
 fi
-if [ ! -f tests/npm/node_modules/.package-lock.json ] || ! cmp -s tests/npm/package-lock.json tests/npm/node_modules/.package-lock.json 2>/dev/null; then
+stamp=tests/npm/node_modules/.installed-from-lock
+if ! cmp -s tests/npm/package-lock.json "$stamp" 2>/dev/null; then
   npm ci --prefix tests/npm --no-audit --no-fund --loglevel=error
+  cp tests/npm/package-lock.json "$stamp"
 fi
 echo "setup: ok"
