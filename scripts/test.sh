@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-cargo test --all-targets "$@"
+cargo test --all-targets --features fixture "$@"

@@ -133,6 +133,18 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         info.url
     );
 
+    // Servers join as they connect; the listener does not wait for them.
+    let connecting = sessions.clone();
+    tokio::spawn(async move {
+        match connecting.connect_auto().await {
+            Ok(count) if count > 0 => {
+                tracing::info!(servers = count, "connecting auto-connect servers")
+            }
+            Ok(_) => {}
+            Err(err) => tracing::error!("cannot start auto-connect: {err}"),
+        }
+    });
+
     let server = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),

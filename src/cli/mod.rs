@@ -68,6 +68,11 @@ mcp-aggregator import .vscode/mcp.json --json\n\n\
 Variables ($VAR, ${VAR}, ${VAR:-default}, ${env:VAR}) expand from this shell's environment. \
 Servers whose name is already registered are skipped; remove them first to replace them.")]
     Import(ImportArgs),
+    /// List the tools of every server (or of one), with the names MCP clients see.
+    #[command(
+        after_help = "Examples:\n  mcp-aggregator tools\n  mcp-aggregator tools --server github --json"
+    )]
+    Tools(ToolsArgs),
     /// Show counts of servers by status and of tools.
     State(ClientArgs),
     /// Show the audit log of server operations, newest first.
@@ -143,6 +148,47 @@ Names are ^[a-z][a-z0-9_-]*$. Env and header values are stored encrypted and nev
     /// Remove a server and everything that belongs to it.
     #[command(after_help = "Examples:\n  mcp-aggregator servers remove github")]
     Remove(NameArgs),
+    /// Connect a server (returns at once unless --wait).
+    #[command(
+        after_help = "Examples:\n  mcp-aggregator servers connect github\n  mcp-aggregator servers connect github --wait"
+    )]
+    Connect(ConnectArgs),
+    /// Disconnect a server: calls in flight finish first (up to 30 s) unless --force.
+    #[command(
+        after_help = "Examples:\n  mcp-aggregator servers disconnect github\n  mcp-aggregator servers disconnect github --force"
+    )]
+    Disconnect(DisconnectArgs),
+}
+
+#[derive(Debug, Args)]
+struct ConnectArgs {
+    /// Server name or id.
+    name: String,
+    /// Wait until the server is CONNECTED (or ERROR), up to 60 s.
+    #[arg(long)]
+    wait: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+struct DisconnectArgs {
+    /// Server name or id.
+    name: String,
+    /// Cancel calls in flight instead of waiting for them.
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+struct ToolsArgs {
+    /// Only this server's tools (name or id).
+    #[arg(long)]
+    server: Option<String>,
+    #[command(flatten)]
+    client: ClientArgs,
 }
 
 #[derive(Debug, Args)]
@@ -348,6 +394,29 @@ async fn admin(command: Command) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Import(args) => import(args).await,
+        Command::Servers(ServersCommand::Connect(args)) => servers_connect(args).await,
+        Command::Servers(ServersCommand::Disconnect(args)) => {
+            let client = connect(&args.client);
+            let segment = encode_segment(&args.name);
+            let answer: Value = client
+                .post(
+                    &format!("{SERVERS_PATH}/{segment}/disconnect"),
+                    &json!({"force": args.force}),
+                )
+                .await?;
+            if args.client.json {
+                println!("{answer}");
+            } else {
+                println!(
+                    "{} {} ({} call(s) cut off)",
+                    args.name,
+                    field(&answer, "status"),
+                    field(&answer, "pending_requests")
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tools(args) => tools(args).await,
         Command::State(args) => {
             let client = connect(&args);
             let state: Value = client.get("/api/v1/aggregator/state").await?;
@@ -504,6 +573,94 @@ fn connection_config(transport: &Transport) -> Value {
         Transport::Sse { url, headers } => json!({"url": url, "headers": headers}),
         Transport::Http { base_url, headers } => json!({"base_url": base_url, "headers": headers}),
     }
+}
+
+async fn servers_connect(args: ConnectArgs) -> Result<ExitCode, CliError> {
+    let client = connect(&args.client);
+    let segment = encode_segment(&args.name);
+    let answer: Value = client
+        .post(&format!("{SERVERS_PATH}/{segment}/connect"), &json!({}))
+        .await?;
+    if !args.wait {
+        if args.client.json {
+            println!("{answer}");
+        } else {
+            println!("{}: {}", args.name, field(&answer, "message"));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let server: Value = client.get(&format!("{SERVERS_PATH}/{segment}")).await?;
+        let status = field(&server, "status");
+        let settled = matches!(status.as_str(), "CONNECTED" | "DEGRADED" | "ERROR");
+        if settled || std::time::Instant::now() > deadline {
+            if args.client.json {
+                println!("{server}");
+            } else if status == "ERROR" {
+                println!("{}: ERROR: {}", args.name, field(&server, "error_message"));
+            } else {
+                println!(
+                    "{}: {status} ({} tools)",
+                    args.name,
+                    field(&server, "tool_count")
+                );
+            }
+            return Ok(if status == "CONNECTED" || status == "DEGRADED" {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            });
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+async fn tools(args: ToolsArgs) -> Result<ExitCode, CliError> {
+    let client = connect(&args.client);
+    let servers: Vec<String> = match &args.server {
+        Some(server) => vec![server.clone()],
+        None => client
+            .get::<Vec<Value>>(SERVERS_PATH)
+            .await?
+            .iter()
+            .map(|s| field(s, "name"))
+            .collect(),
+    };
+    let mut all = Vec::new();
+    for server in servers {
+        let tools: Vec<Value> = client
+            .get(&format!("{SERVERS_PATH}/{}/tools", encode_segment(&server)))
+            .await?;
+        all.extend(tools);
+    }
+    if args.client.json {
+        println!("{}", Value::from(all));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if all.is_empty() {
+        println!("no tools (servers list their tools once connected)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows = all
+        .iter()
+        .map(|t| {
+            let description: String = field(t, "description")
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(60)
+                .collect();
+            let wire = match t.get("wire_name").and_then(Value::as_str) {
+                Some(wire) => wire.to_owned(),
+                None => format!("(rejected: {})", field(t, "rejected_reason")),
+            };
+            vec![field(t, "id"), wire, description]
+        })
+        .collect();
+    println!("{}", table(&["TOOL", "MCP NAME", "DESCRIPTION"], rows));
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn servers_list(args: ListArgs) -> Result<ExitCode, CliError> {

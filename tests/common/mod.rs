@@ -157,3 +157,128 @@ pub fn http() -> reqwest::Client {
     mcp_aggregator::tls::init();
     reqwest::Client::new()
 }
+
+/// Polls the admin API until `server` has `status` (or the deadline passes);
+/// returns the server's last JSON.
+pub async fn wait_status(d: &Daemon, server: &str, status: &str, deadline: Duration) -> Value {
+    let end = Instant::now() + deadline;
+    let client = http();
+    let url = d.api(&format!("/api/v1/aggregator/servers/{server}"));
+    loop {
+        let body: Value = match client.get(&url).send().await {
+            Ok(response) => response.json().await.unwrap_or(Value::Null),
+            Err(_) => Value::Null,
+        };
+        if body["status"] == status {
+            return body;
+        }
+        if Instant::now() > end {
+            panic!("{server} did not reach {status} within {deadline:?}; last seen: {body}");
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Registers a server through the API; panics unless 201.
+pub async fn register(d: &Daemon, body: Value) -> Value {
+    let response = http()
+        .post(d.api("/api/v1/aggregator/servers"))
+        .json(&body)
+        .send()
+        .await
+        .expect("POST /servers");
+    let status = response.status();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    assert_eq!(status, 201, "registration refused: {body}");
+    body
+}
+
+/// Whether a process exists and is not a zombie.
+pub fn process_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            // The state is the field after the parenthesised command name.
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next());
+            state != Some("Z") && state != Some("X")
+        }
+        Err(_) => false,
+    }
+}
+
+/// Reads a pid a fixture wrote, waiting for the file.
+pub fn read_pid(path: &Path) -> u32 {
+    wait_for(Duration::from_secs(20), || {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+    })
+    .unwrap_or_else(|| panic!("no pid in {}", path.display()))
+}
+
+/// A free loopback port (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// The reference server from npm (`@modelcontextprotocol/server-everything`),
+/// installed by scripts/setup.sh.
+pub fn everything_js() -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/setup.sh",
+        path.display()
+    );
+    path
+}
+
+/// server-everything serving `transport` (`sse` or `streamableHttp`) on a
+/// loopback port; killed on drop.
+pub struct Everything {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Everything {
+    pub fn start(transport: &str, port: u16) -> Everything {
+        let preload = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/npm/loopback.cjs");
+        let child = Command::new("node")
+            .arg("--require")
+            .arg(preload)
+            .arg(everything_js())
+            .arg(transport)
+            .env("PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start node (Node.js 20 is needed for the reference server)");
+        let up = wait_for(Duration::from_secs(30), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+        });
+        assert!(
+            up.is_some(),
+            "server-everything ({transport}) did not listen on {port}"
+        );
+        Everything { child, port }
+    }
+
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Everything {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

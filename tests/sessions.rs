@@ -1,0 +1,606 @@
+//! Sessions against real servers over real transports: the npm reference
+//! server over stdio, legacy SSE and Streamable HTTP, and our rmcp fixture
+//! (pagination, 1,000+ tools, dotted and long names, list_changed, stalls,
+//! crashes, grandchildren).
+
+#![cfg(feature = "fixture")]
+
+mod common;
+
+use common::{
+    Daemon, Everything, everything_js, free_port, http, process_alive, read_pid, register, signal,
+    wait_for, wait_status,
+};
+use mcp_aggregator::model::CatalogKind;
+use mcp_aggregator::store::Store;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
+const UP: Duration = Duration::from_secs(30);
+
+fn fixture(name: &str, args: &[&str]) -> Value {
+    json!({
+        "name": name,
+        "transport_type": "STDIO",
+        "connection_config": {"command": FIXTURE, "args": args},
+    })
+}
+
+async fn tools(d: &Daemon, server: &str) -> Vec<Value> {
+    http()
+        .get(d.api(&format!("/api/v1/aggregator/servers/{server}/tools")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn history_events(d: &Daemon, server: &str) -> Vec<String> {
+    let history: Vec<Value> = http()
+        .get(d.api(&format!(
+            "/api/v1/aggregator/servers/{server}/history?limit=1000"
+        )))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    history
+        .iter()
+        .map(|h| h["event_type"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_everything_over_stdio_sse_and_streamable_http() {
+    let sse = Everything::start("sse", free_port());
+    let streamable = Everything::start("streamableHttp", free_port());
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let mut d = Daemon::start_in(&data_dir, &[]);
+    register(
+        &d,
+        json!({"name": "ev-stdio", "transport_type": "STDIO",
+        "connection_config": {"command": "node", "args": [everything_js(), "stdio"]}}),
+    )
+    .await;
+    register(
+        &d,
+        json!({"name": "ev-sse", "transport_type": "SSE",
+        "connection_config": {"url": format!("http://127.0.0.1:{}/sse", sse.port)}}),
+    )
+    .await;
+    register(
+        &d,
+        json!({"name": "ev-http", "transport_type": "HTTP",
+        "connection_config": {"base_url": format!("http://127.0.0.1:{}/mcp", streamable.port)}}),
+    )
+    .await;
+    let mut counts = Vec::new();
+    for name in ["ev-stdio", "ev-sse", "ev-http"] {
+        let server = wait_status(&d, name, "CONNECTED", UP).await;
+        assert!(server["connected_at"].is_string(), "{server}");
+        let listed = wait_for_tools(&d, name, 5).await;
+        let ids: Vec<&str> = listed.iter().map(|t| t["id"].as_str().unwrap()).collect();
+        assert!(
+            ids.contains(&format!("{name}.echo").as_str()),
+            "{name}: {ids:?}"
+        );
+        let echo = listed
+            .iter()
+            .find(|t| t["original_name"] == "echo")
+            .unwrap();
+        assert_eq!(echo["wire_name"], format!("{}__echo", name));
+        assert_eq!(echo["source_server"], name);
+        assert_eq!(echo["is_external"], true);
+        assert_eq!(echo["is_classified"], false);
+        assert_eq!(echo["input_schema"]["type"], "object");
+        counts.push(listed.len());
+    }
+    assert!(
+        counts.windows(2).all(|w| w[0] == w[1]),
+        "the same server over three transports: {counts:?}"
+    );
+    let state: Value = http()
+        .get(d.api("/api/v1/aggregator/state"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(state["connected_servers"], 3);
+    assert_eq!(state["total_tools"], counts.iter().sum::<usize>());
+    assert!(state["last_sync"].is_string());
+
+    assert!(d.terminate(Duration::from_secs(5)).is_some());
+    // Resources, templates and prompts were stored too.
+    let store = Store::open(&data_dir).unwrap();
+    for server in store.list_servers().unwrap() {
+        let resources = store.items(server.id, CatalogKind::Resource).unwrap();
+        let templates = store
+            .items(server.id, CatalogKind::ResourceTemplate)
+            .unwrap();
+        let prompts = store.items(server.id, CatalogKind::Prompt).unwrap();
+        assert!(!resources.is_empty(), "{}: no resources", server.name);
+        assert!(
+            !templates.is_empty(),
+            "{}: no resource templates",
+            server.name
+        );
+        assert!(!prompts.is_empty(), "{}: no prompts", server.name);
+        assert!(resources.iter().all(|r| r["uri"].is_string()));
+        assert!(prompts.iter().all(|p| p["name"].is_string()));
+    }
+}
+
+async fn wait_for_tools(d: &Daemon, server: &str, at_least: usize) -> Vec<Value> {
+    let end = std::time::Instant::now() + UP;
+    loop {
+        let listed = tools(d, server).await;
+        if listed.len() >= at_least {
+            return listed;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "{server} listed only {} tools",
+            listed.len()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_paginated_tools_with_dotted_and_long_names() {
+    let d = Daemon::start();
+    register(
+        &d,
+        fixture(
+            "big",
+            &[
+                "--tools",
+                "1000",
+                "--page-size",
+                "50",
+                "--dotted",
+                "--long-name",
+            ],
+        ),
+    )
+    .await;
+    wait_status(&d, "big", "CONNECTED", UP).await;
+    let listed = wait_for_tools(&d, "big", 1006).await;
+    assert_eq!(
+        listed.len(),
+        1006,
+        "every page was followed (4 fixed + 1000 + dotted + long)"
+    );
+    let server: Value = http()
+        .get(d.api("/api/v1/aggregator/servers/big"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(server["tool_count"], 1006);
+
+    let dotted = listed
+        .iter()
+        .find(|t| t["original_name"] == "api.v2.create")
+        .expect("dotted tool");
+    assert_eq!(
+        dotted["id"], "big.api.v2.create",
+        "only the first dot separates"
+    );
+    assert_eq!(dotted["wire_name"], "big__api_v2_create");
+
+    let long = listed
+        .iter()
+        .find(|t| t["original_name"].as_str().unwrap().len() == 200)
+        .expect("long tool");
+    let wire = long["wire_name"].as_str().unwrap();
+    assert!(wire.len() <= 48 && wire.starts_with("big__nnnn"), "{wire}");
+    let mut wire_names: Vec<&str> = listed
+        .iter()
+        .filter_map(|t| t["wire_name"].as_str())
+        .collect();
+    assert!(wire_names.iter().all(|w| {
+        w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    }));
+    wire_names.sort();
+    wire_names.dedup();
+    assert_eq!(wire_names.len(), 1006, "wire names are unique");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_changed_triggers_rediscovery() {
+    let d = Daemon::start();
+    register(&d, fixture("changing", &["--add-tool-after-ms", "300"])).await;
+    wait_status(&d, "changing", "CONNECTED", UP).await;
+    let listed = wait_for_tools(&d, "changing", 8).await;
+    assert!(
+        listed.iter().any(|t| t["original_name"] == "late_tool"),
+        "the tool added later was discovered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_a_stdio_server_reconnects_and_the_others_never_notice() {
+    let temp = tempfile::tempdir().unwrap();
+    let pid_a = temp.path().join("a.pid");
+    let d = Daemon::start();
+    register(
+        &d,
+        fixture("victim", &["--pid-file", pid_a.to_str().unwrap()]),
+    )
+    .await;
+    register(&d, fixture("bystander", &[])).await;
+    wait_status(&d, "victim", "CONNECTED", UP).await;
+    wait_status(&d, "bystander", "CONNECTED", UP).await;
+    wait_for_tools(&d, "victim", 7).await;
+
+    let first = read_pid(&pid_a);
+    std::fs::remove_file(&pid_a).unwrap();
+    signal(first as i32, libc::SIGKILL);
+    // It comes back by itself, under a new process, with its tools.
+    let second = read_pid(&pid_a);
+    assert_ne!(first, second);
+    let server = wait_status(&d, "victim", "CONNECTED", UP).await;
+    assert!(server["error_message"].is_null(), "{server}");
+    let events = history_events(&d, "victim").await;
+    let tail: Vec<&str> = events
+        .iter()
+        .rev()
+        .take(3)
+        .rev()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(tail, ["ERROR", "CONNECTING", "CONNECTED"], "{events:?}");
+    assert_eq!(tools(&d, "victim").await.len(), 7);
+    assert!(!process_alive(first), "the killed server was reaped");
+
+    let bystander = history_events(&d, "bystander").await;
+    assert_eq!(
+        bystander,
+        ["REGISTERED", "CONNECTING", "CONNECTED"],
+        "the other server never noticed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamable_http_server_restarted_on_its_port_is_recovered() {
+    let port = free_port();
+    let mut server = Everything::start("streamableHttp", port);
+    let d = Daemon::start();
+    register(
+        &d,
+        json!({"name": "remote", "transport_type": "HTTP",
+        "connection_config": {"base_url": format!("http://127.0.0.1:{port}/mcp")}}),
+    )
+    .await;
+    wait_status(&d, "remote", "CONNECTED", UP).await;
+    server.stop();
+    let down = wait_status(&d, "remote", "ERROR", UP).await;
+    assert!(down["error_message"].is_string(), "{down}");
+    let _restarted = Everything::start("streamableHttp", port);
+    wait_status(&d, "remote", "CONNECTED", Duration::from_secs(60)).await;
+    assert!(wait_for_tools(&d, "remote", 5).await.len() >= 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_servers_connect_while_one_never_answers_initialize() {
+    let d = Daemon::start();
+    register(&d, fixture("staller", &["--stall"])).await;
+    for i in 0..20 {
+        register(&d, fixture(&format!("s{i:02}"), &["--tools", "5"])).await;
+    }
+    for i in 0..20 {
+        wait_status(&d, &format!("s{i:02}"), "CONNECTED", UP).await;
+    }
+    // All twenty are up while the staller is still waiting for its answer.
+    let staller: Value = http()
+        .get(d.api("/api/v1/aggregator/servers/staller"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(staller["status"], "CONNECTING", "{staller}");
+    let state: Value = http()
+        .get(d.api("/api/v1/aggregator/state"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(state["connected_servers"], 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_process_survives_shutdown_disconnect_or_removal() {
+    let temp = tempfile::tempdir().unwrap();
+    let file = |name: &str| temp.path().join(name).to_str().unwrap().to_owned();
+    let mut d = Daemon::start();
+    register(
+        &d,
+        fixture(
+            "shut",
+            &[
+                "--pid-file",
+                &file("shut.pid"),
+                "--spawn-child",
+                &file("shut.child"),
+            ],
+        ),
+    )
+    .await;
+    register(
+        &d,
+        fixture(
+            "disc",
+            &[
+                "--pid-file",
+                &file("disc.pid"),
+                "--spawn-child",
+                &file("disc.child"),
+            ],
+        ),
+    )
+    .await;
+    register(
+        &d,
+        fixture(
+            "gone",
+            &[
+                "--pid-file",
+                &file("gone.pid"),
+                "--spawn-child",
+                &file("gone.child"),
+            ],
+        ),
+    )
+    .await;
+    for name in ["shut", "disc", "gone"] {
+        wait_status(&d, name, "CONNECTED", UP).await;
+    }
+    let pids = |name: &str| {
+        [
+            read_pid(temp.path().join(format!("{name}.pid")).as_path()),
+            read_pid(temp.path().join(format!("{name}.child")).as_path()),
+        ]
+    };
+    let (shut, disc, gone) = (pids("shut"), pids("disc"), pids("gone"));
+    assert!(
+        shut.iter()
+            .chain(&disc)
+            .chain(&gone)
+            .all(|p| process_alive(*p))
+    );
+
+    // Disconnect: the server and its grandchild end; its tools stay stored.
+    let answer: Value = http()
+        .post(d.api("/api/v1/aggregator/servers/disc/disconnect"))
+        .json(&json!({"force": false}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        answer,
+        json!({"status": "DISCONNECTED", "pending_requests": 0})
+    );
+    assert!(
+        wait_for(Duration::from_secs(5), || disc
+            .iter()
+            .all(|p| !process_alive(*p))
+            .then_some(()))
+        .is_some(),
+        "disconnect left {disc:?}"
+    );
+    assert_eq!(
+        tools(&d, "disc").await.len(),
+        7,
+        "tools stay stored while disconnected"
+    );
+
+    // Removal: the same, and the tools go too.
+    let response = http()
+        .delete(d.api("/api/v1/aggregator/servers/gone"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 204);
+    assert!(
+        wait_for(Duration::from_secs(5), || gone
+            .iter()
+            .all(|p| !process_alive(*p))
+            .then_some(()))
+        .is_some(),
+        "removal left {gone:?}"
+    );
+
+    // Shutdown: everything the aggregator started is gone.
+    let status = d
+        .terminate(Duration::from_secs(3))
+        .expect("the daemon stops within 3 s");
+    assert!(status.success());
+    assert!(
+        wait_for(Duration::from_secs(5), || shut
+            .iter()
+            .all(|p| !process_alive(*p))
+            .then_some(()))
+        .is_some(),
+        "shutdown left {shut:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_and_disconnect_follow_the_contract() {
+    let d = Daemon::start();
+    register(
+        &d,
+        json!({"name": "manual", "transport_type": "STDIO", "auto_connect": false,
+        "connection_config": {"command": FIXTURE, "args": []}}),
+    )
+    .await;
+    let url = |action: &str| d.api(&format!("/api/v1/aggregator/servers/manual/{action}"));
+    let response = http().post(url("connect")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        body,
+        json!({"status": "CONNECTING", "message": "Connection initiated"})
+    );
+    wait_status(&d, "manual", "CONNECTED", UP).await;
+    let response = http().post(url("connect")).send().await.unwrap();
+    assert_eq!(response.status(), 409);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["detail"], "Server already connected: manual");
+
+    let response = http().post(url("disconnect")).send().await.unwrap();
+    assert_eq!(response.status(), 200, "the body is optional");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["status"], "DISCONNECTED");
+    // Disconnecting again is harmless; bad bodies are refused.
+    assert_eq!(
+        http()
+            .post(url("disconnect"))
+            .json(&json!({"force": true}))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        http()
+            .post(url("disconnect"))
+            .json(&json!({"force": "yes"}))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        422
+    );
+    assert_eq!(
+        http()
+            .post(d.api("/api/v1/aggregator/servers/nope/connect"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    assert_eq!(
+        http()
+            .post(d.api("/api/v1/aggregator/servers/nope/disconnect"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+
+    // A server that cannot start ends in ERROR with the reason, and keeps retrying.
+    register(
+        &d,
+        json!({"name": "broken", "transport_type": "STDIO",
+        "connection_config": {"command": "/nonexistent/mcp-server"}}),
+    )
+    .await;
+    let broken = wait_status(&d, "broken", "ERROR", UP).await;
+    assert!(
+        broken["error_message"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/mcp-server"),
+        "{broken}"
+    );
+    let end = std::time::Instant::now() + UP;
+    loop {
+        let events = history_events(&d, "broken").await;
+        if events.iter().filter(|e| *e == "ERROR").count() >= 2 {
+            assert!(events.contains(&"CONNECTING".to_owned()));
+            break;
+        }
+        assert!(std::time::Instant::now() < end, "no retry: {events:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Disconnect stops the retries.
+    let body: Value = http()
+        .post(d.api("/api/v1/aggregator/servers/broken/disconnect"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["status"], "DISCONNECTED");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wire_names_are_stable_and_collisions_reject_only_the_colliding_tool() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    // Server `x` offers `y__z`; server `x__y` offers `z`: both want `x__y__z`.
+    let first_names;
+    {
+        let mut d = Daemon::start_in(&data_dir, &[]);
+        register(&d, fixture("x", &["--extra-tool", "y__z"])).await;
+        wait_status(&d, "x", "CONNECTED", UP).await;
+        wait_for_tools(&d, "x", 8).await;
+        register(&d, fixture("x__y", &["--extra-tool", "z"])).await;
+        wait_status(&d, "x__y", "CONNECTED", UP).await;
+        let loser = wait_for_tools(&d, "x__y", 8).await;
+        let z = loser.iter().find(|t| t["original_name"] == "z").unwrap();
+        assert!(z["wire_name"].is_null(), "{z}");
+        let reason = z["rejected_reason"].as_str().unwrap();
+        assert!(
+            reason.contains("x__y__z") && reason.contains("x.y__z"),
+            "{reason}"
+        );
+        assert!(
+            loser
+                .iter()
+                .filter(|t| t["original_name"] != "z")
+                .all(|t| t["wire_name"].is_string()),
+            "only the colliding tool is rejected"
+        );
+        let winner = tools(&d, "x").await;
+        assert_eq!(
+            winner
+                .iter()
+                .find(|t| t["original_name"] == "y__z")
+                .unwrap()["wire_name"],
+            "x__y__z"
+        );
+        first_names = wire_map(&[winner, loser]);
+        assert!(d.terminate(Duration::from_secs(5)).is_some());
+    }
+    // Restart: servers connect in parallel, in whatever order; names stay.
+    let d = Daemon::start_in(&data_dir, &[]);
+    wait_status(&d, "x", "CONNECTED", UP).await;
+    wait_status(&d, "x__y", "CONNECTED", UP).await;
+    let again = wire_map(&[tools(&d, "x").await, tools(&d, "x__y").await]);
+    assert_eq!(first_names, again);
+}
+
+fn wire_map(lists: &[Vec<Value>]) -> Vec<(String, Value)> {
+    let mut out: Vec<(String, Value)> = lists
+        .iter()
+        .flatten()
+        .map(|t| (t["id"].as_str().unwrap().to_owned(), t["wire_name"].clone()))
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
