@@ -17,6 +17,9 @@ fn help_has_examples_at_every_level() {
         vec!["servers", "show", "--help"],
         vec!["servers", "remove", "--help"],
         vec!["import", "--help"],
+        vec!["servers", "connect", "--help"],
+        vec!["servers", "disconnect", "--help"],
+        vec!["tools", "--help"],
     ] {
         let output = Command::new(BIN).args(&args).output().unwrap();
         assert!(output.status.success(), "{args:?}");
@@ -32,7 +35,7 @@ fn help_has_examples_at_every_level() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&output.stdout);
-    for sub in ["add", "list", "show", "remove"] {
+    for sub in ["add", "list", "show", "remove", "connect", "disconnect"] {
         assert!(text.contains(sub), "servers --help lists {sub}");
     }
 }

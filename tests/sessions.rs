@@ -604,3 +604,48 @@ fn wire_map(lists: &[Vec<Value>]) -> Vec<(String, Value)> {
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_connects_lists_tools_and_disconnects() {
+    let d = Daemon::start();
+    let dir = d.data_dir.clone();
+    let run = move |args: Vec<&'static str>| {
+        let dir = dir.clone();
+        tokio::task::spawn_blocking(move || common::cli(&dir, &args))
+    };
+    register(
+        &d,
+        json!({"name": "fx", "transport_type": "STDIO", "auto_connect": false,
+        "connection_config": {"command": FIXTURE, "args": ["--dotted"]}}),
+    )
+    .await;
+    let (code, stdout, stderr) = run(vec!["servers", "connect", "fx", "--wait"])
+        .await
+        .unwrap();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("CONNECTED") && stdout.contains("8 tools"),
+        "{stdout}"
+    );
+    let (code, _, stderr) = run(vec!["servers", "connect", "fx"]).await.unwrap();
+    assert_eq!(code, 2);
+    assert!(stderr.contains("already connected"), "{stderr}");
+
+    let (code, stdout, _) = run(vec!["tools", "--server", "fx"]).await.unwrap();
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("fx.api.v2.create") && stdout.contains("fx__api_v2_create"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = run(vec!["tools", "--json"]).await.unwrap();
+    assert_eq!(code, 0);
+    let all: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(all.len(), 8);
+
+    let (code, stdout, stderr) = run(vec!["servers", "disconnect", "fx"]).await.unwrap();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("DISCONNECTED"), "{stdout}");
+    let (code, _, stderr) = run(vec!["servers", "connect", "nope"]).await.unwrap();
+    assert_eq!(code, 2);
+    assert!(stderr.contains("Server not found: nope"), "{stderr}");
+}

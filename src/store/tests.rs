@@ -294,3 +294,150 @@ fn audit_records_every_operation_with_increasing_sequence() {
     assert_eq!(audit[1].result, "Server already exists: alpha");
     assert!(audit[0].seq > audit[1].seq && audit[1].seq > audit[2].seq);
 }
+
+mod catalog {
+    use super::*;
+    use crate::catalog::wire_name::WireNameRules;
+    use crate::model::CatalogKind;
+    use serde_json::json;
+
+    fn stored(store: &Store, name: &str) -> ServerRecord {
+        let r = record(name);
+        store.insert_server(&r, "test").unwrap();
+        r
+    }
+
+    #[test]
+    fn definitions_are_kept_raw_with_unknown_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let server = stored(&store, "srv");
+        let tool = json!({
+            "name": "search",
+            "description": "Search things",
+            "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+            "outputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": true, "futureHint": 7},
+            "execution": {"taskSupport": "optional"},
+            "_meta": {"vendor/x": [1, 2, 3]},
+            "icons": [{"src": "data:,"}]
+        });
+        let diff = store
+            .replace_tools(server.id, &[tool.clone()], &WireNameRules::default())
+            .unwrap();
+        assert_eq!((diff.added, diff.updated, diff.removed), (1, 0, 0));
+        let tools = store.tools(server.id).unwrap();
+        assert_eq!(
+            tools[0].definition, tool,
+            "byte-for-byte the same JSON value"
+        );
+        assert_eq!(tools[0].id, "srv.search");
+        assert_eq!(tools[0].wire_name.as_deref(), Some("srv__search"));
+        assert_eq!(store.get_server(server.id).unwrap().unwrap().tool_count, 1);
+        assert_eq!(
+            store.wire_name_owner("srv__search").unwrap(),
+            Some((server.id, "search".to_owned()))
+        );
+    }
+
+    #[test]
+    fn rediscovery_keeps_unchanged_updates_changed_and_removes_vanished() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let server = stored(&store, "srv");
+        let rules = WireNameRules::default();
+        let a = json!({"name": "a", "inputSchema": {"type": "object"}});
+        let b = json!({"name": "b", "inputSchema": {"type": "object"}});
+        store
+            .replace_tools(server.id, &[a.clone(), b.clone()], &rules)
+            .unwrap();
+        let generation = store.generation().unwrap();
+        let same = store
+            .replace_tools(server.id, &[a.clone(), b.clone()], &rules)
+            .unwrap();
+        assert_eq!(same.unchanged, 2);
+        assert!(!same.changed());
+        assert_eq!(
+            store.generation().unwrap(),
+            generation,
+            "nothing changed, nothing to rebuild"
+        );
+
+        let b2 = json!({"name": "b", "description": "now documented", "inputSchema": {"type": "object"}});
+        let c = json!({"name": "c", "inputSchema": {"type": "object"}});
+        let diff = store.replace_tools(server.id, &[b2, c], &rules).unwrap();
+        assert_eq!(
+            (diff.added, diff.updated, diff.removed, diff.unchanged),
+            (1, 1, 1, 0)
+        );
+        let names: Vec<_> = store
+            .tools(server.id)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.original_name)
+            .collect();
+        assert_eq!(names, ["b", "c"]);
+        assert_eq!(
+            store.wire_name_owner("srv__a").unwrap(),
+            None,
+            "a vanished tool frees its wire name"
+        );
+        assert_eq!(
+            store.tools(server.id).unwrap()[0].description.as_deref(),
+            Some("now documented")
+        );
+    }
+
+    #[test]
+    fn a_colliding_wire_name_rejects_only_that_tool_and_removal_cleans_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let rules = WireNameRules::default();
+        let x = stored(&store, "x");
+        let xy = stored(&store, "x__y");
+        store
+            .replace_tools(x.id, &[json!({"name": "y__z"})], &rules)
+            .unwrap();
+        let diff = store
+            .replace_tools(
+                xy.id,
+                &[json!({"name": "z"}), json!({"name": "other"})],
+                &rules,
+            )
+            .unwrap();
+        assert_eq!(diff.rejected, 1);
+        let tools = store.tools(xy.id).unwrap();
+        let z = tools.iter().find(|t| t.original_name == "z").unwrap();
+        assert_eq!(z.wire_name, None);
+        assert!(z.rejected.as_deref().unwrap().contains("x.y__z"));
+        assert!(
+            tools
+                .iter()
+                .find(|t| t.original_name == "other")
+                .unwrap()
+                .wire_name
+                .is_some()
+        );
+
+        store
+            .replace_items(
+                x.id,
+                CatalogKind::Prompt,
+                &[json!({"name": "p"}), json!({"name": "p"})],
+            )
+            .unwrap();
+        assert_eq!(
+            store.items(x.id, CatalogKind::Prompt).unwrap().len(),
+            1,
+            "duplicates collapse"
+        );
+        store.remove_server(x.id, "test").unwrap();
+        assert!(store.tools(x.id).unwrap().is_empty());
+        assert!(store.items(x.id, CatalogKind::Prompt).unwrap().is_empty());
+        assert_eq!(
+            store.wire_name_owner("x__y__z").unwrap(),
+            None,
+            "removal frees the alias"
+        );
+    }
+}
