@@ -323,7 +323,11 @@ mod catalog {
             "icons": [{"src": "data:,"}]
         });
         let diff = store
-            .replace_tools(server.id, std::slice::from_ref(&tool), &WireNameRules::default())
+            .replace_tools(
+                server.id,
+                std::slice::from_ref(&tool),
+                &WireNameRules::default(),
+            )
             .unwrap();
         assert_eq!((diff.added, diff.updated, diff.removed), (1, 0, 0));
         let tools = store.tools(server.id).unwrap();

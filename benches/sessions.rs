@@ -1,0 +1,190 @@
+//! Figures for sessions and discovery: connect + discover a 1,000-tool stdio
+//! server (one page, and 50 per page), time until 10 servers of 100 tools are
+//! all CONNECTED with their tools stored, and the daemon's RSS then.
+//!
+//! Run: `cargo bench --features fixture --bench sessions` (release build of
+//! the daemon and of the rmcp fixture server). Prints a Markdown table.
+
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
+const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
+const RUNS: usize = 5;
+
+fn main() {
+    if !std::env::args().any(|arg| arg == "--bench") {
+        println!("sessions: run with `cargo bench --features fixture --bench sessions`");
+        return;
+    }
+    mcp_aggregator::tls::init();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let one_page = median(connect_big(&[]).await);
+        let paged = median(connect_big(&["--page-size", "50"]).await);
+        let (ten, rss) = ten_servers().await;
+        println!("| figure | value |");
+        println!("| --- | --- |");
+        println!(
+            "| connect + discover 1,000 tools, one page (median of {RUNS}) | {:.1} ms |",
+            ms(one_page)
+        );
+        println!(
+            "| connect + discover 1,000 tools, 50 per page (median of {RUNS}) | {:.1} ms |",
+            ms(paged)
+        );
+        println!(
+            "| 10 servers x 100 tools all CONNECTED, tools stored (median of {RUNS}) | {:.1} ms |",
+            ms(ten)
+        );
+        println!(
+            "| daemon RSS with those 10 connected | {:.1} MiB |",
+            rss as f64 / 1024.0
+        );
+    });
+}
+
+async fn connect_big(extra: &[&str]) -> Vec<Duration> {
+    let mut times = Vec::new();
+    for _ in 0..RUNS {
+        let temp = tempfile::tempdir().expect("temp");
+        let (mut daemon, base) = start(temp.path()).await;
+        let mut args = vec!["--tools", "1000"];
+        args.extend_from_slice(extra);
+        register(&base, "big", &args).await;
+        let began = Instant::now();
+        post(&format!("{base}/api/v1/aggregator/servers/big/connect")).await;
+        wait_tools(&base, "big", 1004).await;
+        times.push(began.elapsed());
+        stop(&mut daemon);
+    }
+    times
+}
+
+async fn ten_servers() -> (Duration, u64) {
+    let mut times = Vec::new();
+    let mut rss = 0;
+    for _ in 0..RUNS {
+        let temp = tempfile::tempdir().expect("temp");
+        let (mut daemon, base) = start(temp.path()).await;
+        for i in 0..10 {
+            register(&base, &format!("s{i}"), &["--tools", "100"]).await;
+        }
+        let began = Instant::now();
+        for i in 0..10 {
+            post(&format!("{base}/api/v1/aggregator/servers/s{i}/connect")).await;
+        }
+        for i in 0..10 {
+            wait_tools(&base, &format!("s{i}"), 104).await;
+        }
+        times.push(began.elapsed());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        rss = rss_kib(daemon.id());
+        stop(&mut daemon);
+    }
+    (median(times), rss)
+}
+
+async fn start(data_dir: &Path) -> (Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let child = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
+        .arg(data_dir)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while reqwest::get(format!("{base}/healthz")).await.is_err() {
+        assert!(Instant::now() < deadline, "daemon did not start");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    (child, base)
+}
+
+async fn register(base: &str, name: &str, args: &[&str]) {
+    let body = json!({"name": name, "transport_type": "STDIO", "auto_connect": false,
+        "connection_config": {"command": FIXTURE, "args": args}});
+    let response = reqwest::Client::new()
+        .post(format!("{base}/api/v1/aggregator/servers"))
+        .json(&body)
+        .send()
+        .await
+        .expect("register");
+    assert_eq!(response.status(), 201);
+}
+
+async fn post(url: &str) {
+    let response = reqwest::Client::new().post(url).send().await.expect("post");
+    assert!(
+        response.status().is_success(),
+        "{url}: {}",
+        response.status()
+    );
+}
+
+async fn wait_tools(base: &str, name: &str, count: u64) {
+    let url = format!("{base}/api/v1/aggregator/servers/{name}");
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let server: Value = client
+            .get(&url)
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("json");
+        if server["status"] == "CONNECTED" && server["tool_count"].as_u64() == Some(count) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} not ready: {server}");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+fn stop(child: &mut Child) {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let _ = child.wait();
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
