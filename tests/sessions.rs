@@ -649,3 +649,28 @@ async fn the_cli_connects_lists_tools_and_disconnects() {
     assert_eq!(code, 2);
     assert!(stderr.contains("Server not found: nope"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_credentials_end_in_error_with_a_clear_reason() {
+    // A loopback HTTP server that refuses every request with 401.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app =
+        axum::Router::new().fallback(|| async { (axum::http::StatusCode::UNAUTHORIZED, "no") });
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let d = Daemon::start();
+    register(&d, json!({"name": "locked", "transport_type": "HTTP",
+        "connection_config": {"base_url": format!("http://127.0.0.1:{port}/mcp"), "headers": {"Authorization": "Bearer wrong"}}}))
+    .await;
+    let locked = wait_status(&d, "locked", "ERROR", UP).await;
+    let reason = locked["error_message"].as_str().unwrap();
+    assert!(
+        reason.contains("credentials") && reason.contains("401"),
+        "{reason}"
+    );
+    assert!(
+        !reason.contains("wrong"),
+        "the token never appears in errors"
+    );
+    server.abort();
+}

@@ -192,6 +192,16 @@ impl Inner {
             self.state.close(reason.clone());
             return Err(LinkError::Closed(reason));
         }
+        if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+            tracing::warn!(
+                server = %self.server,
+                status = status.as_u16(),
+                "the server refused our credentials; check the configured headers"
+            );
+            return Err(LinkError::Unauthorized {
+                status: status.as_u16(),
+            });
+        }
         if !status.is_success() {
             let body = response.text().await.unwrap_or_default();
             return Err(LinkError::Status {

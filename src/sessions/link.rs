@@ -25,6 +25,8 @@ pub enum LinkError {
     Http(String),
     #[error("the server answered HTTP {status}: {body}")]
     Status { status: u16, body: String },
+    #[error("the server refused our credentials (HTTP {status}); check the configured headers")]
+    Unauthorized { status: u16 },
     #[error("the connection is closed: {0}")]
     Closed(String),
     #[error("{0}")]

@@ -48,6 +48,16 @@ pub async fn open(
         .map_err(|err| {
             LinkError::Http(format!("cannot reach {stream_url}: {}", root_cause(&err)))
         })?;
+    if matches!(response.status().as_u16(), 401 | 403) {
+        tracing::warn!(
+            server,
+            status = response.status().as_u16(),
+            "the server refused our credentials; check the configured headers"
+        );
+        return Err(LinkError::Unauthorized {
+            status: response.status().as_u16(),
+        });
+    }
     if !response.status().is_success() {
         let status = response.status().as_u16();
         let body = response.text().await.unwrap_or_default();
