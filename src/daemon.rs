@@ -11,9 +11,11 @@ use crate::api::{self, AppState};
 use crate::catalog::Catalog;
 use crate::catalog::wire_name::WireNameRules;
 use crate::config::{self, ConfigError};
+use crate::mcp::{self, McpServer, http::McpHttp};
 use crate::model::ServerSource;
 use crate::paths::{self, DaemonInfo};
 use crate::registry::{Registry, RegistryError};
+use crate::router::Router;
 use crate::sessions::{SessionManager, SessionSettings};
 use crate::store::{Store, StoreError, UpsertOutcome};
 
@@ -65,6 +67,79 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// Require the bearer token even on a loopback address (shared hosts).
     pub require_token: bool,
+    /// Host names `/mcp` accepts besides loopback (DNS-rebinding protection).
+    pub allowed_hosts: Vec<String>,
+}
+
+/// Everything a running aggregator is made of, shared by `serve` and `stdio`.
+pub struct Stack {
+    pub store: Arc<Store>,
+    pub registry: Registry,
+    pub sessions: SessionManager,
+    pub router: Router,
+    pub mcp: Arc<McpServer>,
+}
+
+impl Stack {
+    /// Opens the store, resets statuses after a restart, applies the config
+    /// file, and starts the routing table. Nothing connects yet.
+    pub async fn open(
+        data_dir: &Path,
+        config: Option<(&Path, config::LoadedConfig)>,
+    ) -> Result<Stack, DaemonError> {
+        let dir = data_dir.to_path_buf();
+        let store = tokio::task::spawn_blocking(move || Store::open(&dir))
+            .await
+            .map_err(|err| DaemonError::Serve(std::io::Error::other(err)))??;
+        let store = Arc::new(store);
+        let reset = {
+            let store = Arc::clone(&store);
+            tokio::task::spawn_blocking(move || store.reset_statuses_after_restart())
+                .await
+                .map_err(|err| DaemonError::Serve(std::io::Error::other(err)))??
+        };
+        if reset > 0 {
+            tracing::info!(
+                servers = reset,
+                "statuses reset to DISCONNECTED after restart"
+            );
+        }
+        let registry = Registry::new(Arc::clone(&store));
+        if let Some((path, loaded)) = config {
+            apply_config(&registry, path, loaded).await?;
+        }
+        let catalog = Catalog::new(Arc::clone(&store), WireNameRules::default());
+        let sessions = SessionManager::new(registry.clone(), catalog, SessionSettings::default());
+        let router = Router::start(sessions.clone()).await;
+        let mcp = McpServer::new(router.clone());
+        Ok(Stack {
+            store,
+            registry,
+            sessions,
+            router,
+            mcp,
+        })
+    }
+
+    /// Starts connecting the auto-connect servers in the background: the
+    /// front doors serve at once and servers join as they come up.
+    pub fn connect_in_background(&self) {
+        let sessions = self.sessions.clone();
+        tokio::spawn(async move {
+            match sessions.connect_auto().await {
+                Ok(count) if count > 0 => {
+                    tracing::info!(servers = count, "connecting auto-connect servers")
+                }
+                Ok(_) => {}
+                Err(err) => tracing::error!("cannot start auto-connect: {err}"),
+            }
+        });
+    }
+
+    /// Closes every session (child processes terminated and reaped).
+    pub async fn shutdown(&self) {
+        self.sessions.shutdown(SESSIONS_GRACE).await;
+    }
 }
 
 /// Runs the daemon until `shutdown` is cancelled.
@@ -73,41 +148,18 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     // Read the config before touching the store: a typo must not leave a
     // half-started daemon behind.
     let loaded = options.config.as_deref().map(config::load).transpose()?;
-
-    let data_dir = options.data_dir.clone();
-    let store = tokio::task::spawn_blocking(move || Store::open(&data_dir))
-        .await
-        .map_err(|err| DaemonError::Serve(std::io::Error::other(err)))??;
-    let store = Arc::new(store);
-    let reset = {
-        let store = Arc::clone(&store);
-        tokio::task::spawn_blocking(move || store.reset_statuses_after_restart())
-            .await
-            .map_err(|err| DaemonError::Serve(std::io::Error::other(err)))??
-    };
-    if reset > 0 {
-        tracing::info!(
-            servers = reset,
-            "statuses reset to DISCONNECTED after restart"
-        );
-    }
-    let registry = Registry::new(Arc::clone(&store));
-
-    if let (Some(path), Some(loaded)) = (&options.config, loaded) {
-        apply_config(&registry, path, loaded).await?;
-    }
-
-    let catalog = Catalog::new(Arc::clone(&store), WireNameRules::default());
-    let sessions = SessionManager::new(registry.clone(), catalog, SessionSettings::default());
+    let config = options.config.as_deref().zip(loaded);
+    let stack = Stack::open(&options.data_dir, config).await?;
 
     let token = admin_token(&options)?;
     let state = AppState {
-        registry,
-        sessions: sessions.clone(),
+        registry: stack.registry.clone(),
+        sessions: stack.sessions.clone(),
         token: token.map(Arc::from),
         started,
     };
-    let app = api::router(state);
+    let mcp_http = McpHttp::new(Arc::clone(&stack.mcp), options.allowed_hosts.clone());
+    let app = api::router(state, Some(mcp::http::routes(mcp_http)));
 
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
@@ -129,21 +181,11 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         url = %info.url,
         data_dir = %options.data_dir.display(),
         startup_ms = started.elapsed().as_millis() as u64,
-        "listening on {}",
+        "listening on {} (MCP at {}/mcp)",
+        info.url,
         info.url
     );
-
-    // Servers join as they connect; the listener does not wait for them.
-    let connecting = sessions.clone();
-    tokio::spawn(async move {
-        match connecting.connect_auto().await {
-            Ok(count) if count > 0 => {
-                tracing::info!(servers = count, "connecting auto-connect servers")
-            }
-            Ok(_) => {}
-            Err(err) => tracing::error!("cannot start auto-connect: {err}"),
-        }
-    });
+    stack.connect_in_background();
 
     let server = axum::serve(
         listener,
@@ -160,10 +202,32 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
             Ok(())
         }
     };
-    sessions.shutdown(SESSIONS_GRACE).await;
+    stack.shutdown().await;
     DaemonInfo::remove(&options.data_dir, info.pid);
     tracing::info!("stopped");
     result
+}
+
+/// `mcp-aggregator stdio`: the MCP front door on stdin/stdout, with this
+/// process owning the data dir, until stdin closes or a signal arrives.
+pub async fn stdio(
+    config_path: Option<PathBuf>,
+    data_dir: PathBuf,
+    shutdown: CancellationToken,
+) -> Result<(), DaemonError> {
+    let loaded = config_path.as_deref().map(config::load).transpose()?;
+    let config = config_path.as_deref().zip(loaded);
+    let stack = Stack::open(&data_dir, config).await?;
+    stack.connect_in_background();
+    mcp::stdio::serve(
+        Arc::clone(&stack.mcp),
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        shutdown,
+    )
+    .await;
+    stack.shutdown().await;
+    Ok(())
 }
 
 async fn apply_config(

@@ -52,9 +52,13 @@ fn usage_errors_exit_2() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
-    let output = Command::new(BIN).arg("stdio").output().unwrap();
+    let output = Command::new(BIN)
+        .args(["stdio", "--config", "/no/such/file.json"])
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("not available"));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("Config file not found"));
+    assert!(output.stdout.is_empty(), "stdout carries nothing but MCP");
 }
 
 #[test]

@@ -46,7 +46,12 @@ pub struct AppState {
 struct ApiDoc;
 
 /// The API router and its OpenAPI document, built from the same route list.
-pub fn router_with_openapi(state: AppState) -> (Router, utoipa::openapi::OpenApi) {
+/// `extra` routes (the MCP endpoint) share the listener, the token check and
+/// the panic guard.
+pub fn router_with_openapi(
+    state: AppState,
+    extra: Option<Router<AppState>>,
+) -> (Router, utoipa::openapi::OpenApi) {
     let (router, mut openapi) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(servers::register_server, servers::list_servers))
         .routes(routes!(servers::get_server, servers::delete_server))
@@ -67,6 +72,10 @@ pub fn router_with_openapi(state: AppState) -> (Router, utoipa::openapi::OpenApi
         );
     }
     let document = Arc::new(openapi.clone());
+    let router = match extra {
+        Some(extra) => router.merge(extra),
+        None => router,
+    };
     let router = router
         .route(
             OPENAPI_PATH,
@@ -86,9 +95,9 @@ pub fn router_with_openapi(state: AppState) -> (Router, utoipa::openapi::OpenApi
     (router, openapi)
 }
 
-/// The API router.
-pub fn router(state: AppState) -> Router {
-    router_with_openapi(state).0
+/// The API router (with the MCP endpoint when given).
+pub fn router(state: AppState, extra: Option<Router<AppState>>) -> Router {
+    router_with_openapi(state, extra).0
 }
 
 #[derive(Serialize, ToSchema)]

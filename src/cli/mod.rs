@@ -56,7 +56,12 @@ MCP_AGGREGATOR_DATA_DIR=/var/lib/mcp-aggregator mcp-aggregator serve --log-forma
 Servers named in --config are added or updated in the store at start (the file wins for the \
 servers it names); servers added through the API stay. Stop with SIGINT or SIGTERM.")]
     Serve(ServeArgs),
-    /// Speak MCP on stdin/stdout for Claude Desktop, IDEs and agents (not available yet).
+    /// Speak MCP on stdin/stdout (what Claude Desktop, Claude Code, Cursor and VS Code launch).
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator stdio --config ~/.config/mcp-aggregator/servers.json\n\n\
+Claude Desktop (claude_desktop_config.json):\n  \
+{\"mcpServers\": {\"aggregator\": {\"command\": \"mcp-aggregator\", \"args\": [\"stdio\", \"--config\", \"/home/me/.config/mcp-aggregator/servers.json\"]}}}\n\n\
+Nothing but MCP is written to stdout; logs go to stderr.")]
     Stdio(StdioArgs),
     /// Add, list, show and remove servers on a running daemon.
     #[command(subcommand)]
@@ -96,6 +101,9 @@ struct ServeArgs {
     /// Address of the HTTP listener. Beyond loopback, a bearer token is required.
     #[arg(long, env = LISTEN_ENV, value_name = "ADDR:PORT", default_value = DEFAULT_LISTEN)]
     listen: SocketAddr,
+    /// Host name `/mcp` accepts besides localhost (repeatable; needed when clients reach the daemon by another name).
+    #[arg(long = "allow-host", value_name = "HOST")]
+    allow_hosts: Vec<String>,
     /// Require `Authorization: Bearer <token>` even on loopback (the token is MCP_AGGREGATOR_TOKEN, else generated into the data dir).
     #[arg(long, env = "MCP_AGGREGATOR_REQUIRE_TOKEN")]
     require_token: bool,
@@ -103,6 +111,7 @@ struct ServeArgs {
 
 #[derive(Debug, Args)]
 struct StdioArgs {
+    /// Config file with servers (Claude Desktop `mcpServers` or VS Code `servers`).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     #[command(flatten)]
@@ -285,11 +294,10 @@ async fn run(cli: Cli) -> ExitCode {
             logging::init(cli.log_format, logging::DEFAULT_FILTER);
             serve(args).await
         }
-        Command::Stdio(_) => {
-            eprintln!(
-                "error: the stdio MCP front door is not available in this version yet; run `mcp-aggregator serve` for the admin API"
-            );
-            ExitCode::from(2)
+        Command::Stdio(args) => {
+            // stdout is the MCP channel: logs go to stderr, quietly.
+            logging::init(cli.log_format, "warn,mcp_aggregator=info,rmcp=warn");
+            stdio(args).await
         }
         other => {
             logging::init(cli.log_format, "warn");
@@ -300,6 +308,27 @@ async fn run(cli: Cli) -> ExitCode {
                     ExitCode::from(err.exit_code())
                 }
             }
+        }
+    }
+}
+
+async fn stdio(args: StdioArgs) -> ExitCode {
+    let Some(data_dir) = paths::resolve_data_dir(args.data_dir.data_dir.as_deref()) else {
+        eprintln!(
+            "error: no data dir: pass --data-dir or set {DATA_DIR_ENV} (no home directory found)"
+        );
+        return ExitCode::from(2);
+    };
+    let shutdown = CancellationToken::new();
+    if let Err(err) = daemon::cancel_on_signals(shutdown.clone()) {
+        eprintln!("error: cannot install signal handlers: {err}");
+        return ExitCode::from(1);
+    }
+    match daemon::stdio(args.config, data_dir, shutdown).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::from(err.exit_code())
         }
     }
 }
@@ -321,6 +350,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         data_dir,
         listen: args.listen,
         require_token: args.require_token,
+        allowed_hosts: args.allow_hosts,
     };
     match daemon::serve(options, shutdown).await {
         Ok(()) => ExitCode::SUCCESS,

@@ -75,6 +75,24 @@ pub enum SessionEvent {
 }
 
 type Pending = Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>;
+/// Progress tokens we put on outgoing requests, and where their
+/// notifications go.
+type ProgressRoutes = Mutex<HashMap<String, mpsc::UnboundedSender<Value>>>;
+
+/// Keeps a progress token routed; dropping it stops the routing (the
+/// receiver then ends once drained).
+pub struct ProgressGuard {
+    routes: Arc<ProgressRoutes>,
+    key: String,
+}
+
+impl Drop for ProgressGuard {
+    fn drop(&mut self) {
+        if let Ok(mut routes) = self.routes.lock() {
+            routes.remove(&self.key);
+        }
+    }
+}
 
 /// A live session with one server.
 pub struct Session {
@@ -82,6 +100,8 @@ pub struct Session {
     link: Link,
     next_id: AtomicU64,
     pending: Arc<Pending>,
+    progress: Arc<ProgressRoutes>,
+    next_progress: AtomicU64,
     closed: CancellationToken,
     initialize_result: Value,
     request_timeout: Duration,
@@ -103,12 +123,15 @@ impl Session {
         handshake: Handshake,
     ) -> Result<Arc<Session>, RpcError> {
         let pending: Arc<Pending> = Arc::new(Mutex::new(HashMap::new()));
+        let progress: Arc<ProgressRoutes> = Arc::new(Mutex::new(HashMap::new()));
         let closed = CancellationToken::new();
         let mut session = Session {
             server: server.to_owned(),
             link,
             next_id: AtomicU64::new(1),
             pending: Arc::clone(&pending),
+            progress: Arc::clone(&progress),
+            next_progress: AtomicU64::new(1),
             closed: closed.clone(),
             initialize_result: Value::Null,
             request_timeout: handshake.request_timeout,
@@ -116,15 +139,18 @@ impl Session {
         // The dispatcher needs to answer the server's requests (ping) while
         // we are still initializing, so it starts first and owns a sender.
         let (reply_tx, mut reply_rx) = mpsc::unbounded_channel::<Bytes>();
-        tokio::spawn(dispatch(
-            server.to_owned(),
-            inbound,
-            Arc::clone(&pending),
-            events,
-            reply_tx,
-            session.link.state().token(),
-            closed.clone(),
-        ));
+        tokio::spawn(
+            Dispatcher {
+                server: server.to_owned(),
+                pending: Arc::clone(&pending),
+                progress,
+                events,
+                replies: reply_tx,
+                link_closed: session.link.state().token(),
+                closed: closed.clone(),
+            }
+            .run(inbound),
+        );
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
             "capabilities": {},
@@ -264,6 +290,22 @@ impl Session {
         self.link.send(bytes).await.map_err(Into::into)
     }
 
+    /// A fresh progress token for an outgoing request; the server's progress
+    /// notifications for it arrive on the subscription.
+    pub fn progress_subscription(&self) -> (Value, ProgressGuard, mpsc::UnboundedReceiver<Value>) {
+        let n = self.next_progress.fetch_add(1, Ordering::Relaxed);
+        let key = format!("mcp-aggregator-{n}");
+        let (tx, receiver) = mpsc::unbounded_channel();
+        if let Ok(mut routes) = self.progress.lock() {
+            routes.insert(key.clone(), tx);
+        }
+        let guard = ProgressGuard {
+            routes: Arc::clone(&self.progress),
+            key: key.clone(),
+        };
+        (Value::String(key), guard, receiver)
+    }
+
     /// Requests still waiting for an answer.
     pub fn in_flight(&self) -> usize {
         self.pending.lock().map(|p| p.len()).unwrap_or(0)
@@ -366,91 +408,121 @@ impl Drop for PendingGuard<'_> {
 /// Routes the server's messages: responses to their waiting requests,
 /// list-changed notifications to the supervisor, the server's own requests
 /// answered (ping) or refused. Ends when the link dies.
-async fn dispatch(
+/// The session's receiving side.
+struct Dispatcher {
     server: String,
-    mut inbound: mpsc::Receiver<Value>,
     pending: Arc<Pending>,
+    progress: Arc<ProgressRoutes>,
     events: mpsc::UnboundedSender<SessionEvent>,
     replies: mpsc::UnboundedSender<Bytes>,
     link_closed: CancellationToken,
     closed: CancellationToken,
-) {
-    loop {
-        let message = tokio::select! {
-            message = inbound.recv() => message,
-            () = link_closed.cancelled() => None,
-            () = closed.cancelled() => None,
-        };
-        let Some(message) = message else {
-            break;
-        };
-        let method = message.get("method").and_then(Value::as_str);
-        let id = message.get("id");
-        match (method, id) {
-            (None, Some(id)) => {
-                let Some(id) = id.as_u64() else {
-                    tracing::debug!(server = %server, "an answer with an id we never sent: {id}");
-                    continue;
-                };
-                let waiter = pending.lock().ok().and_then(|mut p| p.remove(&id));
-                let Some(waiter) = waiter else { continue };
-                let outcome = if let Some(error) = message.get("error") {
-                    Err(RpcError::Server {
-                        code: error.get("code").and_then(Value::as_i64).unwrap_or(-32603),
-                        message: error
-                            .get("message")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned(),
-                        data: error.get("data").cloned(),
-                    })
-                } else {
-                    let mut message = message;
-                    match message.get_mut("result").map(Value::take) {
-                        Some(result) => Ok(result),
-                        None => Err(RpcError::Malformed(
-                            "an answer with neither result nor error".into(),
-                        )),
+}
+
+impl Dispatcher {
+    async fn run(self, mut inbound: mpsc::Receiver<Value>) {
+        let Dispatcher {
+            server,
+            pending,
+            progress,
+            events,
+            replies,
+            link_closed,
+            closed,
+        } = self;
+        loop {
+            let message = tokio::select! {
+                message = inbound.recv() => message,
+                () = link_closed.cancelled() => None,
+                () = closed.cancelled() => None,
+            };
+            let Some(message) = message else {
+                break;
+            };
+            let method = message.get("method").and_then(Value::as_str);
+            let id = message.get("id");
+            match (method, id) {
+                (None, Some(id)) => {
+                    let Some(id) = id.as_u64() else {
+                        tracing::debug!(server = %server, "an answer with an id we never sent: {id}");
+                        continue;
+                    };
+                    let waiter = pending.lock().ok().and_then(|mut p| p.remove(&id));
+                    let Some(waiter) = waiter else { continue };
+                    let outcome = if let Some(error) = message.get("error") {
+                        Err(RpcError::Server {
+                            code: error.get("code").and_then(Value::as_i64).unwrap_or(-32603),
+                            message: error
+                                .get("message")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .to_owned(),
+                            data: error.get("data").cloned(),
+                        })
+                    } else {
+                        let mut message = message;
+                        match message.get_mut("result").map(Value::take) {
+                            Some(result) => Ok(result),
+                            None => Err(RpcError::Malformed(
+                                "an answer with neither result nor error".into(),
+                            )),
+                        }
+                    };
+                    let _ = waiter.send(outcome);
+                }
+                (Some(method), Some(id)) => {
+                    let reply = match method {
+                        "ping" => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
+                        "roots/list" => {
+                            json!({"jsonrpc": "2.0", "id": id, "result": {"roots": []}})
+                        }
+                        _ => {
+                            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("{method} is not supported by this client")}})
+                        }
+                    };
+                    if let Ok(bytes) = serde_json::to_vec(&reply) {
+                        let _ = replies.send(Bytes::from(bytes));
                     }
-                };
-                let _ = waiter.send(outcome);
-            }
-            (Some(method), Some(id)) => {
-                let reply = match method {
-                    "ping" => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
-                    "roots/list" => json!({"jsonrpc": "2.0", "id": id, "result": {"roots": []}}),
-                    _ => {
-                        json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("{method} is not supported by this client")}})
+                }
+                (Some("notifications/progress"), None) => {
+                    let token = message.get("params").and_then(|p| p.get("progressToken"));
+                    let route = token
+                        .and_then(Value::as_str)
+                        .and_then(|key| progress.lock().ok().and_then(|r| r.get(key).cloned()));
+                    match (route, message.get("params")) {
+                        (Some(route), Some(params)) => {
+                            let _ = route.send(params.clone());
+                        }
+                        _ => {
+                            let _ = events.send(SessionEvent::Notification(message));
+                        }
                     }
-                };
-                if let Ok(bytes) = serde_json::to_vec(&reply) {
-                    let _ = replies.send(Bytes::from(bytes));
+                }
+                (Some(method), None) => {
+                    let event = match method {
+                        "notifications/tools/list_changed" => SessionEvent::ToolsChanged,
+                        "notifications/resources/list_changed" => SessionEvent::ResourcesChanged,
+                        "notifications/prompts/list_changed" => SessionEvent::PromptsChanged,
+                        _ => SessionEvent::Notification(message),
+                    };
+                    let _ = events.send(event);
+                }
+                (None, None) => {
+                    tracing::debug!(server = %server, "ignoring a message that is neither request, answer nor notification")
                 }
             }
-            (Some(method), None) => {
-                let event = match method {
-                    "notifications/tools/list_changed" => SessionEvent::ToolsChanged,
-                    "notifications/resources/list_changed" => SessionEvent::ResourcesChanged,
-                    "notifications/prompts/list_changed" => SessionEvent::PromptsChanged,
-                    _ => SessionEvent::Notification(message),
-                };
-                let _ = events.send(event);
-            }
-            (None, None) => {
-                tracing::debug!(server = %server, "ignoring a message that is neither request, answer nor notification")
-            }
         }
-    }
-    closed.cancel();
-    // Whoever still waits gets an answer now.
-    let waiting: Vec<_> = pending
-        .lock()
-        .map(|mut p| p.drain().collect())
-        .unwrap_or_default();
-    for (_, tx) in waiting {
-        let _ = tx.send(Err(RpcError::Closed(
-            "the connection to the server was lost".to_owned(),
-        )));
+        closed.cancel();
+        // Whoever still waits gets an answer now.
+        let waiting: Vec<_> = pending
+            .lock()
+            .map(|mut p| p.drain().collect())
+            .unwrap_or_default();
+        for (_, tx) in waiting {
+            let _ = tx.send(Err(RpcError::Closed(
+                "the connection to the server was lost".to_owned(),
+            )));
+        }
     }
 }
 

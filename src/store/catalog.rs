@@ -259,6 +259,19 @@ impl Store {
         Ok(out)
     }
 
+    /// Every server's resources, resource templates or prompts, with the
+    /// owning server's id.
+    pub fn all_items(&self, kind: CatalogKind) -> Result<Vec<(ServerId, Value)>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(table_for(kind))?;
+        let mut out = Vec::new();
+        for entry in table.iter()? {
+            let (key, bytes) = entry?;
+            out.push((ServerId::from_u128(key.value().0), decode(bytes.value())?));
+        }
+        Ok(out)
+    }
+
     /// Who owns a wire name.
     pub fn wire_name_owner(
         &self,

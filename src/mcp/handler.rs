@@ -1,0 +1,342 @@
+//! MCP request handling, independent of the transport: initialize, the
+//! lists, tools/call through the router, resources/read, prompts/get,
+//! cancellation of a client's requests, and list_changed notifications.
+
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+
+use crate::router::{CallError, Router};
+
+/// Protocol versions this server speaks, newest first.
+pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// What we answer when a client asks for a version we do not know.
+pub const DEFAULT_VERSION: &str = "2025-06-18";
+
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const METHOD_NOT_FOUND: i64 = -32601;
+const INVALID_PARAMS: i64 = -32602;
+const INTERNAL_ERROR: i64 = -32603;
+
+/// The aggregated MCP server; shared by every client connection.
+pub struct McpServer {
+    router: Router,
+}
+
+/// One client's connection (a stdio peer or an HTTP session).
+pub struct ClientConnection {
+    /// Messages for the client that are not answers (notifications).
+    outbound: mpsc::UnboundedSender<Value>,
+    protocol_version: OnceLock<String>,
+    initialized: std::sync::atomic::AtomicBool,
+    in_flight: Mutex<HashMap<String, AbortHandle>>,
+}
+
+impl ClientConnection {
+    pub fn new(outbound: mpsc::UnboundedSender<Value>) -> Arc<ClientConnection> {
+        Arc::new(ClientConnection {
+            outbound,
+            protocol_version: OnceLock::new(),
+            initialized: std::sync::atomic::AtomicBool::new(false),
+            in_flight: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn protocol_version(&self) -> Option<&str> {
+        self.protocol_version.get().map(String::as_str)
+    }
+
+    pub fn is_initialized(&self) -> bool {
+        self.initialized.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sends a notification to the client.
+    pub fn notify(&self, method: &str, params: Option<Value>) {
+        let mut message = json!({"jsonrpc": "2.0", "method": method});
+        if let Some(params) = params {
+            message["params"] = params;
+        }
+        let _ = self.outbound.send(message);
+    }
+
+    /// Registers a running request so `notifications/cancelled` can stop it.
+    pub fn track(&self, id: &Value, handle: AbortHandle) {
+        if let Ok(mut map) = self.in_flight.lock() {
+            map.insert(id.to_string(), handle);
+        }
+    }
+
+    pub fn untrack(&self, id: &Value) {
+        if let Ok(mut map) = self.in_flight.lock() {
+            map.remove(&id.to_string());
+        }
+    }
+
+    fn cancel(&self, id: &Value) {
+        let handle = self
+            .in_flight
+            .lock()
+            .ok()
+            .and_then(|mut map| map.remove(&id.to_string()));
+        if let Some(handle) = handle {
+            handle.abort();
+        }
+    }
+}
+
+/// What an incoming message is.
+pub enum Incoming {
+    /// A request: handle it and answer with `id`.
+    Request {
+        id: Value,
+        method: String,
+        params: Option<Value>,
+    },
+    /// A notification or a response to something we asked: no answer.
+    Other(Value),
+    /// Not a JSON-RPC message: answer with this error.
+    Invalid(Value),
+}
+
+/// Sorts a raw message.
+pub fn classify(message: Value) -> Incoming {
+    let Value::Object(mut map) = message else {
+        return Incoming::Invalid(error_response(
+            Value::Null,
+            INVALID_REQUEST,
+            "a JSON-RPC message must be an object",
+        ));
+    };
+    let method = map.get("method").and_then(Value::as_str).map(str::to_owned);
+    match (method, map.remove("id")) {
+        (Some(method), Some(id)) if !id.is_null() => Incoming::Request {
+            id,
+            method,
+            params: map.remove("params"),
+        },
+        (Some(_), _) => Incoming::Other(Value::Object(map)),
+        (None, Some(id)) if map.contains_key("result") || map.contains_key("error") => {
+            map.insert("id".to_owned(), id);
+            Incoming::Other(Value::Object(map))
+        }
+        (None, id) => Incoming::Invalid(error_response(
+            id.unwrap_or(Value::Null),
+            INVALID_REQUEST,
+            "missing method",
+        )),
+    }
+}
+
+/// A JSON-RPC parse error answer.
+pub fn parse_error(detail: &str) -> Value {
+    error_response(Value::Null, PARSE_ERROR, &format!("Parse error: {detail}"))
+}
+
+fn error_response(id: Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+fn result_response(id: Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+impl McpServer {
+    pub fn new(router: Router) -> Arc<McpServer> {
+        Arc::new(McpServer { router })
+    }
+
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// Handles a notification (or a response) from the client.
+    pub fn handle_other(&self, client: &ClientConnection, message: &Value) {
+        match message.get("method").and_then(Value::as_str) {
+            Some("notifications/initialized") => client
+                .initialized
+                .store(true, std::sync::atomic::Ordering::Relaxed),
+            Some("notifications/cancelled") => {
+                if let Some(id) = message.get("params").and_then(|p| p.get("requestId")) {
+                    client.cancel(id);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Handles a request; returns the complete JSON-RPC answer.
+    pub async fn handle_request(
+        &self,
+        client: &Arc<ClientConnection>,
+        id: Value,
+        method: &str,
+        params: Option<Value>,
+    ) -> Value {
+        match self.dispatch(client, method, params).await {
+            Ok(result) => result_response(id, result),
+            Err((code, message, data)) => {
+                let mut response = error_response(id, code, &message);
+                if let Some(data) = data {
+                    response["error"]["data"] = data;
+                }
+                response
+            }
+        }
+    }
+
+    async fn dispatch(
+        &self,
+        client: &Arc<ClientConnection>,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, (i64, String, Option<Value>)> {
+        let table = || self.router.table();
+        match method {
+            "initialize" => {
+                let requested = params
+                    .as_ref()
+                    .and_then(|p| p.get("protocolVersion"))
+                    .and_then(Value::as_str)
+                    .unwrap_or(DEFAULT_VERSION);
+                let version = if SUPPORTED_VERSIONS.contains(&requested) {
+                    requested
+                } else {
+                    DEFAULT_VERSION
+                };
+                let _ = client.protocol_version.set(version.to_owned());
+                Ok(json!({
+                    "protocolVersion": version,
+                    "capabilities": {
+                        "tools": {"listChanged": true},
+                        "resources": {"listChanged": true},
+                        "prompts": {"listChanged": true},
+                        "logging": {}
+                    },
+                    "serverInfo": {"name": "mcp-aggregator", "version": env!("CARGO_PKG_VERSION")},
+                    "instructions": "Tools of several MCP servers, named `server__tool`."
+                }))
+            }
+            "ping" => Ok(json!({})),
+            "logging/setLevel" => Ok(json!({})),
+            // The whole list in one page: some clients (MCP Inspector CLI)
+            // do not follow cursors.
+            "tools/list" => Ok(json!({"tools": table().tools.as_ref()})),
+            "resources/list" => Ok(json!({"resources": table().resources.as_ref()})),
+            "resources/templates/list" => {
+                Ok(json!({"resourceTemplates": table().resource_templates.as_ref()}))
+            }
+            "prompts/list" => Ok(json!({"prompts": table().prompts.as_ref()})),
+            "tools/call" => {
+                let mut params = params.ok_or_else(|| invalid("tools/call needs params"))?;
+                let name = params
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid("tools/call needs a string `name`"))?
+                    .to_owned();
+                let arguments = params.get_mut("arguments").map(Value::take);
+                let meta = params.get_mut("_meta").map(Value::take);
+                let progress = Some(client.outbound.clone());
+                match self
+                    .router
+                    .call_tool(&name, arguments, meta, None, progress)
+                    .await
+                {
+                    Ok(outcome) => Ok(outcome.result),
+                    Err(err) => tool_call_error(err),
+                }
+            }
+            "resources/read" => {
+                let mut params = params.ok_or_else(|| invalid("resources/read needs params"))?;
+                let uri = params
+                    .get("uri")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid("resources/read needs a string `uri`"))?
+                    .to_owned();
+                let meta = params.get_mut("_meta").map(Value::take);
+                self.router
+                    .read_resource(&uri, meta)
+                    .await
+                    .map_err(rpc_error)
+            }
+            "prompts/get" => {
+                let mut params = params.ok_or_else(|| invalid("prompts/get needs params"))?;
+                let name = params
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid("prompts/get needs a string `name`"))?
+                    .to_owned();
+                let arguments = params.get_mut("arguments").map(Value::take);
+                let meta = params.get_mut("_meta").map(Value::take);
+                self.router
+                    .get_prompt(&name, arguments, meta)
+                    .await
+                    .map_err(rpc_error)
+            }
+            other => Err((METHOD_NOT_FOUND, format!("Method not found: {other}"), None)),
+        }
+    }
+}
+
+fn invalid(message: &str) -> (i64, String, Option<Value>) {
+    (INVALID_PARAMS, message.to_owned(), None)
+}
+
+/// Routing failures the model can act on come back as a tool result with
+/// `isError` (it can read it and pick another tool); an unknown tool is a
+/// protocol error, as the spec asks.
+fn tool_call_error(err: CallError) -> Result<Value, (i64, String, Option<Value>)> {
+    match err {
+        CallError::Unavailable { .. } | CallError::Interrupted { .. } => Ok(json!({
+            "content": [{"type": "text", "text": err.to_string()}],
+            "isError": true
+        })),
+        other => Err(rpc_error(other)),
+    }
+}
+
+fn rpc_error(err: CallError) -> (i64, String, Option<Value>) {
+    match err {
+        CallError::Server(crate::sessions::RpcError::Server {
+            code,
+            message,
+            data,
+        }) => (code, message, data),
+        CallError::UnknownTool(_)
+        | CallError::UnknownServer(_)
+        | CallError::UnknownResource(_)
+        | CallError::UnknownPrompt(_) => (INVALID_PARAMS, err.to_string(), None),
+        CallError::Ambiguous { ref candidates, .. } => {
+            let data = json!({"candidates": candidates});
+            (INVALID_PARAMS, err.to_string(), Some(data))
+        }
+        other => (INTERNAL_ERROR, other.to_string(), None),
+    }
+}
+
+/// Sends list_changed notifications to a client whenever what it can list
+/// changes; ends when the client goes away.
+pub async fn forward_list_changes(router: Router, client: Arc<ClientConnection>) {
+    let mut changes = router.subscribe();
+    let mut last = *changes.borrow_and_update();
+    while changes.changed().await.is_ok() {
+        let now = *changes.borrow_and_update();
+        if client.outbound.is_closed() {
+            break;
+        }
+        if client.is_initialized() {
+            if now.tools != last.tools {
+                client.notify("notifications/tools/list_changed", None);
+            }
+            if now.resources != last.resources {
+                client.notify("notifications/resources/list_changed", None);
+            }
+            if now.prompts != last.prompts {
+                client.notify("notifications/prompts/list_changed", None);
+            }
+        }
+        last = now;
+    }
+}

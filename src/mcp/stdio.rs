@@ -1,0 +1,127 @@
+//! MCP over stdin/stdout: one client (Claude Desktop, an IDE), newline-
+//! delimited JSON-RPC. Requests run concurrently; stdout carries nothing but
+//! protocol (logs go to stderr).
+
+use serde_json::Value;
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::handler::{self, ClientConnection, Incoming, McpServer};
+
+/// Longest line accepted from the client.
+pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Serves one client on `input`/`output` until the input ends or `shutdown`.
+pub async fn serve(
+    server: Arc<McpServer>,
+    input: impl AsyncRead + Unpin + Send + 'static,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+    shutdown: CancellationToken,
+) {
+    let (outbound, mut queue) = mpsc::unbounded_channel::<Value>();
+    let client = ClientConnection::new(outbound.clone());
+
+    let writer = tokio::spawn(async move {
+        let mut output = output;
+        while let Some(message) = queue.recv().await {
+            let Ok(mut bytes) = serde_json::to_vec(&message) else {
+                continue;
+            };
+            bytes.push(b'\n');
+            if output.write_all(&bytes).await.is_err() || output.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let notifier = tokio::spawn(handler::forward_list_changes(
+        server.router().clone(),
+        Arc::clone(&client),
+    ));
+
+    let mut reader = BufReader::with_capacity(64 * 1024, input);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read = tokio::select! {
+            read = reader.read_until(b'\n', &mut line) => read,
+            () = shutdown.cancelled() => break,
+        };
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if line.len() > MAX_LINE_BYTES {
+            let _ = outbound.send(handler::parse_error("message too large"));
+            continue;
+        }
+        let text = trim(&line);
+        if text.is_empty() {
+            continue;
+        }
+        let message: Value = match serde_json::from_slice(text) {
+            Ok(message) => message,
+            Err(err) => {
+                let _ = outbound.send(handler::parse_error(&err.to_string()));
+                continue;
+            }
+        };
+        let messages = match message {
+            Value::Array(batch) => batch,
+            single => vec![single],
+        };
+        for message in messages {
+            dispatch(&server, &client, message, &outbound);
+        }
+    }
+    notifier.abort();
+    drop(outbound);
+    drop(client);
+    // Answers already queued still go out.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer).await;
+}
+
+fn dispatch(
+    server: &Arc<McpServer>,
+    client: &Arc<ClientConnection>,
+    message: Value,
+    outbound: &mpsc::UnboundedSender<Value>,
+) {
+    match handler::classify(message) {
+        Incoming::Request { id, method, params } => {
+            let (server, client2, outbound) =
+                (Arc::clone(server), Arc::clone(client), outbound.clone());
+            let request_id = id.clone();
+            // The task starts once it is tracked, so a fast answer cannot
+            // leave a stale entry behind.
+            let (go, ready) = tokio::sync::oneshot::channel::<()>();
+            let task = tokio::spawn(async move {
+                let _ = ready.await;
+                let answer = server
+                    .handle_request(&client2, id.clone(), &method, params)
+                    .await;
+                client2.untrack(&id);
+                let _ = outbound.send(answer);
+            });
+            client.track(&request_id, task.abort_handle());
+            let _ = go.send(());
+        }
+        Incoming::Other(message) => server.handle_other(client, &message),
+        Incoming::Invalid(answer) => {
+            let _ = outbound.send(answer);
+        }
+    }
+}
+
+fn trim(line: &[u8]) -> &[u8] {
+    let start = line
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(line.len());
+    let end = line
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |p| p + 1);
+    &line[start..end]
+}

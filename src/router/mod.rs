@@ -1,0 +1,375 @@
+//! The router: resolves a name a client used to the server and tool that own
+//! it, and forwards the call on that server's session. Resolution order
+//! (BR-005): an explicit server, then a namespaced name (wire name or tool id,
+//! by table lookup — never by splitting), then a unique original name.
+
+pub mod table;
+
+use arc_swap::ArcSwap;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+use crate::model::{CatalogKind, ServerId, ServerStatus};
+use crate::registry::RegistryEvent;
+use crate::sessions::{RpcError, Session, SessionManager};
+use table::{Fingerprints, Route, RouteTable, Snapshot};
+
+/// How long a call waits for a server in ERROR to come back after the
+/// immediate reconnect attempt it triggers.
+pub const RECONNECT_WAIT: Duration = Duration::from_secs(10);
+
+/// Why a call could not be routed or completed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallError {
+    #[error("Tool not found: {0}")]
+    UnknownTool(String),
+    #[error("Server not found: {0}")]
+    UnknownServer(String),
+    #[error("Tool name {name} is ambiguous; use one of: {}", candidates.join(", "))]
+    Ambiguous {
+        name: String,
+        candidates: Vec<String>,
+    },
+    #[error("Server {server} is unavailable (status {status})")]
+    Unavailable {
+        server: String,
+        status: ServerStatus,
+    },
+    #[error("Server {server} disconnected during the call: {reason}")]
+    Interrupted { server: String, reason: String },
+    /// The server answered with a JSON-RPC error; passed on as it is.
+    #[error("{0}")]
+    Server(RpcError),
+    #[error("Resource not found: {0}")]
+    UnknownResource(String),
+    #[error("Prompt not found: {0}")]
+    UnknownPrompt(String),
+}
+
+/// Where a call's progress notifications go (already in client form).
+pub type ProgressSink = tokio::sync::mpsc::UnboundedSender<Value>;
+
+/// A resolved call, with how long each part took.
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    pub route: Arc<Route>,
+    pub result: Value,
+    pub routing: Duration,
+    pub execution: Duration,
+}
+
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct Router {
+    table: Arc<ArcSwap<RouteTable>>,
+    sessions: SessionManager,
+    changes: watch::Sender<Fingerprints>,
+}
+
+impl Router {
+    /// Builds the first table from the store and keeps it current.
+    pub async fn start(sessions: SessionManager) -> Router {
+        let (changes, _) = watch::channel(Fingerprints::default());
+        let router = Router {
+            table: Arc::new(ArcSwap::from_pointee(RouteTable::default())),
+            sessions,
+            changes,
+        };
+        router.rebuild().await;
+        router.spawn_maintainer();
+        router
+    }
+
+    /// The current table (lock-free).
+    pub fn table(&self) -> Arc<RouteTable> {
+        self.table.load_full()
+    }
+
+    /// Fires whenever what clients can list changes.
+    pub fn subscribe(&self) -> watch::Receiver<Fingerprints> {
+        self.changes.subscribe()
+    }
+
+    pub fn sessions(&self) -> &SessionManager {
+        &self.sessions
+    }
+
+    /// Rebuilds the table from the store.
+    pub async fn rebuild(&self) {
+        let store = Arc::clone(self.sessions.registry().store());
+        let built =
+            tokio::task::spawn_blocking(move || -> Result<RouteTable, crate::store::StoreError> {
+                Ok(RouteTable::build(Snapshot {
+                    servers: store.list_servers()?,
+                    tools: store.all_tools()?,
+                    resources: store.all_items(CatalogKind::Resource)?,
+                    resource_templates: store.all_items(CatalogKind::ResourceTemplate)?,
+                    prompts: store.all_items(CatalogKind::Prompt)?,
+                }))
+            })
+            .await;
+        match built {
+            Ok(Ok(table)) => {
+                let fingerprints = table.fingerprints;
+                self.table.store(Arc::new(table));
+                self.changes.send_if_modified(|old| {
+                    let changed = *old != fingerprints;
+                    *old = fingerprints;
+                    changed
+                });
+            }
+            Ok(Err(err)) => tracing::error!("cannot rebuild the routing table: {err}"),
+            Err(err) => tracing::error!("the routing table task failed: {err}"),
+        }
+    }
+
+    /// Rebuilds on every catalog change and status change, coalescing bursts.
+    fn spawn_maintainer(&self) {
+        let router = self.clone();
+        let mut registry_events = self.sessions.registry().subscribe();
+        let mut catalog_events = self.sessions.catalog().subscribe();
+        tokio::spawn(async move {
+            loop {
+                let relevant = tokio::select! {
+                    event = registry_events.recv() => match event {
+                        Ok(RegistryEvent::StatusChanged { .. } | RegistryEvent::Removed { .. } | RegistryEvent::Registered { .. } | RegistryEvent::Updated { .. }) => true,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                    },
+                    event = catalog_events.recv() => match event {
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                    },
+                };
+                if relevant {
+                    // Let a burst (a server's status + its discovery) settle.
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    while registry_events.try_recv().is_ok() || catalog_events.try_recv().is_ok() {}
+                    router.rebuild().await;
+                }
+            }
+        });
+    }
+
+    /// Finds the tool a client means.
+    pub fn resolve(
+        &self,
+        table: &RouteTable,
+        name: &str,
+        server: Option<&str>,
+    ) -> Result<Arc<Route>, CallError> {
+        if let Some(server) = server {
+            let entry = table
+                .find_server(server)
+                .ok_or_else(|| CallError::UnknownServer(server.to_owned()))?;
+            let routes = table.by_server.get(&entry.id);
+            let found = routes.and_then(|r| r.get(name)).or_else(|| {
+                table
+                    .namespaced
+                    .get(name)
+                    .filter(|r| r.server_id == entry.id)
+            });
+            return found
+                .cloned()
+                .ok_or_else(|| CallError::UnknownTool(format!("{name} on {}", entry.name)));
+        }
+        if let Some(route) = table.namespaced.get(name) {
+            return Ok(Arc::clone(route));
+        }
+        match table.by_original.get(name).map(Vec::as_slice) {
+            Some([only]) => Ok(Arc::clone(only)),
+            Some(many) if !many.is_empty() => Err(CallError::Ambiguous {
+                name: name.to_owned(),
+                candidates: many.iter().map(|r| r.tool_id.to_string()).collect(),
+            }),
+            _ => Err(CallError::UnknownTool(name.to_owned())),
+        }
+    }
+
+    /// Calls a tool; `arguments` and `meta` pass through unchanged, except
+    /// that a progress token is swapped for one of ours and the server's
+    /// progress notifications go to `progress` with the client's token.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Option<Value>,
+        mut meta: Option<Value>,
+        server: Option<&str>,
+        progress: Option<ProgressSink>,
+    ) -> Result<CallOutcome, CallError> {
+        let started = Instant::now();
+        let table = self.table();
+        let route = self.resolve(&table, name, server)?;
+        let session = self.session_for(&table, route.server_id).await?;
+        let routing = started.elapsed();
+        let client_token = meta.as_ref().and_then(|m| m.get("progressToken")).cloned();
+        let forwarding = match (client_token, progress, meta.as_mut()) {
+            (Some(client_token), Some(sink), Some(meta)) => {
+                let (token, guard, mut receiver) = session.progress_subscription();
+                meta["progressToken"] = token;
+                let task = tokio::spawn(async move {
+                    while let Some(mut params) = receiver.recv().await {
+                        params["progressToken"] = client_token.clone();
+                        if sink.send(json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})).is_err() {
+                            break;
+                        }
+                    }
+                });
+                Some((guard, task))
+            }
+            _ => None,
+        };
+        let mut params = serde_json::Map::with_capacity(3);
+        params.insert(
+            "name".to_owned(),
+            Value::String(route.original_name.to_string()),
+        );
+        if let Some(arguments) = arguments {
+            params.insert("arguments".to_owned(), arguments);
+        }
+        if let Some(meta) = meta {
+            params.insert("_meta".to_owned(), meta);
+        }
+        let result = session
+            .request("tools/call", Some(Value::Object(params)))
+            .await
+            .map_err(|err| self.call_failure(&route.server_name, err));
+        if let Some((guard, task)) = forwarding {
+            // Progress sent before the result reaches the client before it.
+            drop(guard);
+            let _ = task.await;
+        }
+        let result = result?;
+        Ok(CallOutcome {
+            route,
+            result,
+            routing,
+            execution: started.elapsed() - routing,
+        })
+    }
+
+    /// Reads a resource by its namespaced URI.
+    pub async fn read_resource(&self, uri: &str, meta: Option<Value>) -> Result<Value, CallError> {
+        let table = self.table();
+        let route = table
+            .resource_route(uri)
+            .cloned()
+            .or_else(|| table.parse_resource_uri(uri))
+            .ok_or_else(|| CallError::UnknownResource(uri.to_owned()))?;
+        let session = self.session_for(&table, route.server_id).await?;
+        let mut params = json!({"uri": route.original.as_ref()});
+        if let Some(meta) = meta {
+            params["_meta"] = meta;
+        }
+        let mut result = session
+            .request("resources/read", Some(params))
+            .await
+            .map_err(|err| self.call_failure(session.server(), err))?;
+        // Contents name their URI: give it back namespaced.
+        if let Some(contents) = result.get_mut("contents").and_then(Value::as_array_mut) {
+            for content in contents {
+                if let Some(inner) = content.get("uri").and_then(Value::as_str)
+                    && let Some(namespaced) = table.namespaced_uri(route.server_id, inner)
+                {
+                    content["uri"] = Value::String(namespaced);
+                }
+            }
+        }
+        Ok(result)
+    }
+
+    /// Gets a prompt by its namespaced name.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<Value>,
+        meta: Option<Value>,
+    ) -> Result<Value, CallError> {
+        let table = self.table();
+        let route = table
+            .prompt_route(name)
+            .cloned()
+            .ok_or_else(|| CallError::UnknownPrompt(name.to_owned()))?;
+        let session = self.session_for(&table, route.server_id).await?;
+        let mut params = json!({"name": route.original.as_ref()});
+        if let Some(arguments) = arguments {
+            params["arguments"] = arguments;
+        }
+        if let Some(meta) = meta {
+            params["_meta"] = meta;
+        }
+        session
+            .request("prompts/get", Some(params))
+            .await
+            .map_err(|err| self.call_failure(session.server(), err))
+    }
+
+    /// The live session of a server; a server in ERROR gets one immediate
+    /// reconnect attempt first.
+    async fn session_for(
+        &self,
+        table: &RouteTable,
+        id: ServerId,
+    ) -> Result<Arc<Session>, CallError> {
+        if let Some(session) = self.sessions.session(id) {
+            return Ok(session);
+        }
+        let entry = table.server(id).cloned();
+        let name = entry
+            .as_ref()
+            .map(|e| e.name.to_string())
+            .unwrap_or_else(|| id.to_string());
+        let status = match self.sessions.registry().get(&id.to_string()).await {
+            Ok(record) => record.status,
+            Err(_) => return Err(CallError::UnknownServer(name)),
+        };
+        if matches!(status, ServerStatus::Error | ServerStatus::Connecting) {
+            if status == ServerStatus::Error {
+                let _ = self.sessions.connect(id).await;
+            }
+            let deadline = Instant::now() + RECONNECT_WAIT;
+            while Instant::now() < deadline {
+                if let Some(session) = self.sessions.session(id) {
+                    return Ok(session);
+                }
+                match self
+                    .sessions
+                    .registry()
+                    .get(&id.to_string())
+                    .await
+                    .map(|r| r.status)
+                {
+                    Ok(ServerStatus::Error | ServerStatus::Disconnected) | Err(_) => break,
+                    _ => {}
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        let status = self
+            .sessions
+            .registry()
+            .get(&id.to_string())
+            .await
+            .map(|r| r.status)
+            .unwrap_or(status);
+        Err(CallError::Unavailable {
+            server: name,
+            status,
+        })
+    }
+
+    fn call_failure(&self, server: &str, err: RpcError) -> CallError {
+        match err {
+            RpcError::Closed(reason)
+            | RpcError::Link(crate::sessions::link::LinkError::Closed(reason)) => {
+                CallError::Interrupted {
+                    server: server.to_owned(),
+                    reason,
+                }
+            }
+            other => CallError::Server(other),
+        }
+    }
+}
