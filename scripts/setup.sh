@@ -20,4 +20,15 @@ if ! cmp -s tests/npm/package-lock.json "$stamp" 2>/dev/null; then
   npm ci --prefix tests/npm --no-audit --no-fund --loglevel=error
   cp tests/npm/package-lock.json "$stamp"
 fi
+# The official Python MCP SDK, an independent client for the interop tests.
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "setup: python3 is not on PATH; install Python 3.11 (the interop tests use the Python MCP SDK)" >&2
+  exit 1
+fi
+venv_stamp=tests/.venv/.installed-from-requirements
+if ! cmp -s tests/python/requirements.txt "$venv_stamp" 2>/dev/null; then
+  python3 -m venv tests/.venv
+  tests/.venv/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+  cp tests/python/requirements.txt "$venv_stamp"
+fi
 echo "setup: ok"

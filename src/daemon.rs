@@ -155,6 +155,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     let state = AppState {
         registry: stack.registry.clone(),
         sessions: stack.sessions.clone(),
+        router: stack.router.clone(),
         token: token.map(Arc::from),
         started,
     };

@@ -5,6 +5,7 @@
 pub mod error;
 pub mod extract;
 pub mod servers;
+pub mod tools;
 pub mod views;
 
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -33,6 +34,7 @@ pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 pub struct AppState {
     pub registry: Registry,
     pub sessions: SessionManager,
+    pub router: crate::router::Router,
     /// When set, every route but `/healthz` needs `Authorization: Bearer`.
     pub token: Option<Arc<str>>,
     pub started: Instant,
@@ -41,7 +43,7 @@ pub struct AppState {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "mcp-aggregator admin API", description = "Register, inspect and remove the MCP servers the aggregator connects to."),
-    tags((name = "servers", description = "Server registrations"), (name = "process", description = "The aggregator process"))
+    tags((name = "servers", description = "Server registrations"), (name = "tools", description = "Calling tools"), (name = "process", description = "The aggregator process"))
 )]
 struct ApiDoc;
 
@@ -61,6 +63,7 @@ pub fn router_with_openapi(
         .routes(routes!(servers::server_history))
         .routes(routes!(servers::aggregator_state))
         .routes(routes!(servers::audit_log))
+        .routes(routes!(tools::call_tool))
         .routes(routes!(healthz))
         .split_for_parts();
     if state.token.is_some() {

@@ -78,6 +78,14 @@ Servers whose name is already registered are skipped; remove them first to repla
         after_help = "Examples:\n  mcp-aggregator tools\n  mcp-aggregator tools --server github --json"
     )]
     Tools(ToolsArgs),
+    /// Call a tool through the running daemon (arguments as JSON).
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator call everything.echo '{\"message\": \"hi\"}'\n  \
+mcp-aggregator call everything__get-sum '{\"a\": 1, \"b\": 2}' --json\n  \
+mcp-aggregator call echo '{}' --server everything\n\n\
+NAME is a tool id (server.tool), an MCP name (server__tool), or a name only one server has. \
+Exit code 1 when the tool reports an error, 2 when the call is refused.")]
+    Call(CallArgs),
     /// Show counts of servers by status and of tools.
     State(ClientArgs),
     /// Show the audit log of server operations, newest first.
@@ -187,6 +195,20 @@ struct DisconnectArgs {
     /// Cancel calls in flight instead of waiting for them.
     #[arg(long)]
     force: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+struct CallArgs {
+    /// The tool: `server.tool`, `server__tool`, or an unambiguous original name.
+    name: String,
+    /// Arguments as a JSON object (default `{}`).
+    #[arg(default_value = "{}")]
+    arguments: String,
+    /// Route to this server (name or id).
+    #[arg(long)]
+    server: Option<String>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -447,6 +469,7 @@ async fn admin(command: Command) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Tools(args) => tools(args).await,
+        Command::Call(args) => call(args).await,
         Command::State(args) => {
             let client = connect(&args);
             let state: Value = client.get("/api/v1/aggregator/state").await?;
@@ -644,6 +667,73 @@ async fn servers_connect(args: ConnectArgs) -> Result<ExitCode, CliError> {
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+}
+
+async fn call(args: CallArgs) -> Result<ExitCode, CliError> {
+    let arguments: Value = serde_json::from_str(&args.arguments).map_err(|err| {
+        CliError::Usage(format!(
+            "the arguments are not JSON ({err}); pass an object like '{{\"key\": \"value\"}}'"
+        ))
+    })?;
+    if !arguments.is_object() {
+        return Err(CliError::Usage(
+            "the arguments must be a JSON object".to_owned(),
+        ));
+    }
+    let client = connect(&args.client);
+    let body = json!({"name": args.name, "arguments": arguments, "server_id": args.server});
+    let result: Value = client.post("/api/v1/tools/call", &body).await?;
+    let is_error = result
+        .get("isError")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if args.client.json {
+        println!("{result:#}");
+    } else {
+        let mut printed = false;
+        for item in result
+            .get("content")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            match item.get("type").and_then(Value::as_str) {
+                Some("text") => println!("{}", field(item, "text")),
+                Some(kind) => println!(
+                    "[{kind} content: {}]",
+                    item.get("mimeType")
+                        .and_then(Value::as_str)
+                        .unwrap_or("see --json")
+                ),
+                None => println!("{item}"),
+            }
+            printed = true;
+        }
+        if let Some(structured) = result.get("structuredContent") {
+            println!("{structured:#}");
+            printed = true;
+        }
+        if !printed {
+            println!("(no content)");
+        }
+        if let Some(meta) = result.get("metadata") {
+            eprintln!(
+                "routed to {} in {:.2} ms, ran {:.2} ms",
+                field(meta, "routed_to"),
+                meta.get("routing_time_ms")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(0.0),
+                meta.get("execution_time_ms")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(0.0)
+            );
+        }
+    }
+    Ok(if is_error {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 async fn tools(args: ToolsArgs) -> Result<ExitCode, CliError> {

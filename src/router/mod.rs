@@ -306,8 +306,9 @@ impl Router {
             .map_err(|err| self.call_failure(session.server(), err))
     }
 
-    /// The live session of a server; a server in ERROR gets one immediate
-    /// reconnect attempt first.
+    /// The live session of a server. A server in ERROR gets one immediate
+    /// reconnect attempt, and a server that is (re)connecting is waited for,
+    /// up to `RECONNECT_WAIT`.
     async fn session_for(
         &self,
         table: &RouteTable,
@@ -316,44 +317,49 @@ impl Router {
         if let Some(session) = self.sessions.session(id) {
             return Ok(session);
         }
-        let entry = table.server(id).cloned();
-        let name = entry
-            .as_ref()
+        let name = table
+            .server(id)
             .map(|e| e.name.to_string())
             .unwrap_or_else(|| id.to_string());
-        let status = match self.sessions.registry().get(&id.to_string()).await {
-            Ok(record) => record.status,
-            Err(_) => return Err(CallError::UnknownServer(name)),
-        };
-        if matches!(status, ServerStatus::Error | ServerStatus::Connecting) {
-            if status == ServerStatus::Error {
-                let _ = self.sessions.connect(id).await;
-            }
-            let deadline = Instant::now() + RECONNECT_WAIT;
-            while Instant::now() < deadline {
-                if let Some(session) = self.sessions.session(id) {
-                    return Ok(session);
-                }
-                match self
-                    .sessions
+        let status_of = |sessions: &SessionManager| {
+            let sessions = sessions.clone();
+            async move {
+                sessions
                     .registry()
                     .get(&id.to_string())
                     .await
                     .map(|r| r.status)
-                {
-                    Ok(ServerStatus::Error | ServerStatus::Disconnected) | Err(_) => break,
-                    _ => {}
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
+                    .ok()
             }
+        };
+        let deadline = Instant::now() + RECONNECT_WAIT;
+        let mut nudged = false;
+        let mut status;
+        loop {
+            if let Some(session) = self.sessions.session(id) {
+                return Ok(session);
+            }
+            let Some(now) = status_of(&self.sessions).await else {
+                return Err(CallError::UnknownServer(name));
+            };
+            status = now;
+            match status {
+                // Disconnected by an admin: not ours to reconnect.
+                ServerStatus::Disconnected => break,
+                ServerStatus::Error if nudged => break,
+                ServerStatus::Error => {
+                    nudged = true;
+                    let _ = self.sessions.connect(id).await;
+                }
+                // Connecting, or connected and about to publish its session
+                // (or to notice it died): wait a little.
+                _ => {}
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let status = self
-            .sessions
-            .registry()
-            .get(&id.to_string())
-            .await
-            .map(|r| r.status)
-            .unwrap_or(status);
         Err(CallError::Unavailable {
             server: name,
             status,

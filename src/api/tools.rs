@@ -1,0 +1,127 @@
+//! `POST /api/v1/tools/call` (seed 003, AG-US4): a tool call over plain
+//! HTTP, routed like an MCP call, with where it went and how long it took.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::error::ErrorBody;
+use super::extract::JsonBody;
+use crate::router::CallError;
+
+/// The call to make.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallToolRequest {
+    /// A tool id (`server.tool`), a wire name (`server__tool`), or an
+    /// original name that only one server has (or any, with `server_id`).
+    pub name: String,
+    /// Passed to the server unchanged.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub arguments: Option<Value>,
+    /// Route to this server (id or name) explicitly.
+    #[serde(default)]
+    pub server_id: Option<String>,
+}
+
+/// Where the call went and how long each part took.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CallMetadata {
+    pub routed_to: String,
+    pub tool_id: String,
+    pub routing_time_ms: f64,
+    pub execution_time_ms: f64,
+}
+
+/// Call a tool on whichever server owns it.
+#[utoipa::path(
+    post,
+    path = "/api/v1/tools/call",
+    tag = "tools",
+    request_body = CallToolRequest,
+    responses(
+        (status = 200, description = "The server's result, unchanged, plus `metadata`", body = Object),
+        (status = 404, description = "Tool or server not found", body = ErrorBody),
+        (status = 409, description = "The original name is ambiguous; `candidates` lists the tool ids", body = ErrorBody),
+        (status = 422, description = "Invalid request", body = ErrorBody),
+        (status = 502, description = "The server answered with an error; `error` is its JSON-RPC error", body = ErrorBody),
+        (status = 503, description = "The server is unavailable; `server` names it and its status", body = ErrorBody),
+    )
+)]
+pub async fn call_tool(
+    State(state): State<AppState>,
+    JsonBody(request): JsonBody<CallToolRequest>,
+) -> Response {
+    let outcome = state
+        .router
+        .call_tool(
+            &request.name,
+            request.arguments,
+            None,
+            request.server_id.as_deref(),
+            None,
+        )
+        .await;
+    match outcome {
+        Ok(outcome) => {
+            let metadata = CallMetadata {
+                routed_to: outcome.route.server_name.to_string(),
+                tool_id: outcome.route.tool_id.to_string(),
+                routing_time_ms: outcome.routing.as_secs_f64() * 1000.0,
+                execution_time_ms: outcome.execution.as_secs_f64() * 1000.0,
+            };
+            let mut body = outcome.result;
+            if let Value::Object(map) = &mut body {
+                map.insert("metadata".to_owned(), json!(metadata));
+            }
+            Json(body).into_response()
+        }
+        Err(err) => call_error(&state, err).await,
+    }
+}
+
+async fn call_error(state: &AppState, err: CallError) -> Response {
+    let detail = err.to_string();
+    let (status, extra) = match &err {
+        CallError::UnknownTool(_) | CallError::UnknownServer(_) => {
+            (StatusCode::NOT_FOUND, json!({}))
+        }
+        CallError::Ambiguous { candidates, .. } => {
+            (StatusCode::CONFLICT, json!({"candidates": candidates}))
+        }
+        CallError::Unavailable { server, status } => {
+            let id = state
+                .registry
+                .get(server)
+                .await
+                .map(|r| r.id.to_string())
+                .ok();
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"server": {"id": id, "name": server, "status": status}}),
+            )
+        }
+        CallError::Interrupted { server, reason } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"server": {"name": server}, "in_progress": "tools/call", "reason": reason}),
+        ),
+        CallError::Server(rpc) => (
+            StatusCode::BAD_GATEWAY,
+            json!({"error": rpc.to_error_object()}),
+        ),
+        CallError::UnknownResource(_) | CallError::UnknownPrompt(_) => {
+            (StatusCode::NOT_FOUND, json!({}))
+        }
+    };
+    let mut body = json!({"detail": detail});
+    if let (Value::Object(body), Value::Object(extra)) = (&mut body, extra) {
+        body.extend(extra);
+    }
+    (status, Json(body)).into_response()
+}

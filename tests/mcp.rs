@@ -1,0 +1,625 @@
+//! The MCP front doors end to end: rmcp's client (an independent
+//! implementation) and a raw JSON-RPC client drive `mcp-aggregator stdio`
+//! and `serve`'s `/mcp`, with the rmcp fixture behind them.
+
+#![cfg(feature = "fixture")]
+
+mod common;
+
+use common::{BIN, Daemon, http, register, wait_status};
+use rmcp::ServiceExt as _;
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Map, Value, json};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+
+const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
+const UP: Duration = Duration::from_secs(30);
+
+fn object(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => panic!("not an object"),
+    }
+}
+
+/// A config file with fixtures `fx` (dotted names) and `fy`.
+fn write_config(dir: &std::path::Path, extra: &[&str]) -> std::path::PathBuf {
+    let mut fx_args = vec!["--dotted"];
+    fx_args.extend_from_slice(extra);
+    let config = json!({"mcpServers": {
+        "fx": {"command": FIXTURE, "args": fx_args},
+        "fy": {"command": FIXTURE, "args": ["--prefix", "y_"]}
+    }});
+    let path = dir.join("servers.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    path
+}
+
+/// Waits until the client lists `count` tools.
+async fn wait_tools(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    count: usize,
+) -> Vec<rmcp::model::Tool> {
+    let end = Instant::now() + UP;
+    loop {
+        let tools = client.list_all_tools().await.unwrap();
+        if tools.len() >= count {
+            return tools;
+        }
+        assert!(Instant::now() < end, "only {} tools listed", tools.len());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmcp_client_over_stdio_lists_and_calls_with_payloads_unchanged() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = write_config(temp.path(), &[]);
+    let mut command = tokio::process::Command::new(BIN);
+    command
+        .arg("stdio")
+        .arg("--config")
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(temp.path().join("data"))
+        .stderr(Stdio::null());
+    let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
+    let client = ().serve(transport).await.expect("the aggregator answers initialize");
+    let info = client.peer_info().expect("server info");
+    assert_eq!(
+        info.server_info.as_ref().map(|i| i.name.as_str()),
+        Some("mcp-aggregator")
+    );
+
+    // fx: 5 fixed + 3 generated + dotted; fy: 5 fixed + 3 generated.
+    let tools = wait_tools(&client, 17).await;
+    let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    for expected in ["fx__echo", "fy__echo", "fx__api_v2_create", "fy__y_0002"] {
+        assert!(
+            names.contains(&expected.to_owned()),
+            "{expected} missing from {names:?}"
+        );
+    }
+    assert!(names.iter().all(|n| {
+        n.len() <= 48
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    }));
+    let echo = tools.iter().find(|t| t.name == "fx__echo").unwrap();
+    assert_eq!(
+        echo.description.as_deref(),
+        Some("Echo the arguments back as text")
+    );
+    assert_eq!(
+        echo.input_schema["properties"]["value"]["type"], "string",
+        "schemas unchanged"
+    );
+
+    // Arguments arrive unchanged: unicode, nesting, numbers at the edges, empty objects.
+    let arguments = json!({
+        "text": "héllo wörld ✓ 日本語 🎉 \u{0000}\u{001f}",
+        "nested": {"a": [1, [2, [3, {"b": {}}]]], "empty": {}, "list": []},
+        "i64_min": i64::MIN, "i64_max": i64::MAX, "u64_max": u64::MAX,
+        "f64_max": f64::MAX, "f64_min_positive": f64::MIN_POSITIVE, "tenth": 0.1, "negative": -1.5e-300,
+        "flags": [true, false, null]
+    });
+    let result = client
+        .call_tool(CallToolRequestParams::new("fx__echo").with_arguments(object(arguments.clone())))
+        .await
+        .unwrap();
+    let echoed: Value =
+        serde_json::from_str(result.content[0].as_text().unwrap().text.as_str()).unwrap();
+    assert_eq!(echoed, arguments);
+
+    // A 1 MiB request and a 1 MiB response.
+    let big = "x".repeat(1024 * 1024);
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("fy__echo").with_arguments(object(json!({"big": big}))),
+        )
+        .await
+        .unwrap();
+    let echoed: Value =
+        serde_json::from_str(result.content[0].as_text().unwrap().text.as_str()).unwrap();
+    assert_eq!(echoed["big"].as_str().map(str::len), Some(1024 * 1024));
+
+    // structuredContent and _meta pass through.
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("fx__structured")
+                .with_arguments(object(json!({"k": [1, 2]}))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.structured_content, Some(json!({"k": [1, 2]})));
+    assert_eq!(
+        result.meta.as_ref().and_then(|m| m.0.get("fixture/echoed")),
+        Some(&json!(true))
+    );
+
+    // Every way of naming a tool.
+    for name in ["fx.api.v2.create", "fx__api_v2_create", "api.v2.create"] {
+        let result = client
+            .call_tool(CallToolRequestParams::new(name))
+            .await
+            .unwrap();
+        assert_eq!(
+            result.content[0].as_text().unwrap().text,
+            "called api.v2.create",
+            "{name}"
+        );
+    }
+    let unknown = client
+        .call_tool(CallToolRequestParams::new("no_such_tool"))
+        .await
+        .unwrap_err();
+    assert!(
+        unknown.to_string().contains("Tool not found: no_such_tool"),
+        "{unknown}"
+    );
+    let ambiguous = client
+        .call_tool(CallToolRequestParams::new("echo"))
+        .await
+        .unwrap_err();
+    let text = ambiguous.to_string();
+    assert!(
+        text.contains("ambiguous") && text.contains("fx.echo") && text.contains("fy.echo"),
+        "{text}"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmcp_client_over_streamable_http_sees_list_changed() {
+    let d = Daemon::start();
+    register(
+        &d,
+        json!({"name": "fx", "transport_type": "STDIO", "connection_config": {"command": FIXTURE}}),
+    )
+    .await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(d.api("/mcp"));
+    let client = ().serve(transport).await.expect("initialize over /mcp");
+    let tools = wait_tools(&client, 8).await;
+    assert!(tools.iter().any(|t| t.name == "fx__echo"));
+    let result = client
+        .call_tool(CallToolRequestParams::new("fx__echo").with_arguments(object(json!({"v": "ü"}))))
+        .await
+        .unwrap();
+    assert_eq!(result.content[0].as_text().unwrap().text, r#"{"v":"ü"}"#);
+
+    // The server adds a tool and says so; the aggregator rediscovers and
+    // tells its clients, whose cached list is then refreshed.
+    client
+        .call_tool(
+            CallToolRequestParams::new("fx__add_tool")
+                .with_arguments(object(json!({"name": "fresh"}))),
+        )
+        .await
+        .unwrap();
+    let tools = wait_tools(&client, 9).await;
+    assert!(
+        tools.iter().any(|t| t.name == "fx__fresh"),
+        "{:?}",
+        tools.iter().map(|t| &t.name).collect::<Vec<_>>()
+    );
+    client.cancel().await.unwrap();
+}
+
+/// A bare JSON-RPC client on a child's stdio, for what rmcp's client hides.
+struct RawClient {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    backlog: Vec<Value>,
+}
+
+impl RawClient {
+    async fn start(config: &std::path::Path, data_dir: &std::path::Path) -> RawClient {
+        let mut child = tokio::process::Command::new(BIN)
+            .arg("stdio")
+            .arg("--config")
+            .arg(config)
+            .arg("--data-dir")
+            .arg(data_dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut client = RawClient {
+            child,
+            stdin,
+            lines,
+            backlog: Vec::new(),
+        };
+        client
+            .send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}))
+            .await;
+        client.answer(0).await;
+        client
+            .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        client
+    }
+
+    async fn send(&mut self, message: Value) {
+        let mut line = message.to_string();
+        line.push('\n');
+        self.stdin.write_all(line.as_bytes()).await.unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    async fn next(&mut self) -> Value {
+        let line = tokio::time::timeout(UP, self.lines.next_line())
+            .await
+            .expect("a message within 30 s")
+            .unwrap()
+            .unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// The answer to request `id`; everything else read meanwhile is kept.
+    async fn answer(&mut self, id: i64) -> Value {
+        if let Some(pos) = self.backlog.iter().position(|m| m["id"] == id) {
+            return self.backlog.remove(pos);
+        }
+        loop {
+            let message = self.next().await;
+            if message["id"] == id {
+                return message;
+            }
+            self.backlog.push(message);
+        }
+    }
+
+    async fn call(&mut self, id: i64, name: &str, arguments: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})).await;
+        self.answer(id).await
+    }
+
+    async fn wait_for_tool(&mut self, name: &str) {
+        let end = Instant::now() + UP;
+        let mut id = 1000;
+        loop {
+            id += 1;
+            self.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}))
+                .await;
+            let answer = self.answer(id).await;
+            if answer["result"]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["name"] == name)
+            {
+                return;
+            }
+            assert!(Instant::now() < end, "{name} never listed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_comes_back_with_the_clients_token_and_cancellation_reaches_the_server() {
+    let temp = tempfile::tempdir().unwrap();
+    let cancel_file = temp.path().join("cancelled");
+    let config = write_config(
+        temp.path(),
+        &["--cancel-file", cancel_file.to_str().unwrap()],
+    );
+    let mut client = RawClient::start(&config, &temp.path().join("data")).await;
+    client.wait_for_tool("fx__sleep").await;
+
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "fx__sleep", "arguments": {"ms": 300}, "_meta": {"progressToken": "client-token-42"}}}))
+        .await;
+    let mut progress = Vec::new();
+    let answer = loop {
+        let message = client.next().await;
+        if message["id"] == 7 {
+            break message;
+        }
+        if message["method"] == "notifications/progress" {
+            progress.push(message["params"].clone());
+        }
+    };
+    assert_eq!(answer["result"]["content"][0]["text"], "slept 300 ms");
+    assert_eq!(progress.len(), 3, "{progress:?}");
+    assert!(
+        progress
+            .iter()
+            .all(|p| p["progressToken"] == "client-token-42"),
+        "{progress:?}"
+    );
+    assert_eq!(progress[2]["progress"].as_f64(), Some(3.0));
+    assert_eq!(progress[2]["message"], "step 3 of 3");
+
+    // Cancel a long call: the fixture sees its handler dropped.
+    client.send(json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "fx__sleep", "arguments": {"ms": 60000}}})).await;
+    // Cancel only once the server is working on it.
+    let started = common::wait_for(UP, || {
+        std::fs::read_to_string(&cancel_file)
+            .ok()
+            .filter(|s| s.matches("started").count() == 2)
+    });
+    assert!(started.is_some(), "the long call never reached the server");
+    client.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 8, "reason": "user gave up"}})).await;
+    let cancelled = common::wait_for(UP, || {
+        std::fs::read_to_string(&cancel_file)
+            .ok()
+            .filter(|s| s.contains("cancelled"))
+    });
+    assert!(cancelled.is_some(), "the server never saw the cancellation");
+    // The session is still usable.
+    let answer = client.call(9, "fx__echo", json!({"after": "cancel"})).await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"],
+        r#"{"after":"cancel"}"#
+    );
+    let _ = client.child.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_server_is_reconnected_by_the_next_call_and_bad_input_gets_errors() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = write_config(temp.path(), &[]);
+    let mut client = RawClient::start(&config, &temp.path().join("data")).await;
+    client.wait_for_tool("fx__crash").await;
+
+    // The call that kills the server gets a readable error result.
+    let answer = client.call(1, "fx__crash", json!({})).await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("fx"), "{text}");
+    // The next call finds the server in ERROR (or reconnecting) and still succeeds.
+    let answer = client.call(2, "fx.echo", json!({"again": 1})).await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], r#"{"again":1}"#,
+        "{answer}"
+    );
+
+    // Malformed input gets JSON-RPC errors, and the session goes on.
+    client.stdin.write_all(b"{not json\n").await.unwrap();
+    let parse_error = client.next().await;
+    assert_eq!(parse_error["error"]["code"], -32700);
+    client
+        .send(
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"arguments": {}}}),
+        )
+        .await;
+    assert_eq!(client.answer(3).await["error"]["code"], -32602);
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 4, "method": "no/such/method"}))
+        .await;
+    assert_eq!(client.answer(4).await["error"]["code"], -32601);
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}))
+        .await;
+    assert_eq!(client.answer(5).await["result"], json!({}));
+    let _ = client.child.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixty_four_concurrent_calls_and_a_slow_server_blocks_nobody() {
+    let d = Daemon::start();
+    for name in ["a", "b", "c", "slow"] {
+        register(&d, json!({"name": name, "transport_type": "STDIO", "connection_config": {"command": FIXTURE}})).await;
+    }
+    for name in ["a", "b", "c", "slow"] {
+        wait_status(&d, name, "CONNECTED", UP).await;
+    }
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(d.api("/mcp"));
+    let client = std::sync::Arc::new(().serve(transport).await.unwrap());
+    wait_tools(&client, 32).await;
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut calls = Vec::new();
+    for i in 0..64 {
+        let (client, order) = (
+            std::sync::Arc::clone(&client),
+            std::sync::Arc::clone(&order),
+        );
+        let server = ["a", "b", "c", "slow"][i % 4];
+        calls.push(tokio::spawn(async move {
+            let (tool, arguments) = if server == "slow" {
+                ("slow__sleep".to_owned(), json!({"ms": 3000}))
+            } else {
+                (format!("{server}__echo"), json!({"call": i}))
+            };
+            let result = client
+                .call_tool(
+                    CallToolRequestParams::new(tool).with_arguments(object(arguments.clone())),
+                )
+                .await
+                .unwrap();
+            let text = result.content[0].as_text().unwrap().text.clone();
+            if server != "slow" {
+                assert_eq!(
+                    serde_json::from_str::<Value>(&text).unwrap(),
+                    arguments,
+                    "each answer matches its call"
+                );
+            }
+            order.lock().unwrap().push(server);
+        }));
+    }
+    for call in calls {
+        call.await.unwrap();
+    }
+    let order = order.lock().unwrap().clone();
+    assert_eq!(order.len(), 64);
+    let first_slow = order.iter().position(|s| *s == "slow").unwrap();
+    assert_eq!(
+        first_slow, 48,
+        "all 48 fast calls finished before any slow one: {order:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_call_routes_reports_and_refuses() {
+    let d = Daemon::start();
+    register(&d, json!({"name": "fx", "transport_type": "STDIO", "connection_config": {"command": FIXTURE, "args": ["--dotted"]}})).await;
+    register(
+        &d,
+        json!({"name": "fy", "transport_type": "STDIO", "connection_config": {"command": FIXTURE}}),
+    )
+    .await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    wait_status(&d, "fy", "CONNECTED", UP).await;
+    let call = |body: Value| {
+        let url = d.api("/api/v1/tools/call");
+        async move {
+            let response = http().post(url).json(&body).send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    // Wait until the routing table has fx's tools.
+    let end = Instant::now() + UP;
+    while call(json!({"name": "fx.echo", "arguments": {}})).await.0 != 200 {
+        assert!(Instant::now() < end);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, body) =
+        call(json!({"name": "fx.echo", "arguments": {"x": [1, {"y": null}]}})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["content"][0]["text"], r#"{"x":[1,{"y":null}]}"#);
+    assert_eq!(body["isError"], false);
+    assert_eq!(body["metadata"]["routed_to"], "fx");
+    assert!(body["metadata"]["routing_time_ms"].as_f64().unwrap() >= 0.0);
+    assert!(body["metadata"]["execution_time_ms"].as_f64().unwrap() >= 0.0);
+
+    let (status, body) = call(json!({"name": "echo", "server_id": "fy", "arguments": {}})).await;
+    assert_eq!(
+        (status, body["metadata"]["routed_to"].clone()),
+        (200, json!("fy")),
+        "AC2: original name + server"
+    );
+    let (status, body) = call(json!({"name": "echo"})).await;
+    assert_eq!(status, 409);
+    assert_eq!(body["candidates"], json!(["fx.echo", "fy.echo"]));
+    let (status, body) = call(json!({"name": "nope.tool"})).await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["detail"], "Tool not found: nope.tool");
+    let (status, _) = call(json!({"arguments": {}})).await;
+    assert_eq!(status, 422);
+
+    let response = http()
+        .post(d.api("/api/v1/aggregator/servers/fx/disconnect"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let (status, body) = call(json!({"name": "fx.echo", "arguments": {}})).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["server"]["name"], "fx");
+    assert_eq!(body["server"]["status"], "DISCONNECTED");
+    assert!(body["server"]["id"].is_string());
+
+    // The CLI uses the same endpoint.
+    let dir = d.data_dir.clone();
+    let (code, stdout, stderr) = tokio::task::spawn_blocking(move || {
+        common::cli(&dir, &["call", "fy__echo", r#"{"from": "cli"}"#])
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), r#"{"from":"cli"}"#);
+    assert!(stderr.contains("routed to fy"), "{stderr}");
+    let dir = d.data_dir.clone();
+    let (code, _, stderr) =
+        tokio::task::spawn_blocking(move || common::cli(&dir, &["call", "fy__echo", "not json"]))
+            .await
+            .unwrap();
+    assert_eq!(code, 2);
+    assert!(stderr.contains("not JSON"), "{stderr}");
+}
+
+/// The official Python SDK (from PyPI, installed by scripts/setup.sh) as a
+/// client nobody here wrote.
+fn python() -> std::path::PathBuf {
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/.venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup.sh",
+        python.display()
+    );
+    python
+}
+
+fn run_interop(args: &[&str]) -> Value {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/interop.py");
+    let output = std::process::Command::new(python())
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "python client failed:\n{}\n{}",
+        stdout,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_lists_and_calls_through_both_front_doors() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = write_config(temp.path(), &[]);
+    let data_dir = temp.path().join("stdio-data");
+    let (config_arg, data_arg) = (
+        config.to_str().unwrap().to_owned(),
+        data_dir.to_str().unwrap().to_owned(),
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        run_interop(&["stdio", BIN, &config_arg, &data_arg, "fx__echo"])
+    })
+    .await
+    .unwrap();
+    assert!(
+        out["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "fy__echo"),
+        "{out}"
+    );
+    assert_eq!(
+        out["result"]["content"][0]["text"], r#"{"from":"python","n":[1,2.5,null]}"#,
+        "{out}"
+    );
+
+    let d = Daemon::start();
+    register(
+        &d,
+        json!({"name": "fx", "transport_type": "STDIO", "connection_config": {"command": FIXTURE}}),
+    )
+    .await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    let url = d.api("/mcp");
+    let out = tokio::task::spawn_blocking(move || run_interop(&["http", &url, "fx__echo"]))
+        .await
+        .unwrap();
+    assert!(
+        out["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "fx__structured"),
+        "{out}"
+    );
+    assert_eq!(
+        out["result"]["content"][0]["text"], r#"{"from":"python","n":[1,2.5,null]}"#,
+        "{out}"
+    );
+    assert_eq!(out["result"]["isError"], false);
+}
