@@ -222,8 +222,8 @@ pub async fn stdio(
     stack.connect_in_background();
     mcp::stdio::serve(
         Arc::clone(&stack.mcp),
-        tokio::io::stdin(),
-        tokio::io::stdout(),
+        mcp::stdio::stdin(),
+        mcp::stdio::stdout(),
         shutdown,
     )
     .await;

@@ -297,10 +297,15 @@ struct AuditArgs {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     crate::tls::init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // The stdio front door serves one client: a single-threaded runtime
+    // keeps every hop of a call on one thread (no cross-thread wake-ups),
+    // which is what per-call latency is made of. The daemon serves many
+    // clients and uses every core.
+    let mut builder = match &cli.command {
+        Command::Stdio(_) => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");

@@ -114,6 +114,33 @@ fn dispatch(
     }
 }
 
+/// Our stdin as an async reader. A pipe (the usual case: a client launched
+/// us) is read through epoll; anything else (a terminal, a file) through
+/// tokio's blocking-thread reader.
+pub fn stdin() -> Box<dyn AsyncRead + Unpin + Send> {
+    match duplicate(0).and_then(|fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok()) {
+        Some(pipe) => Box::new(pipe),
+        None => Box::new(tokio::io::stdin()),
+    }
+}
+
+/// Our stdout as an async writer (see `stdin`).
+pub fn stdout() -> Box<dyn AsyncWrite + Unpin + Send> {
+    match duplicate(1).and_then(|fd| tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok()) {
+        Some(pipe) => Box::new(pipe),
+        None => Box::new(tokio::io::stdout()),
+    }
+}
+
+fn duplicate(fd: i32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd as _;
+    // SAFETY: dup(2) has no memory-safety preconditions; a non-negative
+    // result is a new descriptor that we own.
+    let copy = unsafe { libc::dup(fd) };
+    // SAFETY: `copy` was just returned by dup and is owned by nobody else.
+    (copy >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(copy) })
+}
+
 fn trim(line: &[u8]) -> &[u8] {
     let start = line
         .iter()
