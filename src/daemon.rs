@@ -15,7 +15,7 @@ use crate::mcp::{self, McpServer, http::McpHttp};
 use crate::model::ServerSource;
 use crate::paths::{self, DaemonInfo};
 use crate::registry::{Registry, RegistryError};
-use crate::router::Router;
+use crate::router::{ConflictStrategy, Router};
 use crate::sessions::{SessionManager, SessionSettings};
 use crate::store::{Store, StoreError, UpsertOutcome};
 
@@ -69,6 +69,8 @@ pub struct ServeOptions {
     pub require_token: bool,
     /// Host names `/mcp` accepts besides loopback (DNS-rebinding protection).
     pub allowed_hosts: Vec<String>,
+    /// What bare tool names shared by several servers reach.
+    pub conflict_strategy: ConflictStrategy,
 }
 
 /// Everything a running aggregator is made of, shared by `serve` and `stdio`.
@@ -86,6 +88,7 @@ impl Stack {
     pub async fn open(
         data_dir: &Path,
         config: Option<(&Path, config::LoadedConfig)>,
+        strategy: ConflictStrategy,
     ) -> Result<Stack, DaemonError> {
         let dir = data_dir.to_path_buf();
         let store = tokio::task::spawn_blocking(move || Store::open(&dir))
@@ -110,7 +113,7 @@ impl Stack {
         }
         let catalog = Catalog::new(Arc::clone(&store), WireNameRules::default());
         let sessions = SessionManager::new(registry.clone(), catalog, SessionSettings::default());
-        let router = Router::start(sessions.clone()).await;
+        let router = Router::start(sessions.clone(), strategy).await;
         let mcp = McpServer::new(router.clone());
         Ok(Stack {
             store,
@@ -149,7 +152,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     // half-started daemon behind.
     let loaded = options.config.as_deref().map(config::load).transpose()?;
     let config = options.config.as_deref().zip(loaded);
-    let stack = Stack::open(&options.data_dir, config).await?;
+    let stack = Stack::open(&options.data_dir, config, options.conflict_strategy).await?;
 
     let token = admin_token(&options)?;
     let state = AppState {
@@ -214,11 +217,12 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
 pub async fn stdio(
     config_path: Option<PathBuf>,
     data_dir: PathBuf,
+    strategy: ConflictStrategy,
     shutdown: CancellationToken,
 ) -> Result<(), DaemonError> {
     let loaded = config_path.as_deref().map(config::load).transpose()?;
     let config = config_path.as_deref().zip(loaded);
-    let stack = Stack::open(&data_dir, config).await?;
+    let stack = Stack::open(&data_dir, config, strategy).await?;
     stack.connect_in_background();
     mcp::stdio::serve(
         Arc::clone(&stack.mcp),

@@ -406,6 +406,7 @@ async fn openapi_document_matches_the_routes() {
     let expected = [
         ("DELETE", "/api/v1/aggregator/servers/{id}"),
         ("GET", "/api/v1/aggregator/audit"),
+        ("GET", "/api/v1/aggregator/conflicts"),
         ("GET", "/api/v1/aggregator/servers"),
         ("GET", "/api/v1/aggregator/servers/{id}"),
         ("GET", "/api/v1/aggregator/servers/{id}/history"),
@@ -415,6 +416,7 @@ async fn openapi_document_matches_the_routes() {
         ("POST", "/api/v1/aggregator/servers"),
         ("POST", "/api/v1/aggregator/servers/{id}/connect"),
         ("POST", "/api/v1/aggregator/servers/{id}/disconnect"),
+        ("POST", "/api/v1/tools/call"),
     ];
     let expected: Vec<(String, String)> = expected
         .iter()

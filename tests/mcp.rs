@@ -505,6 +505,27 @@ async fn rest_call_routes_reports_and_refuses() {
     let (status, body) = call(json!({"name": "echo"})).await;
     assert_eq!(status, 409);
     assert_eq!(body["candidates"], json!(["fx.echo", "fy.echo"]));
+    let conflicts: Value = http()
+        .get(d.api("/api/v1/aggregator/conflicts"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(conflicts["strategy"], "PRIORITY_BASED");
+    let echo = conflicts["conflicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "echo")
+        .expect("echo conflict");
+    assert_eq!(
+        echo["resolved_to"],
+        Value::Null,
+        "equal priorities tie: {echo}"
+    );
+    assert_eq!(echo["candidates"].as_array().unwrap().len(), 2);
     let (status, body) = call(json!({"name": "nope.tool"})).await;
     assert_eq!(status, 404, "{body}");
     assert_eq!(body["detail"], "Tool not found: nope.tool");

@@ -64,6 +64,7 @@ pub fn router_with_openapi(
         .routes(routes!(servers::aggregator_state))
         .routes(routes!(servers::audit_log))
         .routes(routes!(tools::call_tool))
+        .routes(routes!(tools::conflicts))
         .routes(routes!(healthz))
         .split_for_parts();
     if state.token.is_some() {

@@ -125,3 +125,25 @@ async fn call_error(state: &AppState, err: CallError) -> Response {
     }
     (status, Json(body)).into_response()
 }
+
+/// The current conflict strategy and every name several servers offer.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConflictsView {
+    pub strategy: crate::router::ConflictStrategy,
+    pub conflicts: Vec<crate::router::Conflict>,
+}
+
+/// Names several servers offer, and what each bare name reaches.
+#[utoipa::path(
+    get,
+    path = "/api/v1/aggregator/conflicts",
+    tag = "tools",
+    responses((status = 200, body = ConflictsView))
+)]
+pub async fn conflicts(State(state): State<AppState>) -> Json<ConflictsView> {
+    let table = state.router.table();
+    Json(ConflictsView {
+        strategy: table.strategy,
+        conflicts: table.conflicts.clone(),
+    })
+}

@@ -16,6 +16,7 @@ use crate::daemon::{self, DEFAULT_LISTEN, LISTEN_ENV, ServeOptions, TOKEN_ENV};
 use crate::logging::{self, LogFormat};
 use crate::model::Transport;
 use crate::paths::{self, DATA_DIR_ENV, DaemonInfo};
+use crate::router::ConflictStrategy;
 use client::{AdminClient, ClientError};
 use output::{field, fields, table};
 
@@ -112,9 +113,24 @@ struct ServeArgs {
     /// Host name `/mcp` accepts besides localhost (repeatable; needed when clients reach the daemon by another name).
     #[arg(long = "allow-host", value_name = "HOST")]
     allow_hosts: Vec<String>,
+    #[command(flatten)]
+    routing: RoutingArgs,
     /// Require `Authorization: Bearer <token>` even on loopback (the token is MCP_AGGREGATOR_TOKEN, else generated into the data dir).
     #[arg(long, env = "MCP_AGGREGATOR_REQUIRE_TOKEN")]
     require_token: bool,
+}
+
+/// How calls are routed.
+#[derive(Debug, Args)]
+struct RoutingArgs {
+    /// What a bare tool name offered by several servers reaches.
+    #[arg(
+        long,
+        env = "MCP_AGGREGATOR_CONFLICT_STRATEGY",
+        value_enum,
+        default_value = "priority-based"
+    )]
+    conflict_strategy: ConflictStrategy,
 }
 
 #[derive(Debug, Args)]
@@ -124,6 +140,8 @@ struct StdioArgs {
     config: Option<PathBuf>,
     #[command(flatten)]
     data_dir: DataDirArg,
+    #[command(flatten)]
+    routing: RoutingArgs,
 }
 
 /// How to reach the daemon.
@@ -351,7 +369,14 @@ async fn stdio(args: StdioArgs) -> ExitCode {
         eprintln!("error: cannot install signal handlers: {err}");
         return ExitCode::from(1);
     }
-    match daemon::stdio(args.config, data_dir, shutdown).await {
+    match daemon::stdio(
+        args.config,
+        data_dir,
+        args.routing.conflict_strategy,
+        shutdown,
+    )
+    .await
+    {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err}");
@@ -378,6 +403,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         listen: args.listen,
         require_token: args.require_token,
         allowed_hosts: args.allow_hosts,
+        conflict_strategy: args.routing.conflict_strategy,
     };
     match daemon::serve(options, shutdown).await {
         Ok(()) => ExitCode::SUCCESS,

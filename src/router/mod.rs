@@ -3,6 +3,7 @@
 //! (BR-005): an explicit server, then a namespaced name (wire name or tool id,
 //! by table lookup — never by splitting), then a unique original name.
 
+pub mod conflicts;
 pub mod table;
 
 use arc_swap::ArcSwap;
@@ -14,6 +15,7 @@ use tokio::sync::watch;
 use crate::model::{CatalogKind, ServerId, ServerStatus};
 use crate::registry::RegistryEvent;
 use crate::sessions::{RpcError, Session, SessionManager};
+pub use conflicts::{Conflict, ConflictStrategy};
 use table::{Fingerprints, Route, RouteTable, Snapshot};
 
 /// How long a call waits for a server in ERROR to come back after the
@@ -66,16 +68,18 @@ pub struct Router {
     table: Arc<ArcSwap<RouteTable>>,
     sessions: SessionManager,
     changes: watch::Sender<Fingerprints>,
+    strategy: ConflictStrategy,
 }
 
 impl Router {
     /// Builds the first table from the store and keeps it current.
-    pub async fn start(sessions: SessionManager) -> Router {
+    pub async fn start(sessions: SessionManager, strategy: ConflictStrategy) -> Router {
         let (changes, _) = watch::channel(Fingerprints::default());
         let router = Router {
             table: Arc::new(ArcSwap::from_pointee(RouteTable::default())),
             sessions,
             changes,
+            strategy,
         };
         router.rebuild().await;
         router.spawn_maintainer();
@@ -99,15 +103,19 @@ impl Router {
     /// Rebuilds the table from the store.
     pub async fn rebuild(&self) {
         let store = Arc::clone(self.sessions.registry().store());
+        let strategy = self.strategy;
         let built =
             tokio::task::spawn_blocking(move || -> Result<RouteTable, crate::store::StoreError> {
-                Ok(RouteTable::build(Snapshot {
-                    servers: store.list_servers()?,
-                    tools: store.all_tools()?,
-                    resources: store.all_items(CatalogKind::Resource)?,
-                    resource_templates: store.all_items(CatalogKind::ResourceTemplate)?,
-                    prompts: store.all_items(CatalogKind::Prompt)?,
-                }))
+                Ok(RouteTable::build(
+                    Snapshot {
+                        servers: store.list_servers()?,
+                        tools: store.all_tools()?,
+                        resources: store.all_items(CatalogKind::Resource)?,
+                        resource_templates: store.all_items(CatalogKind::ResourceTemplate)?,
+                        prompts: store.all_items(CatalogKind::Prompt)?,
+                    },
+                    strategy,
+                ))
             })
             .await;
         match built {
@@ -178,12 +186,18 @@ impl Router {
         if let Some(route) = table.namespaced.get(name) {
             return Ok(Arc::clone(route));
         }
+        if let Some(route) = table.aliases.get(name) {
+            return Ok(Arc::clone(route));
+        }
         match table.by_original.get(name).map(Vec::as_slice) {
-            Some([only]) => Ok(Arc::clone(only)),
-            Some(many) if !many.is_empty() => Err(CallError::Ambiguous {
+            Some(many) if many.len() > 1 => Err(CallError::Ambiguous {
                 name: name.to_owned(),
                 candidates: many.iter().map(|r| r.tool_id.to_string()).collect(),
             }),
+            Some([only]) => Err(CallError::UnknownTool(format!(
+                "{name} (bare names are off: call it as {})",
+                only.tool_id
+            ))),
             _ => Err(CallError::UnknownTool(name.to_owned())),
         }
     }

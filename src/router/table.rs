@@ -49,6 +49,11 @@ pub struct RouteTable {
     pub(super) namespaced: HashMap<Arc<str>, Arc<Route>>,
     /// Original names, for un-namespaced calls (may be ambiguous).
     pub(super) by_original: HashMap<Arc<str>, Vec<Arc<Route>>>,
+    /// What each bare original name reaches under the conflict strategy.
+    pub(super) aliases: HashMap<Arc<str>, Arc<Route>>,
+    /// Names several servers offer, and how each was resolved.
+    pub conflicts: Vec<super::conflicts::Conflict>,
+    pub strategy: super::conflicts::ConflictStrategy,
     /// Routes per server, by original name (for calls that name the server).
     pub(super) by_server: HashMap<ServerId, HashMap<Arc<str>, Arc<Route>>>,
     pub(super) servers: HashMap<ServerId, ServerEntry>,
@@ -76,8 +81,11 @@ pub struct Snapshot {
 }
 
 impl RouteTable {
-    pub fn build(snapshot: Snapshot) -> RouteTable {
-        let mut table = RouteTable::default();
+    pub fn build(snapshot: Snapshot, strategy: super::conflicts::ConflictStrategy) -> RouteTable {
+        let mut table = RouteTable {
+            strategy,
+            ..RouteTable::default()
+        };
         for server in &snapshot.servers {
             let name: Arc<str> = Arc::from(server.name.as_str());
             table.server_ids.insert(Arc::clone(&name), server.id);
@@ -135,6 +143,10 @@ impl RouteTable {
             }
         }
         table.tools = Arc::new(listed);
+        let (aliases, conflicts) =
+            super::conflicts::resolve(strategy, &table.by_original, &table.servers);
+        table.aliases = aliases;
+        table.conflicts = conflicts;
 
         let available = |id: &ServerId| {
             table
