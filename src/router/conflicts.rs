@@ -141,12 +141,12 @@ mod tests {
     use crate::model::ServerStatus;
     use chrono::{Duration, Utc};
 
-    fn setup(
-        servers: &[(&str, i32, i64, ServerStatus)],
-    ) -> (
+    type Fixture = (
         HashMap<Arc<str>, Vec<Arc<Route>>>,
         HashMap<ServerId, ServerEntry>,
-    ) {
+    );
+
+    fn setup(servers: &[(&str, i32, i64, ServerStatus)]) -> Fixture {
         let base = Utc::now();
         let mut by_original: HashMap<Arc<str>, Vec<Arc<Route>>> = HashMap::new();
         let mut entries = HashMap::new();
