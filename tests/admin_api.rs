@@ -406,6 +406,7 @@ async fn openapi_document_matches_the_routes() {
     let expected = [
         ("DELETE", "/api/v1/aggregator/servers/{id}"),
         ("GET", "/api/v1/aggregator/audit"),
+        ("GET", "/api/v1/aggregator/cache"),
         ("GET", "/api/v1/aggregator/conflicts"),
         ("GET", "/api/v1/aggregator/servers"),
         ("GET", "/api/v1/aggregator/servers/{id}"),

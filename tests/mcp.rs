@@ -644,3 +644,114 @@ async fn the_python_sdk_lists_and_calls_through_both_front_doors() {
     );
     assert_eq!(out["result"]["isError"], false);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_templates_prompts_and_subscriptions_of_the_reference_server() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("servers.json");
+    let everything = common::everything_js();
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"ev": {"command": "node", "args": [everything, "stdio"]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let mut client = RawClient::start(&config, &temp.path().join("data")).await;
+    client.wait_for_tool("ev__echo").await;
+
+    // Resources come back namespaced `ev:<uri>`, and are read through it.
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "resources/list"}))
+        .await;
+    let resources = client.answer(1).await["result"]["resources"]
+        .as_array()
+        .cloned()
+        .unwrap();
+    assert!(!resources.is_empty());
+    assert!(
+        resources
+            .iter()
+            .all(|r| r["uri"].as_str().unwrap().starts_with("ev:")),
+        "{resources:?}"
+    );
+    let uri = resources[0]["uri"].as_str().unwrap().to_owned();
+    client
+        .send(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": uri}}),
+        )
+        .await;
+    let first = client.answer(2).await;
+    assert_eq!(
+        first["result"]["contents"][0]["uri"],
+        uri.as_str(),
+        "{first}"
+    );
+    client
+        .send(
+            json!({"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": uri}}),
+        )
+        .await;
+    assert_eq!(
+        client.answer(3).await["result"],
+        first["result"],
+        "the cached read is the same"
+    );
+    client.send(json!({"jsonrpc": "2.0", "id": 4, "method": "resources/read", "params": {"uri": "nope:thing"}})).await;
+    assert_eq!(client.answer(4).await["error"]["code"], -32602);
+
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 5, "method": "resources/templates/list"}))
+        .await;
+    let templates = client.answer(5).await["result"]["resourceTemplates"]
+        .as_array()
+        .cloned()
+        .unwrap();
+    assert!(
+        !templates.is_empty()
+            && templates
+                .iter()
+                .all(|t| t["uriTemplate"].as_str().unwrap().starts_with("ev:"))
+    );
+
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 6, "method": "prompts/list"}))
+        .await;
+    let prompts = client.answer(6).await["result"]["prompts"]
+        .as_array()
+        .cloned()
+        .unwrap();
+    assert!(
+        prompts.iter().any(|p| p["name"] == "ev.simple-prompt"),
+        "{prompts:?}"
+    );
+    client.send(json!({"jsonrpc": "2.0", "id": 7, "method": "prompts/get", "params": {"name": "ev.simple-prompt"}})).await;
+    let prompt = client.answer(7).await;
+    assert_eq!(
+        prompt["result"]["messages"][0]["content"]["text"],
+        "This is a simple prompt without arguments."
+    );
+
+    // Subscribe, ask the server to send updates, see one with our URI.
+    client.send(json!({"jsonrpc": "2.0", "id": 8, "method": "resources/subscribe", "params": {"uri": uri}})).await;
+    assert_eq!(client.answer(8).await["result"], json!({}));
+    client
+        .call(9, "ev__toggle-subscriber-updates", json!({}))
+        .await;
+    let end = Instant::now() + UP;
+    let updated = loop {
+        if let Some(pos) = client
+            .backlog
+            .iter()
+            .position(|m| m["method"] == "notifications/resources/updated")
+        {
+            break client.backlog.remove(pos);
+        }
+        let message = client.next().await;
+        if message["method"] == "notifications/resources/updated" {
+            break message;
+        }
+        assert!(Instant::now() < end, "no update notification");
+    };
+    assert_eq!(updated["params"]["uri"], uri.as_str());
+    let _ = client.child.kill().await;
+}

@@ -65,6 +65,7 @@ pub fn router_with_openapi(
         .routes(routes!(servers::audit_log))
         .routes(routes!(tools::call_tool))
         .routes(routes!(tools::conflicts))
+        .routes(routes!(tools::cache_stats))
         .routes(routes!(healthz))
         .split_for_parts();
     if state.token.is_some() {

@@ -147,3 +147,14 @@ pub async fn conflicts(State(state): State<AppState>) -> Json<ConflictsView> {
         conflicts: table.conflicts.clone(),
     })
 }
+
+/// The resource cache's size and counters.
+#[utoipa::path(
+    get,
+    path = "/api/v1/aggregator/cache",
+    tag = "tools",
+    responses((status = 200, body = crate::router::cache::CacheStats))
+)]
+pub async fn cache_stats(State(state): State<AppState>) -> Json<crate::router::cache::CacheStats> {
+    Json(state.router.cache_stats())
+}

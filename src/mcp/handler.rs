@@ -24,6 +24,8 @@ const INTERNAL_ERROR: i64 = -32603;
 /// The aggregated MCP server; shared by every client connection.
 pub struct McpServer {
     router: Router,
+    /// Namespaced resource URI -> the clients subscribed to it.
+    subscriptions: Mutex<HashMap<String, Vec<std::sync::Weak<ClientConnection>>>>,
 }
 
 /// One client's connection (a stdio peer or an HTTP session).
@@ -145,7 +147,73 @@ fn result_response(id: Value, result: Value) -> Value {
 
 impl McpServer {
     pub fn new(router: Router) -> Arc<McpServer> {
-        Arc::new(McpServer { router })
+        let server = Arc::new(McpServer {
+            router,
+            subscriptions: Mutex::new(HashMap::new()),
+        });
+        // Pass resource updates on to the clients subscribed to them.
+        let weak = Arc::downgrade(&server);
+        let mut notices = server.router.sessions().notices();
+        tokio::spawn(async move {
+            loop {
+                let notice = match notices.recv().await {
+                    Ok(notice) => notice,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                };
+                let Some(server) = weak.upgrade() else { break };
+                let Some(message) = server.router.translate_notice(&notice) else {
+                    continue;
+                };
+                let Some(uri) = message["params"]["uri"].as_str() else {
+                    continue;
+                };
+                let clients: Vec<Arc<ClientConnection>> = server
+                    .subscriptions
+                    .lock()
+                    .ok()
+                    .and_then(|subs| {
+                        subs.get(uri)
+                            .map(|list| list.iter().filter_map(std::sync::Weak::upgrade).collect())
+                    })
+                    .unwrap_or_default();
+                for client in clients {
+                    let _ = client.outbound.send(message.clone());
+                }
+            }
+        });
+        server
+    }
+
+    fn subscribe(&self, client: &Arc<ClientConnection>, uri: &str) -> bool {
+        let Ok(mut subs) = self.subscriptions.lock() else {
+            return false;
+        };
+        let list = subs.entry(uri.to_owned()).or_default();
+        list.retain(|c| c.strong_count() > 0);
+        let first = list.is_empty();
+        if !list
+            .iter()
+            .any(|c| c.upgrade().is_some_and(|c| Arc::ptr_eq(&c, client)))
+        {
+            list.push(Arc::downgrade(client));
+        }
+        first
+    }
+
+    fn unsubscribe(&self, client: &Arc<ClientConnection>, uri: &str) -> bool {
+        let Ok(mut subs) = self.subscriptions.lock() else {
+            return false;
+        };
+        let Some(list) = subs.get_mut(uri) else {
+            return false;
+        };
+        list.retain(|c| c.upgrade().is_some_and(|c| !Arc::ptr_eq(&c, client)));
+        let last = list.is_empty();
+        if last {
+            subs.remove(uri);
+        }
+        last
     }
 
     pub fn router(&self) -> &Router {
@@ -211,7 +279,7 @@ impl McpServer {
                     "protocolVersion": version,
                     "capabilities": {
                         "tools": {"listChanged": true},
-                        "resources": {"listChanged": true},
+                        "resources": {"listChanged": true, "subscribe": true},
                         "prompts": {"listChanged": true},
                         "logging": {}
                     },
@@ -260,6 +328,31 @@ impl McpServer {
                     .read_resource(&uri, meta)
                     .await
                     .map_err(rpc_error)
+            }
+            "resources/subscribe" | "resources/unsubscribe" => {
+                let uri = params
+                    .as_ref()
+                    .and_then(|p| p.get("uri"))
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid("needs a string `uri`"))?
+                    .to_owned();
+                let subscribe = method == "resources/subscribe";
+                // The server is asked once: on the first subscriber, and
+                // when the last one leaves.
+                let ask_server = if subscribe {
+                    self.subscribe(client, &uri)
+                } else {
+                    self.unsubscribe(client, &uri)
+                };
+                if ask_server
+                    && let Err(err) = self.router.resource_subscription(&uri, subscribe).await
+                {
+                    if subscribe {
+                        self.unsubscribe(client, &uri);
+                    }
+                    return Err(rpc_error(err));
+                }
+                Ok(json!({}))
             }
             "prompts/get" => {
                 let mut params = params.ok_or_else(|| invalid("prompts/get needs params"))?;

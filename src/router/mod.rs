@@ -3,6 +3,7 @@
 //! (BR-005): an explicit server, then a namespaced name (wire name or tool id,
 //! by table lookup — never by splitting), then a unique original name.
 
+pub mod cache;
 pub mod conflicts;
 pub mod table;
 
@@ -69,6 +70,7 @@ pub struct Router {
     sessions: SessionManager,
     changes: watch::Sender<Fingerprints>,
     strategy: ConflictStrategy,
+    cache: Arc<cache::ResourceCache>,
 }
 
 impl Router {
@@ -80,9 +82,11 @@ impl Router {
             sessions,
             changes,
             strategy,
+            cache: Arc::new(cache::ResourceCache::new(cache::CacheSettings::default())),
         };
         router.rebuild().await;
         router.spawn_maintainer();
+        router.spawn_cache_keeper();
         router
     }
 
@@ -131,6 +135,79 @@ impl Router {
             Ok(Err(err)) => tracing::error!("cannot rebuild the routing table: {err}"),
             Err(err) => tracing::error!("the routing table task failed: {err}"),
         }
+    }
+
+    /// Forwards `resources/subscribe` (or unsubscribe) to the server owning
+    /// the namespaced URI.
+    pub async fn resource_subscription(
+        &self,
+        uri: &str,
+        subscribe: bool,
+    ) -> Result<Value, CallError> {
+        let table = self.table();
+        let route = table
+            .resource_route(uri)
+            .cloned()
+            .or_else(|| table.parse_resource_uri(uri))
+            .ok_or_else(|| CallError::UnknownResource(uri.to_owned()))?;
+        let session = self.session_for(&table, route.server_id).await?;
+        let method = if subscribe {
+            "resources/subscribe"
+        } else {
+            "resources/unsubscribe"
+        };
+        session
+            .request(method, Some(json!({"uri": route.original.as_ref()})))
+            .await
+            .map_err(|err| self.call_failure(session.server(), err))
+    }
+
+    /// A server's `notifications/resources/updated` in client form (the URI
+    /// namespaced); `None` for other notices.
+    pub fn translate_notice(&self, notice: &crate::sessions::ServerNotice) -> Option<Value> {
+        if notice.message.get("method").and_then(Value::as_str)?
+            != "notifications/resources/updated"
+        {
+            return None;
+        }
+        let original = notice.message.get("params")?.get("uri")?.as_str()?;
+        let namespaced = self.table().namespaced_uri(notice.server_id, original)?;
+        let mut message = notice.message.clone();
+        message["params"]["uri"] = Value::String(namespaced);
+        Some(message)
+    }
+
+    /// Keeps the cache honest: an updated resource, a changed list, or a
+    /// server that went away drops what was cached from it.
+    fn spawn_cache_keeper(&self) {
+        let router = self.clone();
+        let mut notices = self.sessions.notices();
+        let mut registry_events = self.sessions.registry().subscribe();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    notice = notices.recv() => match notice {
+                        Ok(notice) => match notice.message.get("method").and_then(Value::as_str) {
+                            Some("notifications/resources/updated") => {
+                                if let Some(uri) = router.translate_notice(&notice).and_then(|m| m["params"]["uri"].as_str().map(str::to_owned)) {
+                                    router.cache.invalidate(&uri);
+                                }
+                            }
+                            Some("notifications/resources/list_changed") => router.cache.invalidate_server(notice.server_id),
+                            _ => {}
+                        },
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                    },
+                    event = registry_events.recv() => match event {
+                        Ok(RegistryEvent::StatusChanged { id, status, .. }) if !status.is_available() => router.cache.invalidate_server(id),
+                        Ok(RegistryEvent::Removed { id, .. }) => router.cache.invalidate_server(id),
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                    },
+                }
+            }
+        });
     }
 
     /// Rebuilds on every catalog change and status change, coalescing bursts.
@@ -264,8 +341,16 @@ impl Router {
         })
     }
 
-    /// Reads a resource by its namespaced URI.
+    /// The resource cache's counters.
+    pub fn cache_stats(&self) -> cache::CacheStats {
+        self.cache.stats()
+    }
+
+    /// Reads a resource by its namespaced URI (through the cache).
     pub async fn read_resource(&self, uri: &str, meta: Option<Value>) -> Result<Value, CallError> {
+        if let Some(cached) = self.cache.get(uri) {
+            return Ok(cached);
+        }
         let table = self.table();
         let route = table
             .resource_route(uri)
@@ -291,6 +376,7 @@ impl Router {
                 }
             }
         }
+        self.cache.put(uri, route.server_id, &result);
         Ok(result)
     }
 

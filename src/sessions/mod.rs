@@ -102,6 +102,15 @@ pub(crate) struct Shared {
     catalog: Catalog,
     settings: SessionSettings,
     http: reqwest::Client,
+    notices: tokio::sync::broadcast::Sender<ServerNotice>,
+}
+
+/// A notification a server sent that the front doors may pass on
+/// (resource updates, logging, …), raw.
+#[derive(Debug, Clone)]
+pub struct ServerNotice {
+    pub server_id: ServerId,
+    pub message: serde_json::Value,
 }
 
 /// The sessions of every server; cheap to clone.
@@ -119,12 +128,14 @@ impl SessionManager {
             .connect_timeout(Duration::from_secs(10))
             .build()
             .unwrap_or_default();
+        let (notices, _) = tokio::sync::broadcast::channel(1024);
         SessionManager {
             shared: Arc::new(Shared {
                 registry,
                 catalog,
                 settings,
                 http,
+                notices,
             }),
             handles: Arc::new(Mutex::new(HashMap::new())),
             closing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
@@ -137,6 +148,11 @@ impl SessionManager {
 
     pub fn catalog(&self) -> &Catalog {
         &self.shared.catalog
+    }
+
+    /// Notifications servers send on their own (resource updates, logs).
+    pub fn notices(&self) -> tokio::sync::broadcast::Receiver<ServerNotice> {
+        self.shared.notices.subscribe()
     }
 
     /// Starts connecting every `auto_connect` server, in parallel, without

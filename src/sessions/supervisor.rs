@@ -153,9 +153,18 @@ pub(super) async fn run(
                 () = session.closed() => break Connected::Lost(session.close_reason()),
                 event = events.recv() => match event {
                     Some(SessionEvent::ToolsChanged) => discovery::discover(&session, id, &shared.catalog, What::Tools).await,
-                    Some(SessionEvent::ResourcesChanged) => discovery::discover(&session, id, &shared.catalog, What::Resources).await,
+                    Some(SessionEvent::ResourcesChanged) => {
+                        discovery::discover(&session, id, &shared.catalog, What::Resources).await;
+                        let _ = shared.notices.send(super::ServerNotice {
+                            server_id: id,
+                            message: serde_json::json!({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}),
+                        });
+                    }
                     Some(SessionEvent::PromptsChanged) => discovery::discover(&session, id, &shared.catalog, What::Prompts).await,
-                    Some(SessionEvent::Notification(_)) | None => {}
+                    Some(SessionEvent::Notification(message)) => {
+                        let _ = shared.notices.send(super::ServerNotice { server_id: id, message });
+                    }
+                    None => {}
                 },
                 command = commands.recv() => match command {
                     Some(Command::Connect) => {}
