@@ -375,7 +375,7 @@ async fn run() {
             ],
         )
         .await;
-        let expected = servers * (tools + 5);
+        let expected = servers * (tools + 6);
         wait_for_tool(
             &mut through,
             &format!("s{}__tool_{:04}", servers - 1, tools - 1),

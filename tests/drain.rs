@@ -104,7 +104,7 @@ async fn disconnect_waits_for_calls_and_force_cuts_them_off() {
         ServerStatus::Disconnected
     );
     // The tools stay stored while disconnected.
-    assert_eq!(store.tools(id).unwrap().len(), 8);
+    assert_eq!(store.tools(id).unwrap().len(), 6 + 3);
     manager.shutdown(Duration::from_secs(3)).await;
 }
 

@@ -73,8 +73,8 @@ async fn rmcp_client_over_stdio_lists_and_calls_with_payloads_unchanged() {
         Some("mcp-aggregator")
     );
 
-    // fx: 5 fixed + 3 generated + dotted; fy: 5 fixed + 3 generated.
-    let tools = wait_tools(&client, 17).await;
+    // fx: fixed + 3 generated + dotted; fy: fixed + 3 generated.
+    let tools = wait_tools(&client, 2 * (common::FIXED + 3) + 1).await;
     let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
     for expected in ["fx__echo", "fy__echo", "fx__api_v2_create", "fy__y_0002"] {
         assert!(
@@ -182,7 +182,7 @@ async fn rmcp_client_over_streamable_http_sees_list_changed() {
     wait_status(&d, "fx", "CONNECTED", UP).await;
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(d.api("/mcp"));
     let client = ().serve(transport).await.expect("initialize over /mcp");
-    let tools = wait_tools(&client, 8).await;
+    let tools = wait_tools(&client, common::FIXED + 3).await;
     assert!(tools.iter().any(|t| t.name == "fx__echo"));
     let result = client
         .call_tool(CallToolRequestParams::new("fx__echo").with_arguments(object(json!({"v": "ü"}))))
@@ -199,7 +199,7 @@ async fn rmcp_client_over_streamable_http_sees_list_changed() {
         )
         .await
         .unwrap();
-    let tools = wait_tools(&client, 9).await;
+    let tools = wait_tools(&client, common::FIXED + 4).await;
     assert!(
         tools.iter().any(|t| t.name == "fx__fresh"),
         "{:?}",
@@ -218,6 +218,14 @@ struct RawClient {
 
 impl RawClient {
     async fn start(config: &std::path::Path, data_dir: &std::path::Path) -> RawClient {
+        RawClient::start_with(config, data_dir, json!({})).await
+    }
+
+    async fn start_with(
+        config: &std::path::Path,
+        data_dir: &std::path::Path,
+        capabilities: Value,
+    ) -> RawClient {
         let mut child = tokio::process::Command::new(BIN)
             .arg("stdio")
             .arg("--config")
@@ -240,7 +248,7 @@ impl RawClient {
         };
         client
             .send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}))
+                "params": {"protocolVersion": "2025-06-18", "capabilities": capabilities, "clientInfo": {"name": "raw", "version": "0"}}}))
             .await;
         client.answer(0).await;
         client
@@ -418,7 +426,7 @@ async fn sixty_four_concurrent_calls_and_a_slow_server_blocks_nobody() {
     }
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(d.api("/mcp"));
     let client = std::sync::Arc::new(().serve(transport).await.unwrap());
-    wait_tools(&client, 32).await;
+    wait_tools(&client, 4 * (common::FIXED + 3)).await;
     let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut calls = Vec::new();
     for i in 0..64 {
@@ -754,4 +762,49 @@ async fn resources_templates_prompts_and_subscriptions_of_the_reference_server()
     };
     assert_eq!(updated["params"]["uri"], uri.as_str());
     let _ = client.child.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_requests_reach_the_client_that_called_it() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = write_config(temp.path(), &[]);
+    let mut client = RawClient::start_with(
+        &config,
+        &temp.path().join("data"),
+        json!({"roots": {"listChanged": false}}),
+    )
+    .await;
+    client.wait_for_tool("fx__roots").await;
+    client.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "fx__roots", "arguments": {}}})).await;
+    // The server asks for roots while it works for us; we answer.
+    let asked = loop {
+        let message = client.next().await;
+        if message["method"] == "roots/list" {
+            break message;
+        }
+        client.backlog.push(message);
+    };
+    assert!(
+        asked["id"].is_string() || asked["id"].is_number(),
+        "{asked}"
+    );
+    client
+        .send(json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": [{"uri": "file:///work/project", "name": "project"}]}}))
+        .await;
+    let answer = client.answer(1).await;
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("file:///work/project"), "{answer}");
+
+    // A client without the capability gets an empty list, not a hang.
+    let temp2 = tempfile::tempdir().unwrap();
+    let config2 = write_config(temp2.path(), &[]);
+    let mut plain = RawClient::start(&config2, &temp2.path().join("data")).await;
+    plain.wait_for_tool("fx__roots").await;
+    let answer = plain.call(1, "fx__roots", json!({})).await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], r#"{"roots":[]}"#,
+        "{answer}"
+    );
+    let _ = client.child.kill().await;
+    let _ = plain.child.kill().await;
 }

@@ -18,6 +18,10 @@ use std::time::Duration;
 
 const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
 const UP: Duration = Duration::from_secs(30);
+/// Tools of a fixture started with no flags.
+const DEFAULT: usize = common::FIXED + 3;
+/// Tools of the big fixture: fixed + 1,000 + dotted + long name.
+const BIG: usize = common::FIXED + 1000 + 2;
 
 fn fixture(name: &str, args: &[&str]) -> Value {
     json!({
@@ -173,11 +177,11 @@ async fn a_thousand_paginated_tools_with_dotted_and_long_names() {
     )
     .await;
     wait_status(&d, "big", "CONNECTED", UP).await;
-    let listed = wait_for_tools(&d, "big", 1007).await;
+    let listed = wait_for_tools(&d, "big", BIG).await;
     assert_eq!(
         listed.len(),
-        1007,
-        "every page was followed (5 fixed + 1000 + dotted + long)"
+        BIG,
+        "every page was followed (fixed + 1000 + dotted + long)"
     );
     let server: Value = http()
         .get(d.api("/api/v1/aggregator/servers/big"))
@@ -187,7 +191,7 @@ async fn a_thousand_paginated_tools_with_dotted_and_long_names() {
         .json()
         .await
         .unwrap();
-    assert_eq!(server["tool_count"], 1007);
+    assert_eq!(server["tool_count"], BIG);
 
     let dotted = listed
         .iter()
@@ -215,7 +219,7 @@ async fn a_thousand_paginated_tools_with_dotted_and_long_names() {
     }));
     wire_names.sort();
     wire_names.dedup();
-    assert_eq!(wire_names.len(), 1007, "wire names are unique");
+    assert_eq!(wire_names.len(), BIG, "wire names are unique");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,7 +227,7 @@ async fn list_changed_triggers_rediscovery() {
     let d = Daemon::start();
     register(&d, fixture("changing", &["--add-tool-after-ms", "300"])).await;
     wait_status(&d, "changing", "CONNECTED", UP).await;
-    let listed = wait_for_tools(&d, "changing", 9).await;
+    let listed = wait_for_tools(&d, "changing", DEFAULT + 1).await;
     assert!(
         listed.iter().any(|t| t["original_name"] == "late_tool"),
         "the tool added later was discovered"
@@ -243,7 +247,7 @@ async fn kill_9_of_a_stdio_server_reconnects_and_the_others_never_notice() {
     register(&d, fixture("bystander", &[])).await;
     wait_status(&d, "victim", "CONNECTED", UP).await;
     wait_status(&d, "bystander", "CONNECTED", UP).await;
-    wait_for_tools(&d, "victim", 8).await;
+    wait_for_tools(&d, "victim", DEFAULT).await;
 
     let first = read_pid(&pid_a);
     std::fs::remove_file(&pid_a).unwrap();
@@ -262,7 +266,7 @@ async fn kill_9_of_a_stdio_server_reconnects_and_the_others_never_notice() {
         .map(String::as_str)
         .collect();
     assert_eq!(tail, ["ERROR", "CONNECTING", "CONNECTED"], "{events:?}");
-    assert_eq!(tools(&d, "victim").await.len(), 8);
+    assert_eq!(tools(&d, "victim").await.len(), DEFAULT);
     assert!(!process_alive(first), "the killed server was reaped");
 
     let bystander = history_events(&d, "bystander").await;
@@ -409,7 +413,7 @@ async fn no_process_survives_shutdown_disconnect_or_removal() {
     );
     assert_eq!(
         tools(&d, "disc").await.len(),
-        8,
+        DEFAULT,
         "tools stay stored while disconnected"
     );
 
@@ -558,10 +562,10 @@ async fn wire_names_are_stable_and_collisions_reject_only_the_colliding_tool() {
         let mut d = Daemon::start_in(&data_dir, &[]);
         register(&d, fixture("x", &["--extra-tool", "y__z"])).await;
         wait_status(&d, "x", "CONNECTED", UP).await;
-        wait_for_tools(&d, "x", 9).await;
+        wait_for_tools(&d, "x", DEFAULT + 1).await;
         register(&d, fixture("x__y", &["--extra-tool", "z"])).await;
         wait_status(&d, "x__y", "CONNECTED", UP).await;
-        let loser = wait_for_tools(&d, "x__y", 9).await;
+        let loser = wait_for_tools(&d, "x__y", DEFAULT + 1).await;
         let z = loser.iter().find(|t| t["original_name"] == "z").unwrap();
         assert!(z["wire_name"].is_null(), "{z}");
         let reason = z["rejected_reason"].as_str().unwrap();
@@ -624,7 +628,7 @@ async fn the_cli_connects_lists_tools_and_disconnects() {
         .unwrap();
     assert_eq!(code, 0, "{stderr}");
     assert!(
-        stdout.contains("CONNECTED") && stdout.contains("9 tools"),
+        stdout.contains("CONNECTED") && stdout.contains(&format!("{} tools", DEFAULT + 1)),
         "{stdout}"
     );
     let (code, _, stderr) = run(vec!["servers", "connect", "fx"]).await.unwrap();
@@ -640,7 +644,7 @@ async fn the_cli_connects_lists_tools_and_disconnects() {
     let (code, stdout, _) = run(vec!["tools", "--json"]).await.unwrap();
     assert_eq!(code, 0);
     let all: Vec<Value> = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(all.len(), 9);
+    assert_eq!(all.len(), DEFAULT + 1);
 
     let (code, stdout, stderr) = run(vec!["servers", "disconnect", "fx"]).await.unwrap();
     assert_eq!(code, 0, "{stderr}");

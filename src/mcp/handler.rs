@@ -12,8 +12,9 @@ use crate::router::{CallError, Router};
 
 /// Protocol versions this server speaks, newest first.
 pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-/// What we answer when a client asks for a version we do not know.
-pub const DEFAULT_VERSION: &str = "2025-06-18";
+/// What we answer when a client asks for a version we do not know: the
+/// latest we speak, as the specification asks.
+pub const DEFAULT_VERSION: &str = "2025-11-25";
 
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
@@ -24,6 +25,11 @@ const INTERNAL_ERROR: i64 = -32603;
 /// The aggregated MCP server; shared by every client connection.
 pub struct McpServer {
     router: Router,
+    /// Clients with a call running on a server, most recent last: a
+    /// server's request (sampling, …) goes to the client it is working for.
+    callers: Mutex<HashMap<crate::model::ServerId, Vec<std::sync::Weak<ClientConnection>>>>,
+    /// Every initialized client, for requests outside a call (roots).
+    clients: Mutex<Vec<std::sync::Weak<ClientConnection>>>,
     /// Namespaced resource URI -> the clients subscribed to it.
     subscriptions: Mutex<HashMap<String, Vec<std::sync::Weak<ClientConnection>>>>,
 }
@@ -33,17 +39,29 @@ pub struct ClientConnection {
     /// Messages for the client that are not answers (notifications).
     outbound: mpsc::UnboundedSender<Value>,
     protocol_version: OnceLock<String>,
+    /// The client's `initialize` capabilities.
+    capabilities: OnceLock<Value>,
     initialized: std::sync::atomic::AtomicBool,
     in_flight: Mutex<HashMap<String, AbortHandle>>,
+    /// Requests we sent the client (a server's sampling, elicitation, roots).
+    asked: Mutex<HashMap<String, tokio::sync::oneshot::Sender<Value>>>,
+    next_ask: std::sync::atomic::AtomicU64,
 }
+
+/// How long a client gets to answer a server's request (a person may be
+/// answering an elicitation).
+pub const CLIENT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl ClientConnection {
     pub fn new(outbound: mpsc::UnboundedSender<Value>) -> Arc<ClientConnection> {
         Arc::new(ClientConnection {
             outbound,
             protocol_version: OnceLock::new(),
+            capabilities: OnceLock::new(),
             initialized: std::sync::atomic::AtomicBool::new(false),
             in_flight: Mutex::new(HashMap::new()),
+            asked: Mutex::new(HashMap::new()),
+            next_ask: std::sync::atomic::AtomicU64::new(1),
         })
     }
 
@@ -53,6 +71,50 @@ impl ClientConnection {
 
     pub fn is_initialized(&self) -> bool {
         self.initialized.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether the client declared a capability (`sampling`, `roots`, …).
+    pub fn supports(&self, capability: &str) -> bool {
+        self.capabilities
+            .get()
+            .and_then(|c| c.get(capability))
+            .is_some_and(|c| !c.is_null())
+    }
+
+    /// Sends the client a request and waits for its answer; `Err` is a
+    /// JSON-RPC error object.
+    pub async fn ask(&self, method: &str, params: Option<Value>) -> Result<Value, Value> {
+        let n = self
+            .next_ask
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("mcp-aggregator-{n}");
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if let Ok(mut asked) = self.asked.lock() {
+            asked.insert(id.clone(), tx);
+        }
+        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if let Some(params) = params {
+            message["params"] = params;
+        }
+        let unanswered = |reason: &str| json!({"code": INTERNAL_ERROR, "message": reason});
+        if self.outbound.send(message).is_err() {
+            return Err(unanswered("the client is gone"));
+        }
+        let answer = tokio::time::timeout(CLIENT_REQUEST_TIMEOUT, rx).await;
+        if let Ok(mut asked) = self.asked.lock() {
+            asked.remove(&id);
+        }
+        match answer {
+            Ok(Ok(mut message)) => match message.get_mut("error").map(Value::take) {
+                Some(error) => Err(error),
+                None => Ok(message
+                    .get_mut("result")
+                    .map(Value::take)
+                    .unwrap_or(Value::Null)),
+            },
+            Ok(Err(_)) => Err(unanswered("the client went away")),
+            Err(_) => Err(unanswered("the client did not answer in time")),
+        }
     }
 
     /// Sends a notification to the client.
@@ -149,8 +211,14 @@ impl McpServer {
     pub fn new(router: Router) -> Arc<McpServer> {
         let server = Arc::new(McpServer {
             router,
+            callers: Mutex::new(HashMap::new()),
+            clients: Mutex::new(Vec::new()),
             subscriptions: Mutex::new(HashMap::new()),
         });
+        server
+            .router
+            .sessions()
+            .set_request_handler(Arc::new(ForwardToClients(Arc::downgrade(&server))));
         // Pass resource updates on to the clients subscribed to them.
         let weak = Arc::downgrade(&server);
         let mut notices = server.router.sessions().notices();
@@ -222,6 +290,18 @@ impl McpServer {
 
     /// Handles a notification (or a response) from the client.
     pub fn handle_other(&self, client: &ClientConnection, message: &Value) {
+        if message.get("method").is_none() {
+            // An answer to something we asked the client.
+            let id = message.get("id").map(|id| match id {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            });
+            let waiter = id.and_then(|id| client.asked.lock().ok().and_then(|mut a| a.remove(&id)));
+            if let Some(waiter) = waiter {
+                let _ = waiter.send(message.clone());
+            }
+            return;
+        }
         match message.get("method").and_then(Value::as_str) {
             Some("notifications/initialized") => client
                 .initialized
@@ -275,6 +355,16 @@ impl McpServer {
                     DEFAULT_VERSION
                 };
                 let _ = client.protocol_version.set(version.to_owned());
+                let capabilities = params
+                    .as_ref()
+                    .and_then(|p| p.get("capabilities"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let _ = client.capabilities.set(capabilities);
+                if let Ok(mut clients) = self.clients.lock() {
+                    clients.retain(|c| c.strong_count() > 0);
+                    clients.push(Arc::downgrade(client));
+                }
                 Ok(json!({
                     "protocolVersion": version,
                     "capabilities": {
@@ -307,6 +397,13 @@ impl McpServer {
                 let arguments = params.get_mut("arguments").map(Value::take);
                 let meta = params.get_mut("_meta").map(Value::take);
                 let progress = Some(client.outbound.clone());
+                // Note who the server works for while the call runs.
+                let server_id = self
+                    .router
+                    .resolve(&self.router.table(), &name, None)
+                    .ok()
+                    .map(|r| r.server_id);
+                let _caller = server_id.map(|id| CallerGuard::new(self, id, client));
                 match self
                     .router
                     .call_tool(&name, arguments, meta, None, progress)
@@ -370,6 +467,106 @@ impl McpServer {
             }
             other => Err((METHOD_NOT_FOUND, format!("Method not found: {other}"), None)),
         }
+    }
+}
+
+/// Registers a client as working with a server for the length of a call.
+struct CallerGuard<'a> {
+    server: &'a McpServer,
+    server_id: crate::model::ServerId,
+    client: std::sync::Weak<ClientConnection>,
+}
+
+impl<'a> CallerGuard<'a> {
+    fn new(
+        server: &'a McpServer,
+        server_id: crate::model::ServerId,
+        client: &Arc<ClientConnection>,
+    ) -> CallerGuard<'a> {
+        let client = Arc::downgrade(client);
+        if let Ok(mut callers) = server.callers.lock() {
+            callers.entry(server_id).or_default().push(client.clone());
+        }
+        CallerGuard {
+            server,
+            server_id,
+            client,
+        }
+    }
+}
+
+impl Drop for CallerGuard<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut callers) = self.server.callers.lock()
+            && let Some(list) = callers.get_mut(&self.server_id)
+        {
+            if let Some(pos) = list.iter().rposition(|c| c.ptr_eq(&self.client)) {
+                list.remove(pos);
+            }
+            if list.is_empty() {
+                callers.remove(&self.server_id);
+            }
+        }
+    }
+}
+
+/// Passes a server's requests to the client it is working for (or, outside
+/// a call, to the most recent client that can answer).
+struct ForwardToClients(std::sync::Weak<McpServer>);
+
+impl crate::sessions::ServerRequestHandler for ForwardToClients {
+    fn handle(
+        &self,
+        server_id: crate::model::ServerId,
+        method: String,
+        params: Option<Value>,
+    ) -> futures_util::future::BoxFuture<'static, Result<Value, Value>> {
+        let server = self.0.clone();
+        Box::pin(async move {
+            let capability = match method.as_str() {
+                "sampling/createMessage" => "sampling",
+                "elicitation/create" => "elicitation",
+                "roots/list" => "roots",
+                _ => {
+                    return Err(
+                        json!({"code": METHOD_NOT_FOUND, "message": format!("{method} is not supported")}),
+                    );
+                }
+            };
+            let client = server
+                .upgrade()
+                .and_then(|server| server.client_for(server_id, capability));
+            match client {
+                Some(client) => client.ask(&method, params).await,
+                None if capability == "roots" => Ok(json!({"roots": []})),
+                None => Err(json!({
+                    "code": METHOD_NOT_FOUND,
+                    "message": format!("no connected client supports {capability}")
+                })),
+            }
+        })
+    }
+}
+
+impl McpServer {
+    fn client_for(
+        &self,
+        server_id: crate::model::ServerId,
+        capability: &str,
+    ) -> Option<Arc<ClientConnection>> {
+        let calling = self
+            .callers
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&server_id).cloned())
+            .unwrap_or_default();
+        let everyone = self.clients.lock().map(|c| c.clone()).unwrap_or_default();
+        calling
+            .iter()
+            .rev()
+            .chain(everyone.iter().rev())
+            .filter_map(std::sync::Weak::upgrade)
+            .find(|c| c.supports(capability))
     }
 }
 

@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 use crate::catalog::Catalog;
 use crate::model::{ServerId, ServerStatus, StatusTrigger};
 use crate::registry::{Registry, RegistryError};
-pub use session::{RpcError, Session, SessionEvent};
+pub use session::{RpcError, ServerRequestHandler, Session, SessionEvent};
 
 /// Timeouts and retry policy (design §4).
 #[derive(Debug, Clone)]
@@ -103,6 +103,7 @@ pub(crate) struct Shared {
     settings: SessionSettings,
     http: reqwest::Client,
     notices: tokio::sync::broadcast::Sender<ServerNotice>,
+    request_handler: std::sync::RwLock<Option<Arc<dyn session::ServerRequestHandler>>>,
 }
 
 /// A notification a server sent that the front doors may pass on
@@ -136,6 +137,7 @@ impl SessionManager {
                 settings,
                 http,
                 notices,
+                request_handler: std::sync::RwLock::new(None),
             }),
             handles: Arc::new(Mutex::new(HashMap::new())),
             closing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
@@ -148,6 +150,14 @@ impl SessionManager {
 
     pub fn catalog(&self) -> &Catalog {
         &self.shared.catalog
+    }
+
+    /// Where servers' own requests (sampling, elicitation, roots) go from now
+    /// on (sessions opened later use it).
+    pub fn set_request_handler(&self, handler: Arc<dyn session::ServerRequestHandler>) {
+        if let Ok(mut slot) = self.shared.request_handler.write() {
+            *slot = Some(handler);
+        }
     }
 
     /// Notifications servers send on their own (resource updates, logs).

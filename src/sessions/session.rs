@@ -64,6 +64,18 @@ impl RpcError {
     }
 }
 
+/// Answers the requests a server makes of its client (sampling,
+/// elicitation, roots) — the front door forwards them to its own clients.
+/// `Err` carries a JSON-RPC error object.
+pub trait ServerRequestHandler: Send + Sync {
+    fn handle(
+        &self,
+        server_id: crate::model::ServerId,
+        method: String,
+        params: Option<Value>,
+    ) -> futures_util::future::BoxFuture<'static, Result<Value, Value>>;
+}
+
 /// Something the server told us that the supervisor or the front doors act on.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SessionEvent {
@@ -111,6 +123,8 @@ pub struct Session {
 pub struct Handshake {
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
+    /// Where the server's own requests go, with the server's id.
+    pub requests: Option<(crate::model::ServerId, Arc<dyn ServerRequestHandler>)>,
 }
 
 impl Session {
@@ -148,12 +162,19 @@ impl Session {
                 replies: reply_tx,
                 link_closed: session.link.state().token(),
                 closed: closed.clone(),
+                requests: handshake.requests.clone(),
             }
             .run(inbound),
         );
+        // We can pass the server's requests on to our clients.
+        let capabilities = if handshake.requests.is_some() {
+            json!({"roots": {"listChanged": false}, "sampling": {}, "elicitation": {}})
+        } else {
+            json!({})
+        };
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
+            "capabilities": capabilities,
             "clientInfo": {"name": "mcp-aggregator", "version": env!("CARGO_PKG_VERSION")},
         });
         let result = tokio::select! {
@@ -417,6 +438,7 @@ struct Dispatcher {
     replies: mpsc::UnboundedSender<Bytes>,
     link_closed: CancellationToken,
     closed: CancellationToken,
+    requests: Option<(crate::model::ServerId, Arc<dyn ServerRequestHandler>)>,
 }
 
 impl Dispatcher {
@@ -429,6 +451,7 @@ impl Dispatcher {
             replies,
             link_closed,
             closed,
+            requests,
         } = self;
         loop {
             let message = tokio::select! {
@@ -469,6 +492,23 @@ impl Dispatcher {
                         }
                     };
                     let _ = waiter.send(outcome);
+                }
+                (Some(method), Some(id)) if method != "ping" && requests.is_some() => {
+                    let Some((server_id, handler)) = requests.clone() else {
+                        continue;
+                    };
+                    let (id, method) = (id.clone(), method.to_owned());
+                    let params = message.get("params").cloned();
+                    let replies = replies.clone();
+                    tokio::spawn(async move {
+                        let reply = match handler.handle(server_id, method, params).await {
+                            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                            Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+                        };
+                        if let Ok(bytes) = serde_json::to_vec(&reply) {
+                            let _ = replies.send(Bytes::from(bytes));
+                        }
+                    });
                 }
                 (Some(method), Some(id)) => {
                     let reply = match method {

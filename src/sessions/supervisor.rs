@@ -342,6 +342,12 @@ async fn open_session(
         let handshake = Handshake {
             connect_timeout: timeout,
             request_timeout: shared.settings.request_timeout,
+            requests: shared
+                .request_handler
+                .read()
+                .ok()
+                .and_then(|h| h.clone())
+                .map(|h| (record.id, h)),
         };
         Session::start(name, link, inbound_rx, events, handshake)
             .await

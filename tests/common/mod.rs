@@ -9,6 +9,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
+/// Tools the fixture server always offers (echo, structured, sleep,
+/// add_tool, roots, crash), before its generated ones (3 by default).
+pub const FIXED: usize = 6;
 
 /// Polls `check` until it returns `Some` or `deadline` passes.
 pub fn wait_for<T>(deadline: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
