@@ -6,7 +6,6 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::mpsc;
-use tokio::task::AbortHandle;
 
 use crate::router::{CallError, Router};
 
@@ -42,7 +41,7 @@ pub struct ClientConnection {
     /// The client's `initialize` capabilities.
     capabilities: OnceLock<Value>,
     initialized: std::sync::atomic::AtomicBool,
-    in_flight: Mutex<HashMap<String, AbortHandle>>,
+    in_flight: Mutex<HashMap<String, tokio_util::sync::CancellationToken>>,
     /// Requests we sent the client (a server's sampling, elicitation, roots).
     asked: Mutex<HashMap<String, tokio::sync::oneshot::Sender<Value>>>,
     next_ask: std::sync::atomic::AtomicU64,
@@ -126,14 +125,18 @@ impl ClientConnection {
         let _ = self.outbound.send(message);
     }
 
-    /// Registers a running request so `notifications/cancelled` can stop it.
-    pub fn track(&self, id: &Value, handle: AbortHandle) {
+    /// Registers a request about to run; `notifications/cancelled` for its
+    /// id cancels the returned token.
+    pub fn begin(&self, id: &Value) -> tokio_util::sync::CancellationToken {
+        let token = tokio_util::sync::CancellationToken::new();
         if let Ok(mut map) = self.in_flight.lock() {
-            map.insert(id.to_string(), handle);
+            map.insert(id.to_string(), token.clone());
         }
+        token
     }
 
-    pub fn untrack(&self, id: &Value) {
+    /// The request is over.
+    pub fn end(&self, id: &Value) {
         if let Ok(mut map) = self.in_flight.lock() {
             map.remove(&id.to_string());
         }
@@ -145,8 +148,8 @@ impl ClientConnection {
             .lock()
             .ok()
             .and_then(|mut map| map.remove(&id.to_string()));
-        if let Some(handle) = handle {
-            handle.abort();
+        if let Some(token) = handle {
+            token.cancel();
         }
     }
 }

@@ -232,15 +232,17 @@ pub async fn post(State(mcp): State<McpHttp>, headers: HeaderMap, body: Bytes) -
                 Arc::clone(&stream_connection),
             );
             let tracked = Arc::clone(&connection);
-            let request_id = id.clone();
-            let task = tokio::spawn(async move {
-                let answer = server
-                    .handle_request(&per_call, id.clone(), &method, params)
-                    .await;
-                tracked.untrack(&id);
-                let _ = tx.send(answer);
+            let cancelled = connection.begin(&id);
+            tokio::spawn(async move {
+                let answer = tokio::select! {
+                    answer = server.handle_request(&per_call, id.clone(), &method, params) => Some(answer),
+                    () = cancelled.cancelled() => None,
+                };
+                tracked.end(&id);
+                if let Some(answer) = answer {
+                    let _ = tx.send(answer);
+                }
             });
-            connection.track(&request_id, task.abort_handle());
         }
         drop(tx);
         let events = UnboundedReceiverStream::new(rx).map(|message| {

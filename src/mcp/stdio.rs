@@ -92,20 +92,19 @@ fn dispatch(
         Incoming::Request { id, method, params } => {
             let (server, client2, outbound) =
                 (Arc::clone(server), Arc::clone(client), outbound.clone());
-            let request_id = id.clone();
-            // The task starts once it is tracked, so a fast answer cannot
-            // leave a stale entry behind.
-            let (go, ready) = tokio::sync::oneshot::channel::<()>();
-            let task = tokio::spawn(async move {
-                let _ = ready.await;
-                let answer = server
-                    .handle_request(&client2, id.clone(), &method, params)
-                    .await;
-                client2.untrack(&id);
-                let _ = outbound.send(answer);
+            // Registered before it runs, so `notifications/cancelled` can
+            // always find it; a cancelled request gets no answer.
+            let cancelled = client.begin(&id);
+            tokio::spawn(async move {
+                let answer = tokio::select! {
+                    answer = server.handle_request(&client2, id.clone(), &method, params) => Some(answer),
+                    () = cancelled.cancelled() => None,
+                };
+                client2.end(&id);
+                if let Some(answer) = answer {
+                    let _ = outbound.send(answer);
+                }
             });
-            client.track(&request_id, task.abort_handle());
-            let _ = go.send(());
         }
         Incoming::Other(message) => server.handle_other(client, &message),
         Incoming::Invalid(answer) => {
