@@ -815,3 +815,73 @@ async fn a_servers_requests_reach_the_client_that_called_it() {
     let _ = client.child.kill().await;
     let _ = plain.child.kill().await;
 }
+
+/// An rmcp client that offers roots.
+#[derive(Clone)]
+struct RootsClient;
+
+impl rmcp::ClientHandler for RootsClient {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let mut config = rmcp::model::ClientConfig::default();
+        config.capabilities = rmcp::model::ClientCapabilities::builder()
+            .enable_roots()
+            .build();
+        config
+    }
+
+    #[allow(deprecated)] // roots are still what clients offer today
+    async fn list_roots(
+        &self,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        Ok(rmcp::model::ListRootsResult::new(vec![
+            rmcp::model::Root::new("file:///over/http"),
+        ]))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_request_reaches_an_http_client_too() {
+    let d = Daemon::start();
+    register(
+        &d,
+        json!({"name": "fx", "transport_type": "STDIO", "connection_config": {"command": FIXTURE}}),
+    )
+    .await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(d.api("/mcp"));
+    let client = RootsClient
+        .serve(transport)
+        .await
+        .expect("initialize over /mcp");
+    let end = Instant::now() + UP;
+    while !client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .any(|t| t.name == "fx__roots")
+    {
+        assert!(Instant::now() < end);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // rmcp's client opens its GET stream after initialize; give the call a
+    // few tries while that settles.
+    let end = Instant::now() + UP;
+    loop {
+        let result = client
+            .call_tool(CallToolRequestParams::new("fx__roots"))
+            .await
+            .unwrap();
+        let text = result.content[0].as_text().unwrap().text.clone();
+        if text.contains("file:///over/http") {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "roots never reached the HTTP client: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    client.cancel().await.unwrap();
+}

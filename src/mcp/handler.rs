@@ -42,8 +42,12 @@ pub struct ClientConnection {
     capabilities: OnceLock<Value>,
     initialized: std::sync::atomic::AtomicBool,
     in_flight: Mutex<HashMap<String, tokio_util::sync::CancellationToken>>,
-    /// Requests we sent the client (a server's sampling, elicitation, roots).
-    asked: Mutex<HashMap<String, tokio::sync::oneshot::Sender<Value>>>,
+    /// Requests we sent the client (a server's sampling, elicitation,
+    /// roots); shared with the per-call streams of an HTTP session.
+    asked: Arc<Mutex<HashMap<String, tokio::sync::oneshot::Sender<Value>>>>,
+    /// Whether messages sent now reach the client (an HTTP session only
+    /// once it opened its GET stream).
+    accepts_requests: std::sync::atomic::AtomicBool,
     next_ask: std::sync::atomic::AtomicU64,
 }
 
@@ -59,9 +63,35 @@ impl ClientConnection {
             capabilities: OnceLock::new(),
             initialized: std::sync::atomic::AtomicBool::new(false),
             in_flight: Mutex::new(HashMap::new()),
-            asked: Mutex::new(HashMap::new()),
+            asked: Arc::new(Mutex::new(HashMap::new())),
+            accepts_requests: std::sync::atomic::AtomicBool::new(true),
             next_ask: std::sync::atomic::AtomicU64::new(1),
         })
+    }
+
+    /// A connection for one HTTP response stream of this client: its own
+    /// outbound channel, the same identity (capabilities, asked requests).
+    pub fn for_stream(&self, outbound: mpsc::UnboundedSender<Value>) -> Arc<ClientConnection> {
+        let capabilities = OnceLock::new();
+        if let Some(value) = self.capabilities.get() {
+            let _ = capabilities.set(value.clone());
+        }
+        Arc::new(ClientConnection {
+            outbound,
+            protocol_version: self.protocol_version.clone(),
+            capabilities,
+            initialized: std::sync::atomic::AtomicBool::new(self.is_initialized()),
+            in_flight: Mutex::new(HashMap::new()),
+            asked: Arc::clone(&self.asked),
+            accepts_requests: std::sync::atomic::AtomicBool::new(true),
+            next_ask: std::sync::atomic::AtomicU64::new(1 << 32),
+        })
+    }
+
+    /// Says whether messages sent now reach the client.
+    pub fn set_accepts_requests(&self, accepts: bool) {
+        self.accepts_requests
+            .store(accepts, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn protocol_version(&self) -> Option<&str> {
@@ -569,7 +599,11 @@ impl McpServer {
             .rev()
             .chain(everyone.iter().rev())
             .filter_map(std::sync::Weak::upgrade)
-            .find(|c| c.supports(capability))
+            .find(|c| {
+                c.supports(capability)
+                    && c.accepts_requests
+                        .load(std::sync::atomic::Ordering::Relaxed)
+            })
     }
 }
 

@@ -92,6 +92,8 @@ impl McpHttp {
     fn open_session(&self) -> (String, Arc<HttpSession>) {
         let (outbound, notifications) = mpsc::unbounded_channel();
         let connection = ClientConnection::new(outbound);
+        // Until the client opens its GET stream, nothing we send reaches it.
+        connection.set_accepts_requests(false);
         let notifier = tokio::spawn(handler::forward_list_changes(
             self.server.router().clone(),
             Arc::clone(&connection),
@@ -222,8 +224,7 @@ pub async fn post(State(mcp): State<McpHttp>, headers: HeaderMap, body: Bytes) -
     if wants_stream && reports_progress && !batch {
         // Progress goes out on this response's stream, then the answer.
         let (tx, rx) = mpsc::unbounded_channel::<Value>();
-        let stream_connection = ClientConnection::new(tx.clone());
-        let _ = stream_connection.protocol_version();
+        let stream_connection = connection.for_stream(tx.clone());
         let server = Arc::clone(&mcp.server);
         for (id, method, params) in requests {
             let (server, tx, per_call) = (
@@ -295,6 +296,7 @@ pub async fn get(State(mcp): State<McpHttp>, headers: HeaderMap) -> Response {
         )
         .into_response();
     };
+    session.connection.set_accepts_requests(true);
     let events = UnboundedReceiverStream::new(receiver).map(|message| {
         Ok::<_, std::convert::Infallible>(
             Event::default().event("message").data(message.to_string()),
