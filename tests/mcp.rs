@@ -821,6 +821,7 @@ async fn a_servers_requests_reach_the_client_that_called_it() {
 struct RootsClient;
 
 impl rmcp::ClientHandler for RootsClient {
+    #[allow(deprecated)] // roots are still what clients offer today
     fn get_info(&self) -> rmcp::model::ClientConfig {
         let mut config = rmcp::model::ClientConfig::default();
         config.capabilities = rmcp::model::ClientCapabilities::builder()
