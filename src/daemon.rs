@@ -222,7 +222,31 @@ pub async fn stdio(
 ) -> Result<(), DaemonError> {
     let loaded = config_path.as_deref().map(config::load).transpose()?;
     let config = config_path.as_deref().zip(loaded);
-    let stack = Stack::open(&data_dir, config, strategy).await?;
+    let stack = match Stack::open(&data_dir, config, strategy).await {
+        Ok(stack) => stack,
+        // A daemon owns the data dir: relay to it instead of failing.
+        Err(DaemonError::Store(StoreError::AlreadyOpen { .. }))
+            if let Some(daemon) = DaemonInfo::read(&data_dir) =>
+        {
+            tracing::info!(daemon = %daemon.url, "a daemon owns the data dir; relaying MCP to its /mcp");
+            if config_path.is_some() {
+                tracing::warn!(
+                    "--config is not applied while a daemon owns the data dir; the daemon's servers are used"
+                );
+            }
+            let url = format!("{}/mcp", daemon.url);
+            return mcp::bridge::relay(
+                &url,
+                paths::read_token(&data_dir),
+                mcp::stdio::stdin(),
+                mcp::stdio::stdout(),
+                shutdown,
+            )
+            .await
+            .map_err(|err| DaemonError::Serve(std::io::Error::other(err)));
+        }
+        Err(err) => return Err(err),
+    };
     stack.connect_in_background();
     mcp::stdio::serve(
         Arc::clone(&stack.mcp),

@@ -886,3 +886,37 @@ async fn a_servers_request_reaches_an_http_client_too() {
     }
     client.cancel().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_on_a_daemons_data_dir_relays_to_the_daemon() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let d = Daemon::start_in(&data_dir, &[]);
+    register(
+        &d,
+        json!({"name": "fx", "transport_type": "STDIO", "connection_config": {"command": FIXTURE}}),
+    )
+    .await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    // No config: the daemon's servers are what the client sees.
+    let empty = temp.path().join("empty.json");
+    std::fs::write(&empty, r#"{"mcpServers": {}}"#).unwrap();
+    let mut client = RawClient::start(&empty, &data_dir).await;
+    client.wait_for_tool("fx__echo").await;
+    let answer = client.call(1, "fx__echo", json!({"via": "daemon"})).await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], r#"{"via":"daemon"}"#,
+        "{answer}"
+    );
+    let _ = client.child.kill().await;
+    // One set of children: the daemon's.
+    let state: Value = http()
+        .get(d.api("/api/v1/aggregator/state"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(state["connected_servers"], 1);
+}

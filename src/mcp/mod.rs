@@ -3,6 +3,7 @@
 //! the two transports: `stdio` (Claude Desktop, IDEs) and `http` (Streamable
 //! HTTP at `/mcp`). Messages stay raw JSON.
 
+pub mod bridge;
 pub mod handler;
 pub mod http;
 pub mod stdio;

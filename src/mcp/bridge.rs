@@ -1,0 +1,110 @@
+//! `mcp-aggregator stdio` when a daemon already owns the data dir (redb
+//! allows one process): instead of failing, pass MCP between stdin/stdout
+//! and the daemon's `/mcp`, so there is one store and one set of child
+//! processes.
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::sessions::http;
+use crate::sessions::link::LinkError;
+
+/// Relays until the input ends or `shutdown`.
+pub async fn relay(
+    mcp_url: &str,
+    token: Option<String>,
+    input: impl AsyncRead + Unpin + Send + 'static,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+    shutdown: CancellationToken,
+) -> Result<(), LinkError> {
+    crate::tls::init();
+    let mut headers = BTreeMap::new();
+    if let Some(token) = token {
+        headers.insert("Authorization".to_owned(), format!("Bearer {token}"));
+    }
+    let (inbound, mut from_daemon) = mpsc::channel::<Value>(1024);
+    let client = reqwest::Client::builder().build().unwrap_or_default();
+    let link = Arc::new(http::open("daemon", client, mcp_url, &headers, inbound)?);
+    let (to_client, mut queue) = mpsc::unbounded_channel::<Value>();
+
+    let writer = tokio::spawn(async move {
+        let mut output = output;
+        while let Some(message) = queue.recv().await {
+            let Ok(mut line) = serde_json::to_vec(&message) else {
+                continue;
+            };
+            line.push(b'\n');
+            if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let forward_link = Arc::clone(&link);
+    let forward_client = to_client.clone();
+    let forwarder = tokio::spawn(async move {
+        while let Some(message) = from_daemon.recv().await {
+            // Later requests carry the negotiated version as a header.
+            if let Some(version) = message
+                .get("result")
+                .and_then(|r| r.get("protocolVersion"))
+                .and_then(Value::as_str)
+            {
+                forward_link.set_protocol_version(version);
+            }
+            if forward_client.send(message).is_err() {
+                break;
+            }
+        }
+    });
+
+    let mut reader = BufReader::new(input);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read = tokio::select! {
+            read = reader.read_until(b'\n', &mut line) => read,
+            () = shutdown.cancelled() => break,
+        };
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let parsed: Option<Value> = serde_json::from_str(text).ok();
+        let is_initialized = parsed
+            .as_ref()
+            .and_then(|m| m.get("method"))
+            .and_then(Value::as_str)
+            .is_some_and(|m| m == "notifications/initialized");
+        if let Err(err) = link.send(Bytes::from(text.to_owned())).await {
+            // Tell the client why its request got no answer.
+            if let Some(id) = parsed
+                .as_ref()
+                .and_then(|m| m.get("id"))
+                .filter(|_| parsed.as_ref().is_some_and(|m| m.get("method").is_some()))
+            {
+                let _ = to_client.send(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": format!("the aggregator daemon did not take the message: {err}")}}));
+            }
+            if link.state().is_closed() {
+                break;
+            }
+        }
+        if is_initialized {
+            link.open_listening_stream();
+        }
+    }
+    link.close().await;
+    forwarder.abort();
+    drop(to_client);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer).await;
+    Ok(())
+}
