@@ -11,8 +11,7 @@ use crate::model::{
     ServerRecord, ServerSource, ServerStatus, ToolRecord, Transport, TransportType,
 };
 
-/// Shown instead of a secret value.
-pub const REDACTED: &str = "***";
+pub use crate::model::server::REDACTED;
 
 /// A registered server (`GET /servers/{id}`, `POST /servers`, list items).
 #[derive(Debug, Serialize, ToSchema)]
@@ -121,33 +120,13 @@ impl ServerView {
 /// The connection settings with secret values replaced and any password in
 /// a URL removed.
 pub fn redacted_config(transport: &Transport) -> Value {
-    let redact_map = |map: &std::collections::BTreeMap<String, String>| -> Value {
-        map.keys()
-            .map(|k| (k.clone(), Value::from(REDACTED)))
-            .collect::<serde_json::Map<_, _>>()
-            .into()
-    };
-    match transport {
-        Transport::Stdio {
-            command,
-            args,
-            env,
-            cwd,
-        } => json!({
-            "command": command,
-            "args": args,
-            "env": redact_map(env),
-            "cwd": cwd,
-        }),
-        Transport::Sse { url, headers } => json!({
-            "url": redact_url(url),
-            "headers": redact_map(headers),
-        }),
-        Transport::Http { base_url, headers } => json!({
-            "base_url": redact_url(base_url),
-            "headers": redact_map(headers),
-        }),
+    let mut shown = transport.connection_config(true);
+    for field in ["url", "base_url"] {
+        if let Some(Value::String(url)) = shown.get_mut(field) {
+            *url = redact_url(url);
+        }
     }
+    shown
 }
 
 fn redact_url(raw: &str) -> String {

@@ -357,46 +357,55 @@ async fn run(cli: Cli) -> ExitCode {
     }
 }
 
-async fn stdio(args: StdioArgs) -> ExitCode {
-    let Some(data_dir) = paths::resolve_data_dir(args.data_dir.data_dir.as_deref()) else {
+/// What `serve` and `stdio` both need first: the data dir and a shutdown
+/// token cancelled by SIGINT/SIGTERM.
+fn process_setup(data_dir: &DataDirArg) -> Result<(PathBuf, CancellationToken), ExitCode> {
+    let Some(data_dir) = paths::resolve_data_dir(data_dir.data_dir.as_deref()) else {
         eprintln!(
             "error: no data dir: pass --data-dir or set {DATA_DIR_ENV} (no home directory found)"
         );
-        return ExitCode::from(2);
+        return Err(ExitCode::from(2));
     };
     let shutdown = CancellationToken::new();
     if let Err(err) = daemon::cancel_on_signals(shutdown.clone()) {
         eprintln!("error: cannot install signal handlers: {err}");
-        return ExitCode::from(1);
+        return Err(ExitCode::from(1));
     }
-    match daemon::stdio(
-        args.config,
-        data_dir,
-        args.routing.conflict_strategy,
-        shutdown,
-    )
-    .await
-    {
+    Ok((data_dir, shutdown))
+}
+
+fn finish(result: Result<(), daemon::DaemonError>) -> ExitCode {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
+            tracing::error!("{err}");
             eprintln!("error: {err}");
             ExitCode::from(err.exit_code())
         }
     }
 }
 
-async fn serve(args: ServeArgs) -> ExitCode {
-    let Some(data_dir) = paths::resolve_data_dir(args.data_dir.data_dir.as_deref()) else {
-        eprintln!(
-            "error: no data dir: pass --data-dir or set {DATA_DIR_ENV} (no home directory found)"
-        );
-        return ExitCode::from(2);
+async fn stdio(args: StdioArgs) -> ExitCode {
+    let (data_dir, shutdown) = match process_setup(&args.data_dir) {
+        Ok(setup) => setup,
+        Err(code) => return code,
     };
-    let shutdown = CancellationToken::new();
-    if let Err(err) = daemon::cancel_on_signals(shutdown.clone()) {
-        eprintln!("error: cannot install signal handlers: {err}");
-        return ExitCode::from(1);
-    }
+    finish(
+        daemon::stdio(
+            args.config,
+            data_dir,
+            args.routing.conflict_strategy,
+            shutdown,
+        )
+        .await,
+    )
+}
+
+async fn serve(args: ServeArgs) -> ExitCode {
+    let (data_dir, shutdown) = match process_setup(&args.data_dir) {
+        Ok(setup) => setup,
+        Err(code) => return code,
+    };
     let options = ServeOptions {
         config: args.config,
         data_dir,
@@ -405,14 +414,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         allowed_hosts: args.allow_hosts,
         conflict_strategy: args.routing.conflict_strategy,
     };
-    match daemon::serve(options, shutdown).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            tracing::error!("{err}");
-            eprintln!("error: {err}");
-            ExitCode::from(err.exit_code())
-        }
-    }
+    finish(daemon::serve(options, shutdown).await)
 }
 
 /// A CLI failure with its exit code.
@@ -557,7 +559,7 @@ async fn servers_add(args: AddArgs) -> Result<ExitCode, CliError> {
         "name": args.name,
         "description": args.description,
         "transport_type": transport.transport_type(),
-        "connection_config": connection_config(&transport),
+        "connection_config": transport.connection_config(false),
         "health_check_url": args.health_check_url,
         "auto_connect": !args.no_auto_connect,
         "priority": args.priority,
@@ -641,21 +643,6 @@ fn add_transport(args: &AddArgs) -> Result<Transport, CliError> {
                 }
             })
         }
-    }
-}
-
-/// The seed's `connection_config` object for a transport (secrets included:
-/// this is what the CLI sends, never what the API shows).
-fn connection_config(transport: &Transport) -> Value {
-    match transport {
-        Transport::Stdio {
-            command,
-            args,
-            env,
-            cwd,
-        } => json!({"command": command, "args": args, "env": env, "cwd": cwd}),
-        Transport::Sse { url, headers } => json!({"url": url, "headers": headers}),
-        Transport::Http { base_url, headers } => json!({"base_url": base_url, "headers": headers}),
     }
 }
 
@@ -921,7 +908,7 @@ async fn import(args: ImportArgs) -> Result<ExitCode, CliError> {
             "name": spec.name,
             "description": spec.description,
             "transport_type": spec.transport.transport_type(),
-            "connection_config": connection_config(&spec.transport),
+            "connection_config": spec.transport.connection_config(false),
             "health_check_url": spec.health_check_url,
             "auto_connect": spec.auto_connect,
             "priority": spec.priority,

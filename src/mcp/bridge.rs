@@ -7,7 +7,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, BufReader};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -30,20 +30,9 @@ pub async fn relay(
     let (inbound, mut from_daemon) = mpsc::channel::<Value>(1024);
     let client = reqwest::Client::builder().build().unwrap_or_default();
     let link = Arc::new(http::open("daemon", client, mcp_url, &headers, inbound)?);
-    let (to_client, mut queue) = mpsc::unbounded_channel::<Value>();
+    let (to_client, queue) = mpsc::unbounded_channel::<Value>();
 
-    let writer = tokio::spawn(async move {
-        let mut output = output;
-        while let Some(message) = queue.recv().await {
-            let Ok(mut line) = serde_json::to_vec(&message) else {
-                continue;
-            };
-            line.push(b'\n');
-            if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
-                break;
-            }
-        }
-    });
+    let writer = super::stdio::spawn_line_writer(output, queue);
     let forward_link = Arc::clone(&link);
     let forward_client = to_client.clone();
     let forwarder = tokio::spawn(async move {

@@ -20,21 +20,10 @@ pub async fn serve(
     output: impl AsyncWrite + Unpin + Send + 'static,
     shutdown: CancellationToken,
 ) {
-    let (outbound, mut queue) = mpsc::unbounded_channel::<Value>();
+    let (outbound, queue) = mpsc::unbounded_channel::<Value>();
     let client = ClientConnection::new(outbound.clone());
 
-    let writer = tokio::spawn(async move {
-        let mut output = output;
-        while let Some(message) = queue.recv().await {
-            let Ok(mut bytes) = serde_json::to_vec(&message) else {
-                continue;
-            };
-            bytes.push(b'\n');
-            if output.write_all(&bytes).await.is_err() || output.flush().await.is_err() {
-                break;
-            }
-        }
-    });
+    let writer = spawn_line_writer(output, queue);
     let notifier = tokio::spawn(handler::forward_list_changes(
         server.router().clone(),
         Arc::clone(&client),
@@ -111,6 +100,25 @@ fn dispatch(
             let _ = outbound.send(answer);
         }
     }
+}
+
+/// Writes each message as one JSON line, in order, until the queue closes.
+pub fn spawn_line_writer(
+    output: impl AsyncWrite + Unpin + Send + 'static,
+    mut queue: mpsc::UnboundedReceiver<Value>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut output = output;
+        while let Some(message) = queue.recv().await {
+            let Ok(mut bytes) = serde_json::to_vec(&message) else {
+                continue;
+            };
+            bytes.push(b'\n');
+            if output.write_all(&bytes).await.is_err() || output.flush().await.is_err() {
+                break;
+            }
+        }
+    })
 }
 
 /// Our stdin as an async reader. A pipe (the usual case: a client launched

@@ -14,6 +14,9 @@ use super::status::{ServerStatus, StatusTrigger};
 /// ids never are.
 pub type ServerId = Uuid;
 
+/// Shown instead of a secret value.
+pub const REDACTED: &str = "***";
+
 /// How the aggregator reaches a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "UPPERCASE")]
@@ -84,6 +87,37 @@ impl Transport {
         match self {
             Transport::Stdio { env, .. } => env,
             Transport::Sse { headers, .. } | Transport::Http { headers, .. } => headers,
+        }
+    }
+
+    /// The seed's `connection_config` object for this transport; with
+    /// `redact`, secret values are replaced by `"***"` (what the API shows).
+    pub fn connection_config(&self, redact: bool) -> serde_json::Value {
+        use serde_json::{Value, json};
+        let secrets = |map: &BTreeMap<String, String>| -> Value {
+            map.iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        Value::from(if redact { REDACTED } else { v.as_str() }),
+                    )
+                })
+                .collect::<serde_json::Map<_, _>>()
+                .into()
+        };
+        match self {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                json!({"command": command, "args": args, "env": secrets(env), "cwd": cwd})
+            }
+            Transport::Sse { url, headers } => json!({"url": url, "headers": secrets(headers)}),
+            Transport::Http { base_url, headers } => {
+                json!({"base_url": base_url, "headers": secrets(headers)})
+            }
         }
     }
 

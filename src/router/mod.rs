@@ -144,13 +144,7 @@ impl Router {
         uri: &str,
         subscribe: bool,
     ) -> Result<Value, CallError> {
-        let table = self.table();
-        let route = table
-            .resource_route(uri)
-            .cloned()
-            .or_else(|| table.parse_resource_uri(uri))
-            .ok_or_else(|| CallError::UnknownResource(uri.to_owned()))?;
-        let session = self.session_for(&table, route.server_id).await?;
+        let (route, session) = self.resource_target(uri).await?;
         let method = if subscribe {
             "resources/subscribe"
         } else {
@@ -160,6 +154,21 @@ impl Router {
             .request(method, Some(json!({"uri": route.original.as_ref()})))
             .await
             .map_err(|err| self.call_failure(session.server(), err))
+    }
+
+    /// The server (and its session) that owns a namespaced resource URI.
+    async fn resource_target(
+        &self,
+        uri: &str,
+    ) -> Result<(table::ItemRoute, Arc<Session>), CallError> {
+        let table = self.table();
+        let route = table
+            .resource_route(uri)
+            .cloned()
+            .or_else(|| table.parse_resource_uri(uri))
+            .ok_or_else(|| CallError::UnknownResource(uri.to_owned()))?;
+        let session = self.session_for(&table, route.server_id).await?;
+        Ok((route, session))
     }
 
     /// A server's `notifications/resources/updated` in client form (the URI
@@ -351,13 +360,7 @@ impl Router {
         if let Some(cached) = self.cache.get(uri) {
             return Ok(cached);
         }
-        let table = self.table();
-        let route = table
-            .resource_route(uri)
-            .cloned()
-            .or_else(|| table.parse_resource_uri(uri))
-            .ok_or_else(|| CallError::UnknownResource(uri.to_owned()))?;
-        let session = self.session_for(&table, route.server_id).await?;
+        let (route, session) = self.resource_target(uri).await?;
         let mut params = json!({"uri": route.original.as_ref()});
         if let Some(meta) = meta {
             params["_meta"] = meta;
@@ -370,7 +373,7 @@ impl Router {
         if let Some(contents) = result.get_mut("contents").and_then(Value::as_array_mut) {
             for content in contents {
                 if let Some(inner) = content.get("uri").and_then(Value::as_str)
-                    && let Some(namespaced) = table.namespaced_uri(route.server_id, inner)
+                    && let Some(namespaced) = self.table().namespaced_uri(route.server_id, inner)
                 {
                     content["uri"] = Value::String(namespaced);
                 }

@@ -173,13 +173,7 @@ impl Inner {
             .body(message)
             .send()
             .await
-            .map_err(|err| {
-                let reason = format!("cannot reach {}: {}", self.url, root_cause(&err));
-                if err.is_connect() {
-                    self.state.close(reason.clone());
-                }
-                LinkError::Http(reason)
-            })?;
+            .map_err(|err| unreachable(&self.state, &self.url, &err))?;
         let status = response.status();
         if let Some(session) = response.headers().get(SESSION_HEADER)
             && let Ok(mut slot) = self.session_id.write()
@@ -203,11 +197,7 @@ impl Inner {
             });
         }
         if !status.is_success() {
-            let body = response.text().await.unwrap_or_default();
-            return Err(LinkError::Status {
-                status: status.as_u16(),
-                body: body.chars().take(500).collect(),
-            });
+            return Err(status_error(response).await);
         }
         if status == reqwest::StatusCode::ACCEPTED {
             return Ok(());
@@ -305,6 +295,30 @@ impl Inner {
             }
             tokio::time::sleep(Duration::from_millis(250 * u64::from(failures.max(1)))).await;
         }
+    }
+}
+
+/// A request that did not reach the server; a refused connection also
+/// closes the link (the server is gone).
+pub(super) fn unreachable(
+    state: &LinkState,
+    url: &reqwest::Url,
+    err: &reqwest::Error,
+) -> LinkError {
+    let reason = format!("cannot reach {url}: {}", root_cause(err));
+    if err.is_connect() {
+        state.close(reason.clone());
+    }
+    LinkError::Http(reason)
+}
+
+/// An answer that is not a success, as an error (the body shortened).
+pub(super) async fn status_error(response: reqwest::Response) -> LinkError {
+    let status = response.status().as_u16();
+    let body = response.text().await.unwrap_or_default();
+    LinkError::Status {
+        status,
+        body: body.chars().take(500).collect(),
     }
 }
 

@@ -59,12 +59,7 @@ pub async fn open(
         });
     }
     if !response.status().is_success() {
-        let status = response.status().as_u16();
-        let body = response.text().await.unwrap_or_default();
-        return Err(LinkError::Status {
-            status,
-            body: body.chars().take(500).collect(),
-        });
+        return Err(super::http::status_error(response).await);
     }
     let (endpoint_tx, endpoint_rx) = oneshot::channel::<Result<reqwest::Url, LinkError>>();
     let state_holder: Arc<std::sync::OnceLock<Arc<Inner>>> = Arc::new(std::sync::OnceLock::new());
@@ -191,22 +186,11 @@ impl Inner {
             .body(message)
             .send()
             .await
-            .map_err(|err| {
-                let reason = format!("cannot reach {}: {}", self.endpoint, root_cause(&err));
-                if err.is_connect() {
-                    self.state.close(reason.clone());
-                }
-                LinkError::Http(reason)
-            })?;
+            .map_err(|err| super::http::unreachable(&self.state, &self.endpoint, &err))?;
         if response.status().is_success() {
             Ok(())
         } else {
-            let status = response.status().as_u16();
-            let body = response.text().await.unwrap_or_default();
-            Err(LinkError::Status {
-                status,
-                body: body.chars().take(500).collect(),
-            })
+            Err(super::http::status_error(response).await)
         }
     }
 }
