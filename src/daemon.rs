@@ -267,17 +267,29 @@ async fn apply_config(
     for warning in &loaded.warnings {
         tracing::warn!(config = %path.display(), "{warning}");
     }
-    let actor = match loaded.servers.first().map(|s| &s.source) {
-        Some(ServerSource::ConfigFile { path }) => format!("config:{path}"),
-        _ => format!("config:{}", path.display()),
-    };
+    let source = config::source_path(path);
+    let actor = format!("config:{source}");
     let count = loaded.servers.len();
+    let named: std::collections::HashSet<String> =
+        loaded.servers.iter().map(|s| s.name.clone()).collect();
     let results = registry.upsert(loaded.servers, &actor).await?;
     let changed = results
         .iter()
         .filter(|(_, o)| *o != UpsertOutcome::Unchanged)
         .count();
-    tracing::info!(config = %path.display(), servers = count, changed, "config applied");
+    // Servers this file brought in before but no longer names are removed
+    // (servers added through the API, or from other files, are not).
+    let mut removed = 0;
+    for server in registry.list(None).await? {
+        let from_this_file =
+            matches!(&server.source, ServerSource::ConfigFile { path } if *path == source);
+        if from_this_file && !named.contains(&server.name) {
+            registry.remove(&server.id.to_string(), &actor).await?;
+            tracing::info!(server = %server.name, "removed: no longer in the config file");
+            removed += 1;
+        }
+    }
+    tracing::info!(config = %path.display(), servers = count, changed, removed, "config applied");
     Ok(())
 }
 

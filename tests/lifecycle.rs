@@ -157,7 +157,11 @@ async fn config_servers_are_upserted_at_start_and_the_file_wins() {
         .await
         .unwrap();
     let names: Vec<&str> = list.iter().map(|s| s["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["api-added", "everything", "off", "remote"]);
+    assert_eq!(
+        names,
+        ["api-added", "everything"],
+        "servers the file no longer names are removed; API servers stay"
+    );
     let everything = &list[1];
     assert_eq!(
         everything["id"], everything_id,

@@ -71,6 +71,17 @@ pub fn load(path: &Path) -> Result<LoadedConfig, ConfigError> {
     load_with_env(path, &|name| std::env::var(name).ok())
 }
 
+/// The path servers from `path` record as their source: absolute and
+/// canonical when the file exists, so the same file is recognised however
+/// it is named on the command line.
+pub fn source_path(path: &Path) -> String {
+    std::fs::canonicalize(path)
+        .or_else(|_| std::path::absolute(path))
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
 /// As `load`, with an explicit variable lookup (for tests and the CLI).
 pub fn load_with_env(
     path: &Path,
@@ -380,7 +391,7 @@ impl Parser<'_> {
             auto_connect: !disabled && auto_connect.unwrap_or(true),
             priority,
             source: ServerSource::ConfigFile {
-                path: self.file.display().to_string(),
+                path: source_path(self.file),
             },
         };
         validate::validate(&spec).map_err(|err| {
