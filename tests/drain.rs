@@ -118,3 +118,37 @@ async fn wait_in_flight(manager: &SessionManager, id: mcp_aggregator::model::Ser
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_past_its_timeout_fails_and_the_session_goes_on() {
+    let temp = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(temp.path()).unwrap());
+    let registry = Registry::new(Arc::clone(&store));
+    let catalog = Catalog::new(Arc::clone(&store), WireNameRules::default());
+    let manager = SessionManager::new(registry.clone(), catalog, SessionSettings::default());
+    let id = connected(&manager, &registry, "slow").await;
+    let session = manager.session(id).unwrap();
+    let error = session
+        .request_with_timeout(
+            "tools/call",
+            Some(json!({"name": "sleep", "arguments": {"ms": 30000}})),
+            Duration::from_millis(300),
+        )
+        .await
+        .expect_err("no answer within the timeout");
+    assert!(
+        matches!(error, RpcError::Timeout(t) if t == Duration::from_millis(300)),
+        "{error}"
+    );
+    assert_eq!(session.in_flight(), 0, "the timed-out request is forgotten");
+    // The session is still usable.
+    let answer = session
+        .request(
+            "tools/call",
+            Some(json!({"name": "echo", "arguments": {"after": "timeout"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(answer["content"][0]["text"], r#"{"after":"timeout"}"#);
+    manager.shutdown(Duration::from_secs(3)).await;
+}

@@ -330,7 +330,18 @@ pub fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    runtime.block_on(run(cli))
+    // Run as a spawned task, not as the block_on future: on the
+    // single-threaded runtime, tasks woken or spawned from the block_on
+    // future go through the cross-thread queue and an eventfd write.
+    runtime.block_on(async move {
+        match tokio::spawn(run(cli)).await {
+            Ok(code) => code,
+            Err(err) => {
+                eprintln!("error: {err}");
+                ExitCode::from(1)
+            }
+        }
+    })
 }
 
 async fn run(cli: Cli) -> ExitCode {

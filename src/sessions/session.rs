@@ -86,7 +86,19 @@ pub enum SessionEvent {
     Notification(Value),
 }
 
-type Pending = Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>;
+/// A request waiting for its answer, and when it stops waiting.
+struct Waiter {
+    tx: oneshot::Sender<Result<Value, RpcError>>,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+}
+
+type Pending = Mutex<HashMap<u64, Waiter>>;
+
+/// How often overdue requests are looked for. One timer per session instead
+/// of one per request: registering a timer wakes the runtime's driver, a
+/// whole extra epoll round on every call.
+const TIMEOUT_SWEEP: Duration = Duration::from_millis(250);
 /// Progress tokens we put on outgoing requests, and where their
 /// notifications go.
 type ProgressRoutes = Mutex<HashMap<String, mpsc::UnboundedSender<Value>>>;
@@ -208,6 +220,22 @@ impl Session {
         session.notify("notifications/initialized", None).await?;
         session.link.initialized();
         let session = Arc::new(session);
+        // Timeouts: one sweep per session, not one timer per request.
+        let sweeper = Arc::downgrade(&session);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(TIMEOUT_SWEEP);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(session) = sweeper.upgrade() else {
+                    break;
+                };
+                if session.is_closed() {
+                    break;
+                }
+                session.expire_overdue();
+            }
+        });
         // From now on replies to the server's requests go straight out.
         let weak = Arc::downgrade(&session);
         tokio::spawn(async move {
@@ -267,7 +295,14 @@ impl Session {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         if let Ok(mut pending) = self.pending.lock() {
-            pending.insert(id, tx);
+            pending.insert(
+                id,
+                Waiter {
+                    tx,
+                    deadline: tokio::time::Instant::now() + timeout,
+                    timeout,
+                },
+            );
         }
         let mut guard = PendingGuard {
             session: self,
@@ -278,22 +313,16 @@ impl Session {
         if let Some(params) = params {
             message["params"] = params;
         }
-        let bytes = Bytes::from(
-            serde_json::to_vec(&message).map_err(|err| RpcError::Malformed(err.to_string()))?,
-        );
+        let bytes =
+            Bytes::from(line(&message).map_err(|err| RpcError::Malformed(err.to_string()))?);
         if let Err(err) = self.link.send(bytes).await {
             guard.disarm();
             return Err(err.into());
         }
-        let outcome = tokio::select! {
-            answer = rx => match answer {
-                Ok(result) => result,
-                Err(_) => Err(RpcError::Closed(self.close_reason())),
-            },
-            () = tokio::time::sleep(timeout) => {
-                // Leave the guard armed: it removes the entry and cancels.
-                return Err(RpcError::Timeout(timeout));
-            }
+        // The sweeper answers `Timeout` when the deadline passes.
+        let outcome = match rx.await {
+            Ok(result) => result,
+            Err(_) => Err(RpcError::Closed(self.close_reason())),
         };
         guard.answered();
         outcome
@@ -305,9 +334,8 @@ impl Session {
         if let Some(params) = params {
             message["params"] = params;
         }
-        let bytes = Bytes::from(
-            serde_json::to_vec(&message).map_err(|err| RpcError::Malformed(err.to_string()))?,
-        );
+        let bytes =
+            Bytes::from(line(&message).map_err(|err| RpcError::Malformed(err.to_string()))?);
         self.link.send(bytes).await.map_err(Into::into)
     }
 
@@ -353,16 +381,39 @@ impl Session {
             .map(|mut p| p.drain().collect())
             .unwrap_or_default();
         let count = drained.len();
-        for (id, tx) in drained {
+        for (id, waiter) in drained {
             self.send_cancelled(id, reason);
-            let _ = tx.send(Err(RpcError::Closed(reason.to_owned())));
+            let _ = waiter.tx.send(Err(RpcError::Closed(reason.to_owned())));
         }
         count
     }
 
+    /// Answers `Timeout` to every request past its deadline, and tells the
+    /// server to stop working on them.
+    fn expire_overdue(&self) {
+        let now = tokio::time::Instant::now();
+        let overdue: Vec<(u64, Waiter)> = match self.pending.lock() {
+            Ok(mut pending) => {
+                let ids: Vec<u64> = pending
+                    .iter()
+                    .filter(|(_, w)| w.deadline <= now)
+                    .map(|(id, _)| *id)
+                    .collect();
+                ids.into_iter()
+                    .filter_map(|id| pending.remove(&id).map(|w| (id, w)))
+                    .collect()
+            }
+            Err(_) => Vec::new(),
+        };
+        for (id, waiter) in overdue {
+            self.send_cancelled(id, "the request timed out");
+            let _ = waiter.tx.send(Err(RpcError::Timeout(waiter.timeout)));
+        }
+    }
+
     fn send_cancelled(&self, id: u64, reason: &str) {
         let message = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": reason}});
-        if let Ok(bytes) = serde_json::to_vec(&message) {
+        if let Ok(bytes) = line(&message) {
             self.link.send_detached(Bytes::from(bytes));
         }
     }
@@ -471,7 +522,9 @@ impl Dispatcher {
                         continue;
                     };
                     let waiter = pending.lock().ok().and_then(|mut p| p.remove(&id));
-                    let Some(waiter) = waiter else { continue };
+                    let Some(Waiter { tx: waiter, .. }) = waiter else {
+                        continue;
+                    };
                     let outcome = if let Some(error) = message.get("error") {
                         Err(RpcError::Server {
                             code: error.get("code").and_then(Value::as_i64).unwrap_or(-32603),
@@ -505,7 +558,7 @@ impl Dispatcher {
                             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
                             Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
                         };
-                        if let Ok(bytes) = serde_json::to_vec(&reply) {
+                        if let Ok(bytes) = line(&reply) {
                             let _ = replies.send(Bytes::from(bytes));
                         }
                     });
@@ -520,7 +573,7 @@ impl Dispatcher {
                             json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("{method} is not supported by this client")}})
                         }
                     };
-                    if let Ok(bytes) = serde_json::to_vec(&reply) {
+                    if let Ok(bytes) = line(&reply) {
                         let _ = replies.send(Bytes::from(bytes));
                     }
                 }
@@ -558,12 +611,20 @@ impl Dispatcher {
             .lock()
             .map(|mut p| p.drain().collect())
             .unwrap_or_default();
-        for (_, tx) in waiting {
-            let _ = tx.send(Err(RpcError::Closed(
+        for (_, waiter) in waiting {
+            let _ = waiter.tx.send(Err(RpcError::Closed(
                 "the connection to the server was lost".to_owned(),
             )));
         }
     }
+}
+
+/// A message serialised as one line (newline included): what every
+/// transport sends, in one write.
+fn line(message: &Value) -> serde_json::Result<Vec<u8>> {
+    let mut bytes = serde_json::to_vec(message)?;
+    bytes.push(b'\n');
+    Ok(bytes)
 }
 
 /// A fresh inbound channel for a link.

@@ -76,9 +76,17 @@ pub fn open(server: &str, spec: &StdioSpec<'_>, inbound: Inbound) -> Result<Stdi
     tokio::spawn(async move {
         let mut stdin = stdin;
         while let Some(message) = queue.recv().await {
+            // One write per message: a line split over two writes wakes the
+            // server twice (once for half a line).
             let written = async {
-                stdin.write_all(&message).await?;
-                stdin.write_all(b"\n").await?;
+                if message.ends_with(b"\n") {
+                    stdin.write_all(&message).await?;
+                } else {
+                    let mut line = Vec::with_capacity(message.len() + 1);
+                    line.extend_from_slice(&message);
+                    line.push(b'\n');
+                    stdin.write_all(&line).await?;
+                }
                 stdin.flush().await
             };
             if let Err(err) = written.await {
