@@ -536,9 +536,8 @@ impl Drop for CallerGuard<'_> {
             if let Some(pos) = list.iter().rposition(|c| c.ptr_eq(&self.client)) {
                 list.remove(pos);
             }
-            if list.is_empty() {
-                callers.remove(&self.server_id);
-            }
+            // The (empty) list stays: servers are few, and removing and
+            // re-adding the key on every call churns the map.
         }
     }
 }

@@ -309,12 +309,17 @@ impl Session {
             id,
             armed: true,
         };
-        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
-        if let Some(params) = params {
-            message["params"] = params;
-        }
-        let bytes =
-            Bytes::from(line(&message).map_err(|err| RpcError::Malformed(err.to_string()))?);
+        // Serialised straight from the parts: no envelope object to build.
+        let envelope = RequestEnvelope {
+            jsonrpc: "2.0",
+            id,
+            method,
+            params: params.as_ref(),
+        };
+        let mut bytes =
+            serde_json::to_vec(&envelope).map_err(|err| RpcError::Malformed(err.to_string()))?;
+        bytes.push(b'\n');
+        let bytes = Bytes::from(bytes);
         if let Err(err) = self.link.send(bytes).await {
             guard.disarm();
             return Err(err.into());
@@ -617,6 +622,16 @@ impl Dispatcher {
             )));
         }
     }
+}
+
+/// A request as it goes on the wire.
+#[derive(serde::Serialize)]
+struct RequestEnvelope<'a> {
+    jsonrpc: &'static str,
+    id: u64,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a Value>,
 }
 
 /// A message serialised as one line (newline included): what every
