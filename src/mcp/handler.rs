@@ -530,14 +530,13 @@ impl<'a> CallerGuard<'a> {
 
 impl Drop for CallerGuard<'_> {
     fn drop(&mut self) {
+        // The (possibly empty) list stays: servers are few, and removing and
+        // re-adding the key on every call churns the map.
         if let Ok(mut callers) = self.server.callers.lock()
             && let Some(list) = callers.get_mut(&self.server_id)
+            && let Some(pos) = list.iter().rposition(|c| c.ptr_eq(&self.client))
         {
-            if let Some(pos) = list.iter().rposition(|c| c.ptr_eq(&self.client)) {
-                list.remove(pos);
-            }
-            // The (empty) list stays: servers are few, and removing and
-            // re-adding the key on every call churns the map.
+            list.remove(pos);
         }
     }
 }
