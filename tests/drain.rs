@@ -16,6 +16,15 @@ use std::time::{Duration, Instant};
 
 const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
 
+/// The store, registry and session manager of a data dir, in this process.
+fn sessions_on(dir: &std::path::Path) -> (Arc<Store>, Registry, SessionManager) {
+    let store = Arc::new(Store::open(dir).unwrap());
+    let registry = Registry::new(Arc::clone(&store));
+    let catalog = Catalog::new(Arc::clone(&store), WireNameRules::default());
+    let manager = SessionManager::new(registry.clone(), catalog, SessionSettings::default());
+    (store, registry, manager)
+}
+
 async fn connected(
     manager: &SessionManager,
     registry: &Registry,
@@ -48,10 +57,7 @@ async fn connected(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disconnect_waits_for_calls_and_force_cuts_them_off() {
     let temp = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open(temp.path()).unwrap());
-    let registry = Registry::new(Arc::clone(&store));
-    let catalog = Catalog::new(Arc::clone(&store), WireNameRules::default());
-    let manager = SessionManager::new(registry.clone(), catalog, SessionSettings::default());
+    let (store, registry, manager) = sessions_on(temp.path());
     let id = connected(&manager, &registry, "slow").await;
 
     // A call of 400 ms is running when the disconnect comes: it completes.
@@ -122,10 +128,7 @@ async fn wait_in_flight(manager: &SessionManager, id: mcp_aggregator::model::Ser
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_past_its_timeout_fails_and_the_session_goes_on() {
     let temp = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open(temp.path()).unwrap());
-    let registry = Registry::new(Arc::clone(&store));
-    let catalog = Catalog::new(Arc::clone(&store), WireNameRules::default());
-    let manager = SessionManager::new(registry.clone(), catalog, SessionSettings::default());
+    let (_store, registry, manager) = sessions_on(temp.path());
     let id = connected(&manager, &registry, "slow").await;
     let session = manager.session(id).unwrap();
     let error = session

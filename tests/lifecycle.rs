@@ -115,14 +115,7 @@ async fn config_servers_are_upserted_at_start_and_the_file_wins() {
     let config_arg = config.to_str().unwrap();
 
     let mut first = Daemon::start_in(&data_dir, &["--config", config_arg]);
-    let list: Vec<Value> = http()
-        .get(first.api("/api/v1/aggregator/servers"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Vec<Value> = common::get_json(&first.api("/api/v1/aggregator/servers")).await;
     let names: Vec<&str> = list.iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["everything", "off", "remote"]);
     assert_eq!(
@@ -148,14 +141,7 @@ async fn config_servers_are_upserted_at_start_and_the_file_wins() {
     )
     .unwrap();
     let second = Daemon::start_in(&data_dir, &["--config", config_arg]);
-    let list: Vec<Value> = http()
-        .get(second.api("/api/v1/aggregator/servers"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Vec<Value> = common::get_json(&second.api("/api/v1/aggregator/servers")).await;
     let names: Vec<&str> = list.iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
@@ -214,23 +200,11 @@ async fn statuses_are_reset_after_a_restart() {
             .unwrap();
     }
     let daemon = Daemon::start_in(&data_dir, &[]);
-    let server: Value = http()
-        .get(daemon.api("/api/v1/aggregator/servers/was-connected"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let server: Value =
+        common::get_json(&daemon.api("/api/v1/aggregator/servers/was-connected")).await;
     assert_eq!(server["status"], "DISCONNECTED");
-    let history: Vec<Value> = http()
-        .get(daemon.api("/api/v1/aggregator/servers/was-connected/history"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let history: Vec<Value> =
+        common::get_json(&daemon.api("/api/v1/aggregator/servers/was-connected/history")).await;
     assert_eq!(history.last().unwrap()["trigger"], "process_restart");
 }
 
@@ -266,34 +240,13 @@ async fn ten_thousand_servers_are_listed_without_trouble() {
         store.upsert_servers(&records, "test").unwrap();
     }
     let daemon = Daemon::start_in(&data_dir, &[]);
-    let list: Vec<Value> = http()
-        .get(daemon.api("/api/v1/aggregator/servers"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Vec<Value> = common::get_json(&daemon.api("/api/v1/aggregator/servers")).await;
     assert_eq!(list.len(), 10_000);
     assert_eq!(list[0]["name"], "server-00000");
     assert_eq!(list[9_999]["name"], "server-09999");
-    let state: Value = http()
-        .get(daemon.api("/api/v1/aggregator/state"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let state: Value = common::get_json(&daemon.api("/api/v1/aggregator/state")).await;
     assert_eq!(state["total_servers"], 10_000);
-    let one: Value = http()
-        .get(daemon.api("/api/v1/aggregator/servers/server-04242"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let one: Value = common::get_json(&daemon.api("/api/v1/aggregator/servers/server-04242")).await;
     assert_eq!(one["description"], "bulk server 4242");
 }
 

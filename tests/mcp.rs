@@ -520,14 +520,7 @@ async fn rest_call_routes_reports_and_refuses() {
     let (status, body) = call(json!({"name": "echo"})).await;
     assert_eq!(status, 409);
     assert_eq!(body["candidates"], json!(["fx.echo", "fy.echo"]));
-    let conflicts: Value = http()
-        .get(d.api("/api/v1/aggregator/conflicts"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let conflicts: Value = common::get_json(&d.api("/api/v1/aggregator/conflicts")).await;
     assert_eq!(conflicts["strategy"], "PRIORITY_BASED");
     let echo = conflicts["conflicts"]
         .as_array()
@@ -910,13 +903,6 @@ async fn stdio_on_a_daemons_data_dir_relays_to_the_daemon() {
     );
     let _ = client.child.kill().await;
     // One set of children: the daemon's.
-    let state: Value = http()
-        .get(d.api("/api/v1/aggregator/state"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let state: Value = common::get_json(&d.api("/api/v1/aggregator/state")).await;
     assert_eq!(state["connected_servers"], 1);
 }

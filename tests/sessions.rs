@@ -32,27 +32,14 @@ fn fixture(name: &str, args: &[&str]) -> Value {
 }
 
 async fn tools(d: &Daemon, server: &str) -> Vec<Value> {
-    http()
-        .get(d.api(&format!("/api/v1/aggregator/servers/{server}/tools")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    common::get_json(&d.api(&format!("/api/v1/aggregator/servers/{server}/tools"))).await
 }
 
 async fn history_events(d: &Daemon, server: &str) -> Vec<String> {
-    let history: Vec<Value> = http()
-        .get(d.api(&format!(
-            "/api/v1/aggregator/servers/{server}/history?limit=1000"
-        )))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let history: Vec<Value> = common::get_json(&d.api(&format!(
+        "/api/v1/aggregator/servers/{server}/history?limit=1000"
+    )))
+    .await;
     history
         .iter()
         .map(|h| h["event_type"].as_str().unwrap_or_default().to_owned())
@@ -109,14 +96,7 @@ async fn server_everything_over_stdio_sse_and_streamable_http() {
         counts.windows(2).all(|w| w[0] == w[1]),
         "the same server over three transports: {counts:?}"
     );
-    let state: Value = http()
-        .get(d.api("/api/v1/aggregator/state"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let state: Value = common::get_json(&d.api("/api/v1/aggregator/state")).await;
     assert_eq!(state["connected_servers"], 3);
     assert_eq!(state["total_tools"], counts.iter().sum::<usize>());
     assert!(state["last_sync"].is_string());
@@ -183,14 +163,7 @@ async fn a_thousand_paginated_tools_with_dotted_and_long_names() {
         BIG,
         "every page was followed (fixed + 1000 + dotted + long)"
     );
-    let server: Value = http()
-        .get(d.api("/api/v1/aggregator/servers/big"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let server: Value = common::get_json(&d.api("/api/v1/aggregator/servers/big")).await;
     assert_eq!(server["tool_count"], BIG);
 
     let dotted = listed
@@ -308,23 +281,9 @@ async fn twenty_servers_connect_while_one_never_answers_initialize() {
         wait_status(&d, &format!("s{i:02}"), "CONNECTED", UP).await;
     }
     // All twenty are up while the staller is still waiting for its answer.
-    let staller: Value = http()
-        .get(d.api("/api/v1/aggregator/servers/staller"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let staller: Value = common::get_json(&d.api("/api/v1/aggregator/servers/staller")).await;
     assert_eq!(staller["status"], "CONNECTING", "{staller}");
-    let state: Value = http()
-        .get(d.api("/api/v1/aggregator/state"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let state: Value = common::get_json(&d.api("/api/v1/aggregator/state")).await;
     assert_eq!(state["connected_servers"], 20);
 }
 

@@ -156,6 +156,18 @@ pub fn stdio_server(name: &str) -> Value {
     })
 }
 
+/// GETs a URL and parses the JSON answer (whatever the status).
+pub async fn get_json<T: serde::de::DeserializeOwned>(url: &str) -> T {
+    http()
+        .get(url)
+        .send()
+        .await
+        .unwrap_or_else(|err| panic!("GET {url}: {err}"))
+        .json()
+        .await
+        .unwrap_or_else(|err| panic!("GET {url}: not the JSON expected: {err}"))
+}
+
 pub fn http() -> reqwest::Client {
     mcp_aggregator::tls::init();
     reqwest::Client::new()
