@@ -82,7 +82,9 @@ pub async fn discover(session: &Session, server_id: ServerId, catalog: &Catalog,
                 }
                 let count = tools.len();
                 match catalog.apply_tools(server_id, tools).await {
-                    Ok(diff) => tracing::info!(
+                    // Servers often repeat list_changed; say so only when
+                    // something changed.
+                    Ok(diff) if diff.changed() => tracing::info!(
                         server,
                         tools = count,
                         added = diff.added,
@@ -91,6 +93,7 @@ pub async fn discover(session: &Session, server_id: ServerId, catalog: &Catalog,
                         rejected = diff.rejected,
                         "tools discovered"
                     ),
+                    Ok(_) => tracing::debug!(server, tools = count, "tools unchanged"),
                     Err(err) => tracing::error!(server, "cannot store the tools: {err}"),
                 }
             }
