@@ -17,7 +17,7 @@ pub const DEFAULT_VERSION: &str = "2025-11-25";
 
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
-const METHOD_NOT_FOUND: i64 = -32601;
+pub(super) const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
 const INTERNAL_ERROR: i64 = -32603;
 
@@ -26,9 +26,10 @@ pub struct McpServer {
     router: Router,
     /// Clients with a call running on a server, most recent last: a
     /// server's request (sampling, …) goes to the client it is working for.
-    callers: Mutex<HashMap<crate::model::ServerId, Vec<std::sync::Weak<ClientConnection>>>>,
+    pub(super) callers:
+        Mutex<HashMap<crate::model::ServerId, Vec<std::sync::Weak<ClientConnection>>>>,
     /// Every initialized client, for requests outside a call (roots).
-    clients: Mutex<Vec<std::sync::Weak<ClientConnection>>>,
+    pub(super) clients: Mutex<Vec<std::sync::Weak<ClientConnection>>>,
     /// Namespaced resource URI -> the clients subscribed to it.
     subscriptions: Mutex<HashMap<String, Vec<std::sync::Weak<ClientConnection>>>>,
 }
@@ -47,7 +48,7 @@ pub struct ClientConnection {
     asked: Arc<Mutex<HashMap<String, tokio::sync::oneshot::Sender<Value>>>>,
     /// Whether messages sent now reach the client (an HTTP session only
     /// once it opened its GET stream).
-    accepts_requests: std::sync::atomic::AtomicBool,
+    pub(super) accepts_requests: std::sync::atomic::AtomicBool,
     next_ask: std::sync::atomic::AtomicU64,
 }
 
@@ -251,7 +252,9 @@ impl McpServer {
         server
             .router
             .sessions()
-            .set_request_handler(Arc::new(ForwardToClients(Arc::downgrade(&server))));
+            .set_request_handler(Arc::new(super::requests::ForwardToClients(Arc::downgrade(
+                &server,
+            ))));
         // Pass resource updates on to the clients subscribed to them.
         let weak = Arc::downgrade(&server);
         let mut notices = server.router.sessions().notices();
@@ -436,7 +439,8 @@ impl McpServer {
                     .resolve(&self.router.table(), &name, None)
                     .ok()
                     .map(|r| r.server_id);
-                let _caller = server_id.map(|id| CallerGuard::new(self, id, client));
+                let _caller =
+                    server_id.map(|id| super::requests::CallerGuard::new(self, id, client));
                 match self
                     .router
                     .call_tool(&name, arguments, meta, None, progress)
@@ -500,108 +504,6 @@ impl McpServer {
             }
             other => Err((METHOD_NOT_FOUND, format!("Method not found: {other}"), None)),
         }
-    }
-}
-
-/// Registers a client as working with a server for the length of a call.
-struct CallerGuard<'a> {
-    server: &'a McpServer,
-    server_id: crate::model::ServerId,
-    client: std::sync::Weak<ClientConnection>,
-}
-
-impl<'a> CallerGuard<'a> {
-    fn new(
-        server: &'a McpServer,
-        server_id: crate::model::ServerId,
-        client: &Arc<ClientConnection>,
-    ) -> CallerGuard<'a> {
-        let client = Arc::downgrade(client);
-        if let Ok(mut callers) = server.callers.lock() {
-            callers.entry(server_id).or_default().push(client.clone());
-        }
-        CallerGuard {
-            server,
-            server_id,
-            client,
-        }
-    }
-}
-
-impl Drop for CallerGuard<'_> {
-    fn drop(&mut self) {
-        // The (possibly empty) list stays: servers are few, and removing and
-        // re-adding the key on every call churns the map.
-        if let Ok(mut callers) = self.server.callers.lock()
-            && let Some(list) = callers.get_mut(&self.server_id)
-            && let Some(pos) = list.iter().rposition(|c| c.ptr_eq(&self.client))
-        {
-            list.remove(pos);
-        }
-    }
-}
-
-/// Passes a server's requests to the client it is working for (or, outside
-/// a call, to the most recent client that can answer).
-struct ForwardToClients(std::sync::Weak<McpServer>);
-
-impl crate::sessions::ServerRequestHandler for ForwardToClients {
-    fn handle(
-        &self,
-        server_id: crate::model::ServerId,
-        method: String,
-        params: Option<Value>,
-    ) -> futures_util::future::BoxFuture<'static, Result<Value, Value>> {
-        let server = self.0.clone();
-        Box::pin(async move {
-            let capability = match method.as_str() {
-                "sampling/createMessage" => "sampling",
-                "elicitation/create" => "elicitation",
-                "roots/list" => "roots",
-                _ => {
-                    return Err(
-                        json!({"code": METHOD_NOT_FOUND, "message": format!("{method} is not supported")}),
-                    );
-                }
-            };
-            let client = server
-                .upgrade()
-                .and_then(|server| server.client_for(server_id, capability));
-            match client {
-                Some(client) => client.ask(&method, params).await,
-                None if capability == "roots" => Ok(json!({"roots": []})),
-                None => Err(json!({
-                    "code": METHOD_NOT_FOUND,
-                    "message": format!("no connected client supports {capability}")
-                })),
-            }
-        })
-    }
-}
-
-impl McpServer {
-    fn client_for(
-        &self,
-        server_id: crate::model::ServerId,
-        capability: &str,
-    ) -> Option<Arc<ClientConnection>> {
-        let calling = self
-            .callers
-            .lock()
-            .ok()
-            .and_then(|c| c.get(&server_id).cloned())
-            .unwrap_or_default();
-        let everyone = self.clients.lock().map(|c| c.clone()).unwrap_or_default();
-        calling
-            .iter()
-            .rev()
-            .chain(everyone.iter().rev())
-            .filter_map(std::sync::Weak::upgrade)
-            .find(|c| {
-                c.supports(capability)
-                    && c.accepts_requests
-                        .load(std::sync::atomic::Ordering::Relaxed)
-            })
     }
 }
 

@@ -6,6 +6,7 @@
 pub mod bridge;
 pub mod handler;
 pub mod http;
+mod requests;
 pub mod stdio;
 
 pub use handler::{ClientConnection, McpServer};
