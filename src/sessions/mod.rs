@@ -8,6 +8,7 @@
 //! rmcp's typed model drops fields it does not know.
 
 pub mod discovery;
+mod dispatch;
 pub mod http;
 pub mod link;
 pub mod session;

@@ -1,0 +1,156 @@
+//! The receiving side of a session: every message the server sends is
+//! routed here — answers to their waiting requests, progress to its
+//! subscriber, list_changed and other notifications to the supervisor, and
+//! the server's own requests to the front door's handler.
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::session::{
+    Pending, ProgressRoutes, RpcError, ServerRequestHandler, SessionEvent, Waiter, line,
+};
+
+/// Routes the server's messages: responses to their waiting requests,
+/// list-changed notifications to the supervisor, the server's own requests
+/// answered (ping) or refused. Ends when the link dies.
+/// The session's receiving side.
+pub(super) struct Dispatcher {
+    pub(super) server: String,
+    pub(super) pending: Arc<Pending>,
+    pub(super) progress: Arc<ProgressRoutes>,
+    pub(super) events: mpsc::UnboundedSender<SessionEvent>,
+    pub(super) replies: mpsc::UnboundedSender<Bytes>,
+    pub(super) link_closed: CancellationToken,
+    pub(super) closed: CancellationToken,
+    pub(super) requests: Option<(crate::model::ServerId, Arc<dyn ServerRequestHandler>)>,
+}
+
+impl Dispatcher {
+    pub(super) async fn run(self, mut inbound: mpsc::Receiver<Value>) {
+        let Dispatcher {
+            server,
+            pending,
+            progress,
+            events,
+            replies,
+            link_closed,
+            closed,
+            requests,
+        } = self;
+        loop {
+            let message = tokio::select! {
+                message = inbound.recv() => message,
+                () = link_closed.cancelled() => None,
+                () = closed.cancelled() => None,
+            };
+            let Some(message) = message else {
+                break;
+            };
+            let method = message.get("method").and_then(Value::as_str);
+            let id = message.get("id");
+            match (method, id) {
+                (None, Some(id)) => {
+                    let Some(id) = id.as_u64() else {
+                        tracing::debug!(server = %server, "an answer with an id we never sent: {id}");
+                        continue;
+                    };
+                    let waiter = pending.lock().ok().and_then(|mut p| p.remove(&id));
+                    let Some(Waiter { tx: waiter, .. }) = waiter else {
+                        continue;
+                    };
+                    let outcome = if let Some(error) = message.get("error") {
+                        Err(RpcError::Server {
+                            code: error.get("code").and_then(Value::as_i64).unwrap_or(-32603),
+                            message: error
+                                .get("message")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .to_owned(),
+                            data: error.get("data").cloned(),
+                        })
+                    } else {
+                        let mut message = message;
+                        match message.get_mut("result").map(Value::take) {
+                            Some(result) => Ok(result),
+                            None => Err(RpcError::Malformed(
+                                "an answer with neither result nor error".into(),
+                            )),
+                        }
+                    };
+                    let _ = waiter.send(outcome);
+                }
+                (Some(method), Some(id)) if method != "ping" && requests.is_some() => {
+                    let Some((server_id, handler)) = requests.clone() else {
+                        continue;
+                    };
+                    let (id, method) = (id.clone(), method.to_owned());
+                    let params = message.get("params").cloned();
+                    let replies = replies.clone();
+                    tokio::spawn(async move {
+                        let reply = match handler.handle(server_id, method, params).await {
+                            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                            Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+                        };
+                        if let Ok(bytes) = line(&reply) {
+                            let _ = replies.send(Bytes::from(bytes));
+                        }
+                    });
+                }
+                (Some(method), Some(id)) => {
+                    let reply = match method {
+                        "ping" => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
+                        "roots/list" => {
+                            json!({"jsonrpc": "2.0", "id": id, "result": {"roots": []}})
+                        }
+                        _ => {
+                            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("{method} is not supported by this client")}})
+                        }
+                    };
+                    if let Ok(bytes) = line(&reply) {
+                        let _ = replies.send(Bytes::from(bytes));
+                    }
+                }
+                (Some("notifications/progress"), None) => {
+                    let token = message.get("params").and_then(|p| p.get("progressToken"));
+                    let route = token
+                        .and_then(Value::as_str)
+                        .and_then(|key| progress.lock().ok().and_then(|r| r.get(key).cloned()));
+                    match (route, message.get("params")) {
+                        (Some(route), Some(params)) => {
+                            let _ = route.send(params.clone());
+                        }
+                        _ => {
+                            let _ = events.send(SessionEvent::Notification(message));
+                        }
+                    }
+                }
+                (Some(method), None) => {
+                    let event = match method {
+                        "notifications/tools/list_changed" => SessionEvent::ToolsChanged,
+                        "notifications/resources/list_changed" => SessionEvent::ResourcesChanged,
+                        "notifications/prompts/list_changed" => SessionEvent::PromptsChanged,
+                        _ => SessionEvent::Notification(message),
+                    };
+                    let _ = events.send(event);
+                }
+                (None, None) => {
+                    tracing::debug!(server = %server, "ignoring a message that is neither request, answer nor notification")
+                }
+            }
+        }
+        closed.cancel();
+        // Whoever still waits gets an answer now.
+        let waiting: Vec<_> = pending
+            .lock()
+            .map(|mut p| p.drain().collect())
+            .unwrap_or_default();
+        for (_, waiter) in waiting {
+            let _ = waiter.tx.send(Err(RpcError::Closed(
+                "the connection to the server was lost".to_owned(),
+            )));
+        }
+    }
+}
