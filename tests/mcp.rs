@@ -906,3 +906,131 @@ async fn stdio_on_a_daemons_data_dir_relays_to_the_daemon() {
     let state: Value = common::get_json(&d.api("/api/v1/aggregator/state")).await;
     assert_eq!(state["connected_servers"], 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamable_http_details_progress_stream_batches_sessions_and_origin() {
+    let d = Daemon::start();
+    register(
+        &d,
+        json!({"name": "fx", "transport_type": "STDIO", "connection_config": {"command": FIXTURE}}),
+    )
+    .await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    let url = d.api("/mcp");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let response = http().post(&url).json(&init).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["result"]["protocolVersion"], "2025-06-18");
+    let post = |body: Value| {
+        http()
+            .post(&url)
+            .header("mcp-session-id", &session)
+            .json(&body)
+            .send()
+    };
+
+    // Wait until the tools are routed.
+    let end = Instant::now() + UP;
+    loop {
+        let list: Value = post(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if list["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "fx__sleep")
+        {
+            break;
+        }
+        assert!(Instant::now() < end);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A call that reports progress answers as an SSE stream: progress first, then the result.
+    let body = http()
+        .post(&url)
+        .header("mcp-session-id", &session)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "fx__sleep", "arguments": {"ms": 150}, "_meta": {"progressToken": "p1"}}}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let messages: Vec<Value> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| serde_json::from_str(d.trim()).unwrap())
+        .collect();
+    assert_eq!(messages.len(), 4, "{body}");
+    assert!(
+        messages[..3].iter().all(
+            |m| m["method"] == "notifications/progress" && m["params"]["progressToken"] == "p1"
+        )
+    );
+    assert_eq!(messages[3]["id"], 3);
+
+    // A batch gets an array of answers; a notification alone gets 202.
+    let answers: Value = post(json!([
+        {"jsonrpc": "2.0", "id": 4, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "fx__echo", "arguments": {"b": 1}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    ]))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(answers[0]["result"], json!({}));
+    assert_eq!(answers[1]["result"]["content"][0]["text"], r#"{"b":1}"#);
+    assert_eq!(
+        post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await
+            .unwrap()
+            .status(),
+        202
+    );
+
+    // No session, a foreign Origin, an ended session.
+    let response = http()
+        .post(&url)
+        .json(&json!({"jsonrpc": "2.0", "id": 6, "method": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let response = http()
+        .post(&url)
+        .header("origin", "http://evil.example")
+        .json(&init)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+    let response = http()
+        .delete(&url)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 204);
+    assert_eq!(
+        post(json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}))
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+}
