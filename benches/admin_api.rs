@@ -10,6 +10,10 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{free_port, ms, rss_kib, stop};
+
 const BIN: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
 const STARTS: usize = 10;
 const REGISTRATIONS: usize = 1000;
@@ -17,8 +21,7 @@ const REGISTRATIONS: usize = 1000;
 fn main() {
     // `cargo test --all-targets` runs bench targets too, without `--bench`;
     // the figures only mean something from the release build.
-    if !std::env::args().any(|arg| arg == "--bench") {
-        println!("admin_api: run with `cargo bench --bench admin_api`");
+    if !common::is_bench_run("cargo bench --bench admin_api") {
         return;
     }
     mcp_aggregator::tls::init();
@@ -150,40 +153,7 @@ async fn wait_healthz(port: u16) {
     panic!("no /healthz within 20 s");
 }
 
-fn stop(child: &mut Child) {
-    // SAFETY: kill(2) has no memory-safety preconditions.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
-    let _ = child.wait();
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[index]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }

@@ -13,6 +13,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
 const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
 const SEQUENTIAL: usize = 3000;
@@ -224,27 +226,13 @@ fn cpu_seconds(pid: u32) -> f64 {
     ticks / hz
 }
 
-fn rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<f64>().ok())
-        })
-        .unwrap_or(0.0)
-        / 1024.0
-}
-
 fn pct(sorted: &[Duration], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i].as_secs_f64() * 1e6
 }
 
 fn main() {
-    if !std::env::args().any(|arg| arg == "--bench") {
-        println!("mcp_latency: run with `cargo bench --features fixture --bench mcp_latency`");
+    if !common::is_bench_run("cargo bench --features fixture --bench mcp_latency") {
         return;
     }
     mcp_aggregator::tls::init();
@@ -289,16 +277,12 @@ async fn run() {
     let cpu = cpu_seconds(through.pid());
     let t_tput = pipelined(&mut through, "s0__echo").await;
     let cpu_pipelined_us = (cpu_seconds(through.pid()) - cpu) / CONCURRENT_CALLS as f64 * 1e6;
-    let rss = rss_mib(through.pid());
+    let rss = common::rss_kib(through.pid()) as f64 / 1024.0;
     drop(through);
     drop(direct);
 
     // HTTP front door, over the same stdio fixture.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
+    let port = common::free_port();
     let http_data = temp.path().join("http-data");
     let mut daemon = tokio::process::Command::new(BIN)
         .args([

@@ -10,13 +10,16 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{free_port, ms, rss_kib, stop};
+
 const BIN: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
 const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
 const RUNS: usize = 5;
 
 fn main() {
-    if !std::env::args().any(|arg| arg == "--bench") {
-        println!("sessions: run with `cargo bench --features fixture --bench sessions`");
+    if !common::is_bench_run("cargo bench --features fixture --bench sessions") {
         return;
     }
     mcp_aggregator::tls::init();
@@ -91,11 +94,7 @@ async fn ten_servers() -> (Duration, u64) {
 }
 
 async fn start(data_dir: &Path) -> (Child, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
+    let port = free_port();
     let child = Command::new(BIN)
         .args([
             "serve",
@@ -160,31 +159,7 @@ async fn wait_tools(base: &str, name: &str, count: u64) {
     }
 }
 
-fn stop(child: &mut Child) {
-    // SAFETY: kill(2) has no memory-safety preconditions.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
-    let _ = child.wait();
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }

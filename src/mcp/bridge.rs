@@ -7,7 +7,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -54,14 +54,8 @@ pub async fn relay(
     let mut reader = BufReader::new(input);
     let mut line = Vec::new();
     loop {
-        line.clear();
-        let read = tokio::select! {
-            read = reader.read_until(b'\n', &mut line) => read,
-            () = shutdown.cancelled() => break,
-        };
-        match read {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
+        if !super::stdio::next_line(&mut reader, &mut line, &shutdown).await {
+            break;
         }
         let text = String::from_utf8_lossy(&line);
         let text = text.trim();

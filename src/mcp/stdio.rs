@@ -32,14 +32,8 @@ pub async fn serve(
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::new();
     loop {
-        line.clear();
-        let read = tokio::select! {
-            read = reader.read_until(b'\n', &mut line) => read,
-            () = shutdown.cancelled() => break,
-        };
-        match read {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
+        if !next_line(&mut reader, &mut line, &shutdown).await {
+            break;
         }
         if line.len() > MAX_LINE_BYTES {
             let _ = outbound.send(handler::parse_error("message too large"));
@@ -99,6 +93,20 @@ fn dispatch(
         Incoming::Invalid(answer) => {
             let _ = outbound.send(answer);
         }
+    }
+}
+
+/// Reads the next line (newline included) into `line`; false at the end of
+/// the input, on a read error, or on shutdown.
+pub async fn next_line<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    line: &mut Vec<u8>,
+    shutdown: &CancellationToken,
+) -> bool {
+    line.clear();
+    tokio::select! {
+        read = reader.read_until(b'\n', line) => matches!(read, Ok(n) if n > 0),
+        () = shutdown.cancelled() => false,
     }
 }
 
