@@ -31,4 +31,6 @@ if ! cmp -s tests/python/requirements.txt "$venv_stamp" 2>/dev/null; then
   tests/.venv/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
   cp tests/python/requirements.txt "$venv_stamp"
 fi
+# The search model and ONNX Runtime, embedded in the binary at build time.
+./scripts/fetch-assets.sh
 echo "setup: ok"

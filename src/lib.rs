@@ -9,6 +9,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod index;
 pub mod logging;
 pub mod mcp;
 pub mod model;
