@@ -1,5 +1,546 @@
-//! Tool search: the keyword index (tantivy), the vector index (HNSW over
-//! local embeddings) and the hybrid ranking over both. Derived from the
-//! store, never trusted over it.
+//! Tool search: the keyword index (tantivy), the vector index (exact cosine
+//! over local embeddings) and the hybrid ranking over both. Derived from the
+//! store, never trusted over it: the keyword index records the catalog
+//! generation it reflects and is rebuilt when the store moved on without it;
+//! vectors come from the embedding cache in the store, so a restart embeds
+//! nothing that did not change. Indexing runs in the background and never
+//! blocks connecting or calling.
 
 pub mod embedder;
+pub mod keyword;
+pub mod rank;
+pub mod text;
+pub mod vector;
+
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::model::{ServerId, ToolRecord};
+use crate::store::embeddings::embedding_key;
+use crate::store::{Store, StoreError};
+use embedder::{EmbedError, Embedder};
+use keyword::{KeywordDoc, KeywordError, KeywordIndex};
+use text::tool_texts;
+use vector::VectorIndex;
+
+pub use rank::{SearchMode, Weights};
+
+/// Where the keyword index lives inside the data dir.
+pub const INDEX_DIR: &str = "index";
+/// Tools embedded per batch: bounds memory and lets searches interleave.
+const BATCH: usize = 64;
+/// Candidates each side contributes before fusion.
+const CANDIDATES: usize = 50;
+/// Keyword commit payload while a sync is under way: never matches a store
+/// generation, so a crash mid-way means a rebuild.
+const PARTIAL: &str = "partial";
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error(transparent)]
+    Keyword(#[from] KeywordError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+    #[error("the index task failed: {0}")]
+    Task(String),
+}
+
+/// What search knows of one tool, for results.
+#[derive(Debug, Clone)]
+pub struct ToolDoc {
+    pub tool_id: Arc<str>,
+    pub server_id: ServerId,
+    pub server_name: String,
+    pub original_name: String,
+    pub wire_name: Option<String>,
+    pub description: Option<String>,
+    pub definition: Value,
+    pub hash: String,
+    pub is_external: bool,
+    pub skill_ids: Vec<String>,
+    pub primary_skill_id: Option<String>,
+}
+
+impl ToolDoc {
+    fn from_record(tool: &ToolRecord) -> ToolDoc {
+        ToolDoc {
+            tool_id: Arc::from(tool.id.as_str()),
+            server_id: tool.server_id,
+            server_name: tool.server_name.clone(),
+            original_name: tool.original_name.clone(),
+            wire_name: tool.wire_name.clone(),
+            description: tool.description.clone(),
+            definition: tool.definition.clone(),
+            hash: tool.definition_hash.clone(),
+            is_external: tool.is_external,
+            skill_ids: tool.skill_ids.clone(),
+            primary_skill_id: tool.primary_skill_id.clone(),
+        }
+    }
+}
+
+/// A search as the front doors ask it.
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    pub query: String,
+    pub limit: usize,
+    pub mode: SearchMode,
+    /// Only tools of these servers; `None` = every server.
+    pub servers: Option<HashSet<ServerId>>,
+    pub include_external: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct SearchHit {
+    pub doc: Arc<ToolDoc>,
+    pub score: f32,
+}
+
+#[derive(Debug, Clone)]
+pub struct SearchOutcome {
+    pub hits: Vec<SearchHit>,
+    /// The mode actually used (semantic falls back to keyword without the
+    /// model).
+    pub mode: SearchMode,
+    pub warning: Option<String>,
+    /// Tools that passed the filters (what was searched).
+    pub tools_searched: usize,
+}
+
+/// How far indexing has come, for the API and `reindex`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IndexProgress {
+    pub indexed_tools: usize,
+    pub total_tools: usize,
+    pub generation: u64,
+    pub syncing: bool,
+    pub semantic: bool,
+}
+
+/// The model's state: loading happens in the background at start.
+enum ModelState {
+    Loading,
+    Ready(Arc<Embedder>),
+    Unavailable(String),
+}
+
+struct Inner {
+    store: Arc<Store>,
+    keyword: KeywordIndex,
+    /// The generation the keyword index was committed at when opened.
+    opened_at: Option<u64>,
+    vectors: RwLock<VectorIndex>,
+    docs: RwLock<HashMap<Arc<str>, Arc<ToolDoc>>>,
+    model: RwLock<ModelState>,
+    model_ready: watch::Sender<bool>,
+    weights: Weights,
+    sync_lock: Mutex<()>,
+    progress: watch::Sender<IndexProgress>,
+}
+
+/// The search index service. Cheap to clone.
+#[derive(Clone)]
+pub struct SearchIndex {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for SearchIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SearchIndex").finish_non_exhaustive()
+    }
+}
+
+pub fn index_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join(INDEX_DIR).join("keyword")
+}
+
+impl SearchIndex {
+    /// Opens the keyword index in the data dir (blocking, fast). The model
+    /// is not loaded yet: call `load_model` (or `start`).
+    pub fn open(store: Arc<Store>, data_dir: &Path) -> Result<SearchIndex, IndexError> {
+        let (keyword, opened_at) = KeywordIndex::open(&index_dir(data_dir))?;
+        let (progress, _) = watch::channel(IndexProgress::default());
+        let (model_ready, _) = watch::channel(false);
+        Ok(SearchIndex {
+            inner: Arc::new(Inner {
+                store,
+                keyword,
+                opened_at,
+                vectors: RwLock::new(VectorIndex::new(embedder::DIMENSION)),
+                docs: RwLock::new(HashMap::new()),
+                model: RwLock::new(ModelState::Loading),
+                model_ready,
+                weights: Weights::default(),
+                sync_lock: Mutex::new(()),
+                progress,
+            }),
+        })
+    }
+
+    /// Loads the model (blocking, a fraction of a second); on failure search
+    /// goes on by keyword with a warning.
+    pub fn load_model(&self) {
+        let state = match Embedder::load() {
+            Ok(embedder) => {
+                tracing::info!(runtime = embedder.runtime(), "search model loaded");
+                ModelState::Ready(Arc::new(embedder))
+            }
+            Err(err) => {
+                tracing::warn!("{err}; search falls back to keywords only");
+                ModelState::Unavailable(err.to_string())
+            }
+        };
+        if let Ok(mut model) = self.inner.model.write() {
+            *model = state;
+        }
+        self.inner.model_ready.send_replace(true);
+    }
+
+    fn embedder(&self) -> Result<Arc<Embedder>, String> {
+        match self.inner.model.read().as_deref() {
+            Ok(ModelState::Ready(embedder)) => Ok(Arc::clone(embedder)),
+            Ok(ModelState::Loading) => Err("the search model is still loading".to_owned()),
+            Ok(ModelState::Unavailable(reason)) => Err(reason.clone()),
+            Err(_) => Err("the search model lock was poisoned".to_owned()),
+        }
+    }
+
+    pub fn progress(&self) -> watch::Receiver<IndexProgress> {
+        self.inner.progress.subscribe()
+    }
+
+    /// Brings both indexes in line with the store: tools removed since are
+    /// dropped, new or changed ones indexed (embeddings from the cache where
+    /// present). `rebuild` starts the keyword index over. Blocking;
+    /// concurrent calls take turns.
+    pub fn sync(&self, rebuild: bool) -> Result<usize, IndexError> {
+        let inner = &self.inner;
+        let _turn = inner
+            .sync_lock
+            .lock()
+            .map_err(|_| IndexError::Task("sync lock poisoned".into()))?;
+        let generation = inner.store.catalog_generation()?;
+        let tools = inner.store.all_tools()?;
+        let semantic = self.embedder().is_ok();
+        // What the keyword index already holds, by id and hash: kept as is
+        // when it reflects this store.
+        let mut on_disk: HashMap<String, String> = HashMap::new();
+        let first_sync = inner.docs.read().map(|d| d.is_empty()).unwrap_or(true);
+        if rebuild {
+            inner.keyword.clear()?;
+        } else if first_sync {
+            if inner.opened_at.is_some_and(|g| g == generation) {
+                on_disk = inner.keyword.documents()?.into_iter().collect();
+            } else {
+                tracing::info!("the keyword index does not match the store; rebuilding it");
+                inner.keyword.clear()?;
+            }
+        }
+        let current: HashMap<Arc<str>, Arc<ToolDoc>> = if rebuild {
+            HashMap::new()
+        } else {
+            inner.docs.read().map(|d| d.clone()).unwrap_or_default()
+        };
+        let wanted: HashMap<&str, &ToolRecord> = tools.iter().map(|t| (t.id.as_str(), t)).collect();
+        let removed: Vec<String> = current
+            .keys()
+            .filter(|id| !wanted.contains_key(&***id))
+            .map(|id| id.to_string())
+            .chain(
+                on_disk
+                    .keys()
+                    .filter(|id| !wanted.contains_key(id.as_str()))
+                    .cloned(),
+            )
+            .collect();
+        let vectors_have = |id: &str| {
+            inner
+                .vectors
+                .read()
+                .map(|v| v.contains(id))
+                .unwrap_or(false)
+        };
+        let changed: Vec<&ToolRecord> = tools
+            .iter()
+            .filter(|t| {
+                let indexed = current
+                    .get(t.id.as_str())
+                    .is_some_and(|d| d.hash == t.definition_hash);
+                !indexed || (semantic && !vectors_have(&t.id))
+            })
+            .collect();
+        let _ = inner.progress.send_replace(IndexProgress {
+            indexed_tools: tools.len() - changed.len(),
+            total_tools: tools.len(),
+            generation,
+            syncing: true,
+            semantic,
+        });
+        if !removed.is_empty() {
+            inner.keyword.remove(&removed)?;
+            let mut vectors = inner
+                .vectors
+                .write()
+                .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
+            let mut docs = inner
+                .docs
+                .write()
+                .map_err(|_| IndexError::Task("docs lock poisoned".into()))?;
+            for id in &removed {
+                vectors.remove(id);
+                docs.remove(id.as_str());
+            }
+        }
+        let embedder = self.embedder().ok();
+        let mut done = tools.len() - changed.len();
+        for (n, batch) in changed.chunks(BATCH).enumerate() {
+            self.index_batch(batch, embedder.as_deref(), &on_disk)?;
+            done += batch.len();
+            let _ = inner.progress.send_replace(IndexProgress {
+                indexed_tools: done,
+                total_tools: tools.len(),
+                generation,
+                syncing: true,
+                semantic,
+            });
+            // Make long syncs visible to searches as they go, without ever
+            // claiming a generation before the end.
+            if n % 16 == 15 {
+                inner.keyword.commit_with(PARTIAL)?;
+            }
+        }
+        inner.keyword.commit_with(&generation.to_string())?;
+        let _ = inner.progress.send_replace(IndexProgress {
+            indexed_tools: tools.len(),
+            total_tools: tools.len(),
+            generation,
+            syncing: false,
+            semantic,
+        });
+        Ok(changed.len() + removed.len())
+    }
+
+    fn index_batch(
+        &self,
+        batch: &[&ToolRecord],
+        embedder: Option<&Embedder>,
+        on_disk: &HashMap<String, String>,
+    ) -> Result<(), IndexError> {
+        let inner = &self.inner;
+        let texts: Vec<_> = batch.iter().map(|t| tool_texts(t, &t.skill_ids)).collect();
+        let server_ids: Vec<String> = batch.iter().map(|t| t.server_id.to_string()).collect();
+        let keyword_docs: Vec<KeywordDoc<'_>> = batch
+            .iter()
+            .zip(&texts)
+            .zip(&server_ids)
+            .filter(|((t, _), _)| on_disk.get(&t.id) != Some(&t.definition_hash))
+            .map(|((t, texts), server_id)| KeywordDoc {
+                tool_id: &t.id,
+                server_id,
+                hash: &t.definition_hash,
+                texts,
+            })
+            .collect();
+        inner.keyword.upsert(&keyword_docs)?;
+        let vectors = match embedder {
+            Some(embedder) => Some(self.embeddings(embedder, &texts)?),
+            None => None,
+        };
+        let mut index = inner
+            .vectors
+            .write()
+            .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
+        let mut docs = inner
+            .docs
+            .write()
+            .map_err(|_| IndexError::Task("docs lock poisoned".into()))?;
+        for (i, tool) in batch.iter().enumerate() {
+            let doc = Arc::new(ToolDoc::from_record(tool));
+            if let Some(vectors) = &vectors {
+                index.insert(Arc::clone(&doc.tool_id), &vectors[i]);
+            }
+            docs.insert(Arc::clone(&doc.tool_id), doc);
+        }
+        Ok(())
+    }
+
+    /// Each tool's vectors, from the cache or freshly embedded (and cached).
+    fn embeddings(
+        &self,
+        embedder: &Embedder,
+        texts: &[text::ToolTexts],
+    ) -> Result<Vec<Vec<Vec<f32>>>, IndexError> {
+        let flat: Vec<&str> = texts
+            .iter()
+            .flat_map(|t| t.dense.iter().map(String::as_str))
+            .collect();
+        let keys: Vec<[u8; 32]> = flat
+            .iter()
+            .map(|t| embedding_key(embedder::MODEL_ID, t))
+            .collect();
+        let mut cached = self.inner.store.embeddings(&keys)?;
+        let missing: Vec<usize> = (0..flat.len()).filter(|i| cached[*i].is_none()).collect();
+        if !missing.is_empty() {
+            // Similar lengths in one batch waste less padding.
+            let mut order = missing.clone();
+            order.sort_by_key(|i| flat[*i].len());
+            let inputs: Vec<&str> = order.iter().map(|i| flat[*i]).collect();
+            let fresh = embedder.embed(&inputs)?;
+            let entries: Vec<([u8; 32], &[f32])> = order
+                .iter()
+                .zip(&fresh)
+                .map(|(i, v)| (keys[*i], v.as_slice()))
+                .collect();
+            self.inner.store.put_embeddings(&entries)?;
+            for (i, vector) in order.into_iter().zip(fresh) {
+                cached[i] = Some(vector);
+            }
+        }
+        let per_tool = texts.iter().map(|t| t.dense.len()).collect::<Vec<_>>();
+        let mut flat_vectors = cached.into_iter();
+        Ok(per_tool
+            .into_iter()
+            .map(|n| (&mut flat_vectors).take(n).flatten().collect())
+            .collect())
+    }
+
+    /// Runs a search (blocking: the query's embedding takes milliseconds).
+    pub fn search(&self, request: &SearchRequest) -> Result<SearchOutcome, IndexError> {
+        let inner = &self.inner;
+        let docs = inner
+            .docs
+            .read()
+            .map_err(|_| IndexError::Task("docs lock poisoned".into()))?;
+        let allowed = |doc: &ToolDoc| {
+            request
+                .servers
+                .as_ref()
+                .is_none_or(|s| s.contains(&doc.server_id))
+                && (request.include_external || !doc.is_external)
+        };
+        let tools_searched = docs.values().filter(|d| allowed(d)).count();
+        let limit = request.limit.max(1);
+        let mut mode = request.mode;
+        let mut warning = None;
+        let dense = if mode == SearchMode::Keyword {
+            Vec::new()
+        } else {
+            match self.embedder() {
+                Ok(embedder) => {
+                    let query = embedder.embed(&[request.query.as_str()])?;
+                    let vectors = inner
+                        .vectors
+                        .read()
+                        .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
+                    let keep = |id: &str| docs.get(id).is_some_and(|d| allowed(d));
+                    query
+                        .first()
+                        .map(|q| vectors.search(q, CANDIDATES.max(limit), keep))
+                        .unwrap_or_default()
+                }
+                Err(reason) => {
+                    warning = Some(format!(
+                        "semantic search is unavailable ({reason}); results are by keyword only"
+                    ));
+                    mode = SearchMode::Keyword;
+                    Vec::new()
+                }
+            }
+        };
+        let keyword = if mode == SearchMode::Semantic {
+            Vec::new()
+        } else {
+            let servers: Option<HashSet<String>> = request
+                .servers
+                .as_ref()
+                .map(|s| s.iter().map(ServerId::to_string).collect());
+            inner
+                .keyword
+                .search(&request.query, CANDIDATES.max(limit) * 2, servers.as_ref())?
+                .into_iter()
+                .filter(|(id, _)| docs.get(id.as_str()).is_some_and(|d| allowed(d)))
+                .take(CANDIDATES.max(limit))
+                .collect()
+        };
+        let fused = rank::fuse(&keyword, &dense, mode, &inner.weights);
+        let hits = fused
+            .into_iter()
+            .filter_map(|(id, score)| {
+                docs.get(id.as_str()).map(|doc| SearchHit {
+                    doc: Arc::clone(doc),
+                    score,
+                })
+            })
+            .take(limit)
+            .collect();
+        Ok(SearchOutcome {
+            hits,
+            mode,
+            warning,
+            tools_searched,
+        })
+    }
+
+    /// Opens, loads the model and keeps the index in line with the catalog
+    /// until `shutdown`: one sync at start, then one after each burst of
+    /// catalog changes.
+    pub fn spawn_maintenance(
+        &self,
+        mut changes: broadcast::Receiver<()>,
+        shutdown: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let index = self.clone();
+        tokio::spawn(async move {
+            let loader = index.clone();
+            let _ = tokio::task::spawn_blocking(move || loader.load_model()).await;
+            loop {
+                let syncing = index.clone();
+                let result = tokio::select! {
+                    result = tokio::task::spawn_blocking(move || syncing.sync(false)) => result,
+                    () = shutdown.cancelled() => return,
+                };
+                match result {
+                    Ok(Ok(changed)) if changed > 0 => {
+                        tracing::debug!(changed, "search index synced")
+                    }
+                    Ok(Ok(_)) => {}
+                    Ok(Err(err)) => tracing::error!("search indexing failed: {err}"),
+                    Err(err) => tracing::error!("search indexing task failed: {err}"),
+                }
+                tokio::select! {
+                    received = changes.recv() => {
+                        if let Err(broadcast::error::RecvError::Closed) = received {
+                            return;
+                        }
+                        // One sync covers every change queued so far.
+                        while changes.try_recv().is_ok() {}
+                    }
+                    () = shutdown.cancelled() => return,
+                }
+            }
+        })
+    }
+
+    /// Whether the model has finished loading (either way).
+    pub async fn model_settled(&self) {
+        let mut ready = self.inner.model_ready.subscribe();
+        let _ = ready.wait_for(|ready| *ready).await;
+    }
+
+    pub fn semantic_available(&self) -> bool {
+        self.embedder().is_ok()
+    }
+
+    pub fn model_warning(&self) -> Option<String> {
+        self.embedder().err()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -8,7 +8,10 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeMap, HashSet};
 
-use super::{META, META_LAST_SYNC_MS, Store, StoreError, bump_generation, decode, encode};
+use super::{
+    META, META_LAST_SYNC_MS, Store, StoreError, bump_catalog_generation, bump_generation, decode,
+    encode,
+};
 use crate::catalog::wire_name::WireNameRules;
 use crate::model::{CatalogDiff, CatalogKind, ServerId, ToolRecord};
 
@@ -167,6 +170,7 @@ impl Store {
         self.put_server(&txn, &server)?;
         if diff.changed() {
             bump_generation(&txn)?;
+            bump_catalog_generation(&txn)?;
             touch_last_sync(&txn)?;
         }
         txn.commit()?;

@@ -7,6 +7,7 @@
 //! `Durability::Immediate`, so an acknowledged write survives `kill -9`.
 
 pub mod catalog;
+pub mod embeddings;
 pub mod secrets;
 
 use chrono::Utc;
@@ -24,7 +25,7 @@ use secrets::Cipher;
 
 /// The schema this build writes. Bump it and add a step to `migrate` when the
 /// layout changes.
-pub const SCHEMA_VERSION: u64 = 1;
+pub const SCHEMA_VERSION: u64 = 2;
 /// Connection history kept per server; older entries are dropped.
 pub const HISTORY_PER_SERVER: u64 = 500;
 /// Audit entries kept in all; older entries are dropped.
@@ -41,6 +42,7 @@ const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit_log");
 
 const META_SCHEMA_VERSION: &str = "schema_version";
 const META_GENERATION: &str = "generation";
+const META_CATALOG_GENERATION: &str = "catalog_generation";
 const META_AUDIT_SEQ: &str = "audit_seq";
 pub(crate) const META_LAST_SYNC_MS: &str = "last_sync_ms";
 
@@ -160,6 +162,10 @@ impl Store {
                     txn.open_table(catalog::RESOURCE_TEMPLATES)?;
                     txn.open_table(catalog::PROMPTS)?;
                 }
+                // 1 -> 2: the embedding cache of the search index.
+                1 => {
+                    txn.open_table(embeddings::EMBEDDINGS)?;
+                }
                 _ => unreachable!("every version below SCHEMA_VERSION has a step"),
             }
             version += 1;
@@ -179,6 +185,13 @@ impl Store {
     /// reflect; they record it to know when to rebuild.
     pub fn generation(&self) -> Result<u64, StoreError> {
         self.meta(META_GENERATION)
+    }
+
+    /// A counter bumped by every write that changes the tools table: what
+    /// the search indexes reflect. Status changes do not move it, so a
+    /// restart finds the indexes current.
+    pub fn catalog_generation(&self) -> Result<u64, StoreError> {
+        self.meta(META_CATALOG_GENERATION)
     }
 
     /// When tool discovery last changed the catalog (milliseconds since the
@@ -392,6 +405,7 @@ impl Store {
         catalog::delete_server_catalog(&txn, key)?;
         append_audit(&txn, audit_entry(actor, "remove", &record.name, "ok"))?;
         bump_generation(&txn)?;
+        bump_catalog_generation(&txn)?;
         txn.commit()?;
         Ok(record)
     }
@@ -611,6 +625,17 @@ fn append_audit(txn: &WriteTransaction, mut entry: AuditEntry) -> Result<(), Sto
     if table.len()? > AUDIT_LIMIT {
         table.pop_first()?;
     }
+    Ok(())
+}
+
+pub(crate) fn bump_catalog_generation(txn: &WriteTransaction) -> Result<(), StoreError> {
+    let mut meta = txn.open_table(META)?;
+    let next = meta
+        .get(META_CATALOG_GENERATION)?
+        .map(|v| v.value())
+        .unwrap_or(0)
+        + 1;
+    meta.insert(META_CATALOG_GENERATION, next)?;
     Ok(())
 }
 

@@ -1,0 +1,346 @@
+//! The keyword index: tantivy (BM25) on disk in the data dir. One combined
+//! field carries everything a tool says about itself; name and server fields
+//! repeat the most telling words at a lower boost. Identifiers are split
+//! into words before tokenising, words are stemmed, and filler words in
+//! queries ("please", "I want to") are dropped.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Mutex;
+use tantivy::collector::TopDocs;
+use tantivy::query::{
+    BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, TermQuery, TermSetQuery,
+};
+use tantivy::schema::{
+    Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value as _,
+};
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+
+use super::text::{ToolTexts, with_split_identifiers};
+
+const ANALYZER: &str = "tool_words";
+/// Per-field weights; the combined field leads (design §7).
+const BOOST_ALL: f32 = 1.0;
+const BOOST_NAME: f32 = 0.6;
+const BOOST_SERVER: f32 = 0.4;
+const WRITER_MEMORY: usize = 20_000_000;
+
+/// Lucene's English stop set: words too common to tell tools apart.
+const ENGLISH_STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
+    "they", "this", "to", "was", "will", "with",
+];
+
+/// Words that say nothing about which tool is meant.
+const QUERY_FILLER: &[&str] = &[
+    "please",
+    "want",
+    "need",
+    "can",
+    "could",
+    "would",
+    "should",
+    "help",
+    "me",
+    "my",
+    "i",
+    "you",
+    "tool",
+    "tools",
+    "use",
+    "using",
+    "some",
+    "something",
+    "way",
+    "how",
+    "do",
+    "let",
+    "lets",
+    "let's",
+    "like",
+    "just",
+    "thing",
+    "things",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeywordError {
+    #[error("keyword index: {0}")]
+    Tantivy(#[from] tantivy::TantivyError),
+    #[error("keyword index directory: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("keyword index: {0}")]
+    Open(#[from] tantivy::directory::error::OpenDirectoryError),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Fields {
+    id: Field,
+    server_id: Field,
+    hash: Field,
+    name: Field,
+    server: Field,
+    all: Field,
+}
+
+/// One tool as the keyword index stores it.
+pub struct KeywordDoc<'a> {
+    pub tool_id: &'a str,
+    pub server_id: &'a str,
+    /// The definition hash, so a restart can tell what changed.
+    pub hash: &'a str,
+    pub texts: &'a ToolTexts,
+}
+
+pub struct KeywordIndex {
+    index: Index,
+    fields: Fields,
+    reader: IndexReader,
+    writer: Mutex<IndexWriter>,
+    query_analyzer: Mutex<TextAnalyzer>,
+}
+
+impl std::fmt::Debug for KeywordIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeywordIndex").finish_non_exhaustive()
+    }
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut builder = Schema::builder();
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(ANALYZER)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
+    let fields = Fields {
+        id: builder.add_text_field("id", STRING | STORED),
+        server_id: builder.add_text_field("server_id", STRING),
+        hash: builder.add_text_field("hash", STORED),
+        name: builder.add_text_field("name", text.clone()),
+        server: builder.add_text_field("server", text.clone()),
+        all: builder.add_text_field("all", text),
+    };
+    (builder.build(), fields)
+}
+
+fn analyzer(extra_stop_words: &[&str]) -> TextAnalyzer {
+    let stops: Vec<String> = ENGLISH_STOP_WORDS
+        .iter()
+        .chain(extra_stop_words)
+        .map(|w| (*w).to_owned())
+        .collect();
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .filter(StopWordFilter::remove(stops))
+        .filter(Stemmer::new(Language::English))
+        .build()
+}
+
+impl KeywordIndex {
+    /// Opens the index in `dir`, creating it (or recreating it, when the
+    /// schema changed or the files are unreadable) as needed. Returns the
+    /// store generation it was last committed at, if any.
+    pub fn open(dir: &Path) -> Result<(KeywordIndex, Option<u64>), KeywordError> {
+        let (schema, fields) = schema();
+        std::fs::create_dir_all(dir)?;
+        let index = match Index::open_in_dir(dir) {
+            Ok(index) if index.schema() == schema => index,
+            Ok(_) | Err(_) => {
+                // Derived data: start over rather than fail.
+                std::fs::remove_dir_all(dir)?;
+                std::fs::create_dir_all(dir)?;
+                Index::create_in_dir(dir, schema)?
+            }
+        };
+        index.tokenizers().register(ANALYZER, analyzer(&[]));
+        let generation = index
+            .load_metas()?
+            .payload
+            .and_then(|payload| payload.parse::<u64>().ok());
+        let writer = index.writer_with_num_threads(1, WRITER_MEMORY)?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        Ok((
+            KeywordIndex {
+                index,
+                fields,
+                reader,
+                writer: Mutex::new(writer),
+                query_analyzer: Mutex::new(analyzer(QUERY_FILLER)),
+            },
+            generation,
+        ))
+    }
+
+    /// Every tool id in the index with its definition hash.
+    pub fn documents(&self) -> Result<Vec<(String, String)>, KeywordError> {
+        let searcher = self.reader.searcher();
+        let mut out = Vec::new();
+        for segment in searcher.segment_readers() {
+            let store = segment.get_store_reader(64)?;
+            for doc_id in segment.doc_ids_alive() {
+                let doc: TantivyDocument = store.get(doc_id)?;
+                let id = doc.get_first(self.fields.id).and_then(|v| v.as_str());
+                let hash = doc.get_first(self.fields.hash).and_then(|v| v.as_str());
+                if let (Some(id), Some(hash)) = (id, hash) {
+                    out.push((id.to_owned(), hash.to_owned()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn with_writer<T>(
+        &self,
+        f: impl FnOnce(&mut IndexWriter) -> Result<T, KeywordError>,
+    ) -> Result<T, KeywordError> {
+        let mut writer = self
+            .writer
+            .lock()
+            .map_err(|_| tantivy::TantivyError::InternalError("writer lock poisoned".into()))?;
+        f(&mut writer)
+    }
+
+    pub fn clear(&self) -> Result<(), KeywordError> {
+        self.with_writer(|w| {
+            w.delete_all_documents()?;
+            Ok(())
+        })
+    }
+
+    /// Adds or replaces tools (visible after `commit`).
+    pub fn upsert(&self, docs: &[KeywordDoc<'_>]) -> Result<(), KeywordError> {
+        let f = self.fields;
+        self.with_writer(|w| {
+            for doc in docs {
+                w.delete_term(Term::from_field_text(f.id, doc.tool_id));
+                let mut d = TantivyDocument::default();
+                d.add_text(f.id, doc.tool_id);
+                d.add_text(f.server_id, doc.server_id);
+                d.add_text(f.hash, doc.hash);
+                d.add_text(f.name, &doc.texts.name);
+                d.add_text(f.server, &doc.texts.server);
+                d.add_text(f.all, &doc.texts.all);
+                w.add_document(d)?;
+            }
+            Ok(())
+        })
+    }
+
+    pub fn remove(&self, tool_ids: &[String]) -> Result<(), KeywordError> {
+        let f = self.fields;
+        self.with_writer(|w| {
+            for id in tool_ids {
+                w.delete_term(Term::from_field_text(f.id, id));
+            }
+            Ok(())
+        })
+    }
+
+    /// Makes the changes durable and visible, recording what they reflect
+    /// (a store generation, or a marker that matches none).
+    pub fn commit_with(&self, payload: &str) -> Result<(), KeywordError> {
+        self.with_writer(|w| {
+            let mut prepared = w.prepare_commit()?;
+            prepared.set_payload(payload);
+            prepared.commit()?;
+            Ok(())
+        })?;
+        self.reader.reload()?;
+        Ok(())
+    }
+
+    /// The query's words after the analyzer (for callers that want to know
+    /// whether anything searchable is left).
+    fn query_terms(&self, query: &str) -> Vec<String> {
+        let Ok(mut analyzer) = self.query_analyzer.lock() else {
+            return Vec::new();
+        };
+        let text = with_split_identifiers(query);
+        let mut stream = analyzer.token_stream(&text);
+        let mut terms = Vec::new();
+        while stream.advance() {
+            let word = stream.token().text.clone();
+            if !terms.contains(&word) {
+                terms.push(word);
+            }
+        }
+        terms
+    }
+
+    /// BM25 over the fields, best first; `servers` limits the result to
+    /// those server ids.
+    pub fn search(
+        &self,
+        query: &str,
+        limit: usize,
+        servers: Option<&HashSet<String>>,
+    ) -> Result<Vec<(String, f32)>, KeywordError> {
+        let f = self.fields;
+        let terms = self.query_terms(query);
+        if terms.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * 3);
+        for word in &terms {
+            for (field, boost) in [
+                (f.all, BOOST_ALL),
+                (f.name, BOOST_NAME),
+                (f.server, BOOST_SERVER),
+            ] {
+                let term = TermQuery::new(
+                    Term::from_field_text(field, word),
+                    IndexRecordOption::WithFreqs,
+                );
+                should.push((
+                    Occur::Should,
+                    Box::new(BoostQuery::new(Box::new(term), boost)),
+                ));
+            }
+        }
+        let text_query: Box<dyn Query> = Box::new(BooleanQuery::new(should));
+        let query: Box<dyn Query> = match servers {
+            Some(servers) => Box::new(BooleanQuery::new(vec![
+                (Occur::Must, text_query),
+                (
+                    Occur::Must,
+                    Box::new(ConstScoreQuery::new(
+                        Box::new(TermSetQuery::new(
+                            servers
+                                .iter()
+                                .map(|id| Term::from_field_text(f.server_id, id)),
+                        )),
+                        0.0,
+                    )),
+                ),
+            ])),
+            None => text_query,
+        };
+        let searcher = self.reader.searcher();
+        let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?;
+        let mut out = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            let doc: TantivyDocument = searcher.doc(address)?;
+            if let Some(id) = doc.get_first(f.id).and_then(|v| v.as_str()) {
+                out.push((id.to_owned(), score));
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn num_docs(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+}

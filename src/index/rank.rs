@@ -1,0 +1,132 @@
+//! Hybrid ranking: each side's scores are standardised over its own
+//! candidates and combined with weights that lean towards the dense side
+//! (design §7: merging by scores beats reciprocal rank fusion here, because
+//! RRF throws away how far the dense list's leader is ahead).
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    #[default]
+    Hybrid,
+    Keyword,
+    Semantic,
+}
+
+/// How much each side counts in hybrid mode.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Weights {
+    pub dense: f32,
+    pub keyword: f32,
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Weights {
+            dense: 0.65,
+            keyword: 0.35,
+        }
+    }
+}
+
+/// Min-max over the list: the best becomes 1, the worst candidate 0. A
+/// single candidate (or all equal) scores 1.
+fn normalised<K: AsRef<str>>(list: &[(K, f32)]) -> HashMap<&str, f32> {
+    let max = list
+        .iter()
+        .map(|(_, s)| *s)
+        .fold(f32::NEG_INFINITY, f32::max);
+    let min = list.iter().map(|(_, s)| *s).fold(f32::INFINITY, f32::min);
+    let span = max - min;
+    list.iter()
+        .map(|(id, s)| {
+            let value = if span > f32::EPSILON {
+                (s - min) / span
+            } else {
+                1.0
+            };
+            (id.as_ref(), value)
+        })
+        .collect()
+}
+
+/// Fuses the keyword list (BM25 scores) and the dense list (cosine) into one
+/// ranking, best first. In single-sided modes the other list is empty and
+/// its raw scores are reported (cosine for semantic, BM25 for keyword).
+pub fn fuse(
+    keyword: &[(String, f32)],
+    dense: &[(Arc<str>, f32)],
+    mode: SearchMode,
+    weights: &Weights,
+) -> Vec<(String, f32)> {
+    let mut out: Vec<(String, f32)> = match mode {
+        SearchMode::Keyword => keyword.to_vec(),
+        SearchMode::Semantic => dense.iter().map(|(id, s)| (id.to_string(), *s)).collect(),
+        SearchMode::Hybrid if dense.is_empty() => keyword.to_vec(),
+        SearchMode::Hybrid => {
+            let k = normalised(keyword);
+            let d = normalised(dense);
+            let mut combined: HashMap<&str, f32> = HashMap::with_capacity(k.len() + d.len());
+            for (id, score) in &d {
+                *combined.entry(id).or_default() += weights.dense * score;
+            }
+            for (id, score) in &k {
+                *combined.entry(id).or_default() += weights.keyword * score;
+            }
+            combined
+                .into_iter()
+                .map(|(id, s)| (id.to_owned(), s))
+                .collect()
+        }
+    };
+    // Ties break by id so results are stable from run to run.
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_strong_on_both_sides_wins_and_each_side_alone_still_counts() {
+        let keyword = vec![
+            ("a.both".to_owned(), 9.0),
+            ("a.kw".to_owned(), 8.5),
+            ("a.low".to_owned(), 1.0),
+        ];
+        let dense: Vec<(Arc<str>, f32)> = vec![
+            (Arc::from("a.dense"), 0.80),
+            (Arc::from("a.both"), 0.78),
+            (Arc::from("a.far"), 0.20),
+        ];
+        let fused = fuse(&keyword, &dense, SearchMode::Hybrid, &Weights::default());
+        let order: Vec<&str> = fused.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(order[0], "a.both");
+        assert_eq!(order[1], "a.dense", "dense leads when weighted higher");
+        assert!(order.contains(&"a.kw"));
+        assert!(fused.iter().all(|(_, s)| (0.0..=1.0).contains(s)));
+    }
+
+    #[test]
+    fn single_sided_modes_keep_their_own_order_and_scores() {
+        let keyword = vec![("x".to_owned(), 3.0), ("y".to_owned(), 2.0)];
+        assert_eq!(
+            fuse(&keyword, &[], SearchMode::Keyword, &Weights::default()),
+            keyword
+        );
+        assert_eq!(
+            fuse(&keyword, &[], SearchMode::Hybrid, &Weights::default()),
+            keyword
+        );
+        let dense: Vec<(Arc<str>, f32)> = vec![(Arc::from("z"), 0.5)];
+        assert_eq!(
+            fuse(&[], &dense, SearchMode::Semantic, &Weights::default()),
+            vec![("z".to_owned(), 0.5)]
+        );
+    }
+}

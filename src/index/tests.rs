@@ -1,0 +1,334 @@
+//! The search service over a real store, the real tantivy index and the
+//! real model.
+
+use chrono::Utc;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use uuid::Uuid;
+
+use super::*;
+use crate::catalog::wire_name::WireNameRules;
+use crate::model::{ServerRecord, ServerSource, ServerStatus, Transport};
+
+fn server(store: &Store, name: &str) -> ServerRecord {
+    let now = Utc::now();
+    let record = ServerRecord {
+        id: Uuid::new_v4(),
+        name: name.to_owned(),
+        description: None,
+        transport: Transport::Stdio {
+            command: "true".into(),
+            args: vec![],
+            env: BTreeMap::new(),
+            cwd: None,
+        },
+        health_check_url: None,
+        auto_connect: false,
+        priority: 0,
+        status: ServerStatus::Disconnected,
+        error_message: None,
+        tool_count: 0,
+        registered_at: now,
+        updated_at: now,
+        connected_at: None,
+        last_health_check: None,
+        source: ServerSource::Api,
+    };
+    store.insert_server(&record, "test").unwrap();
+    record
+}
+
+fn tool(name: &str, description: &str, params: &[(&str, &str)]) -> Value {
+    let properties: serde_json::Map<String, Value> = params
+        .iter()
+        .map(|(p, d)| ((*p).to_owned(), json!({"type": "string", "description": d})))
+        .collect();
+    json!({"name": name, "description": description, "inputSchema": {"type": "object", "properties": properties}})
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    data_dir: std::path::PathBuf,
+    store: Arc<Store>,
+    github: ServerRecord,
+    gitlab: ServerRecord,
+    files: ServerRecord,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().to_path_buf();
+    let store = Arc::new(Store::open(&data_dir).unwrap());
+    let rules = WireNameRules::default();
+    let github = server(&store, "github");
+    let gitlab = server(&store, "gitlab");
+    let files = server(&store, "filesystem");
+    store
+        .replace_tools(
+            github.id,
+            &[
+                tool(
+                    "create_issue",
+                    "Create a new issue in a GitHub repository",
+                    &[
+                        ("owner", "Repository owner"),
+                        ("repo", "Repository name"),
+                        ("title", "Issue title"),
+                    ],
+                ),
+                tool(
+                    "search_code",
+                    "Search for code across GitHub repositories",
+                    &[("q", "Search query")],
+                ),
+                tool(
+                    "create_pull_request",
+                    "Create a new pull request in a GitHub repository",
+                    &[
+                        ("head", "Branch with changes"),
+                        ("base", "Branch to merge into"),
+                    ],
+                ),
+            ],
+            &rules,
+        )
+        .unwrap();
+    store
+        .replace_tools(
+            gitlab.id,
+            &[
+                tool(
+                    "create_issue",
+                    "Create a new issue in a GitLab project",
+                    &[
+                        ("project_id", "Project ID or path"),
+                        ("title", "Issue title"),
+                    ],
+                ),
+                tool(
+                    "createMergeRequest",
+                    "Open a merge request in a GitLab project",
+                    &[("source_branch", "Source branch")],
+                ),
+            ],
+            &rules,
+        )
+        .unwrap();
+    store
+        .replace_tools(
+            files.id,
+            &[
+                tool(
+                    "read_file",
+                    "Read the complete contents of a file from the file system.",
+                    &[("path", "Path of the file")],
+                ),
+                tool(
+                    "write_file",
+                    "Create a new file or overwrite an existing file with new content.",
+                    &[("path", "Path"), ("content", "Text to write")],
+                ),
+                tool(
+                    "list_directory",
+                    "Get a detailed listing of all files and directories in a specified path.",
+                    &[("path", "Directory")],
+                ),
+            ],
+            &rules,
+        )
+        .unwrap();
+    Fixture {
+        _dir: dir,
+        data_dir,
+        store,
+        github,
+        gitlab,
+        files,
+    }
+}
+
+fn open(f: &Fixture) -> SearchIndex {
+    let index = SearchIndex::open(Arc::clone(&f.store), &f.data_dir).unwrap();
+    index.load_model();
+    assert!(index.semantic_available(), "{:?}", index.model_warning());
+    index.sync(false).unwrap();
+    index
+}
+
+fn ask(
+    index: &SearchIndex,
+    query: &str,
+    mode: SearchMode,
+    servers: Option<HashSet<ServerId>>,
+) -> Vec<String> {
+    index
+        .search(&SearchRequest {
+            query: query.to_owned(),
+            limit: 5,
+            mode,
+            servers,
+            include_external: true,
+        })
+        .unwrap()
+        .hits
+        .into_iter()
+        .map(|h| h.doc.tool_id.to_string())
+        .collect()
+}
+
+#[test]
+fn finds_tools_by_name_by_paraphrase_and_by_server() {
+    let f = fixture();
+    let index = open(&f);
+    for mode in [
+        SearchMode::Hybrid,
+        SearchMode::Keyword,
+        SearchMode::Semantic,
+    ] {
+        assert_eq!(
+            ask(&index, "read_file", mode, None)[0],
+            "filesystem.read_file",
+            "{mode:?}"
+        );
+    }
+    assert_eq!(
+        ask(
+            &index,
+            "show me what is inside a document on disk",
+            SearchMode::Hybrid,
+            None
+        )[0],
+        "filesystem.read_file"
+    );
+    assert_eq!(
+        ask(
+            &index,
+            "new issue for the GitLab project",
+            SearchMode::Hybrid,
+            None
+        )[0],
+        "gitlab.create_issue"
+    );
+    assert_eq!(
+        ask(&index, "file a bug on GitHub", SearchMode::Hybrid, None)[0],
+        "github.create_issue"
+    );
+    // camelCase names are words too.
+    assert_eq!(
+        ask(&index, "merge request", SearchMode::Keyword, None)[0],
+        "gitlab.createMergeRequest"
+    );
+    // Same-named tools on two servers both come back.
+    let both = ask(&index, "create issue", SearchMode::Hybrid, None);
+    assert!(
+        both.contains(&"github.create_issue".to_owned())
+            && both.contains(&"gitlab.create_issue".to_owned()),
+        "{both:?}"
+    );
+    // The server filter applies on both sides.
+    let only_gitlab = ask(
+        &index,
+        "create issue",
+        SearchMode::Hybrid,
+        Some(HashSet::from([f.gitlab.id])),
+    );
+    assert!(!only_gitlab.is_empty());
+    assert!(
+        only_gitlab.iter().all(|id| id.starts_with("gitlab.")),
+        "{only_gitlab:?}"
+    );
+}
+
+#[test]
+fn removed_tools_vanish_and_a_restart_reuses_index_and_embeddings() {
+    let f = fixture();
+    let index = open(&f);
+    assert_eq!(
+        ask(&index, "read file", SearchMode::Hybrid, None)[0],
+        "filesystem.read_file"
+    );
+    f.store.remove_server(f.files.id, "test").unwrap();
+    index.sync(false).unwrap();
+    for mode in [
+        SearchMode::Hybrid,
+        SearchMode::Keyword,
+        SearchMode::Semantic,
+    ] {
+        assert!(
+            ask(&index, "read file", mode, None)
+                .iter()
+                .all(|id| !id.starts_with("filesystem.")),
+            "{mode:?}"
+        );
+    }
+    drop(index);
+
+    // A restart: the keyword index matches the store, so nothing is
+    // re-indexed there; vectors all come from the cache.
+    let generation = f.store.catalog_generation().unwrap();
+    let reopened = SearchIndex::open(Arc::clone(&f.store), &f.data_dir).unwrap();
+    assert_eq!(reopened.inner.opened_at, Some(generation));
+    reopened.load_model();
+    let keys_before = count_embeddings(&f.store);
+    reopened.sync(false).unwrap();
+    assert_eq!(
+        count_embeddings(&f.store),
+        keys_before,
+        "nothing was embedded again"
+    );
+    assert_eq!(
+        ask(&reopened, "create a pull request", SearchMode::Hybrid, None)[0],
+        "github.create_pull_request"
+    );
+    let _ = f.github;
+}
+
+#[test]
+fn a_stale_or_deleted_keyword_index_is_rebuilt_from_the_store() {
+    let f = fixture();
+    let index = open(&f);
+    drop(index);
+    // The store moves on while the index is closed (as after a crash).
+    f.store
+        .replace_tools(
+            f.gitlab.id,
+            &[tool(
+                "delete_branch",
+                "Delete a branch of a GitLab project",
+                &[],
+            )],
+            &WireNameRules::default(),
+        )
+        .unwrap();
+    let reopened = open(&f);
+    assert_eq!(
+        ask(&reopened, "delete branch", SearchMode::Keyword, None)[0],
+        "gitlab.delete_branch"
+    );
+    assert!(
+        ask(&reopened, "merge request", SearchMode::Keyword, None)
+            .iter()
+            .all(|id| id != "gitlab.createMergeRequest")
+    );
+    drop(reopened);
+    std::fs::remove_dir_all(index_dir(&f.data_dir)).unwrap();
+    let rebuilt = open(&f);
+    assert_eq!(
+        ask(&rebuilt, "delete branch", SearchMode::Keyword, None)[0],
+        "gitlab.delete_branch"
+    );
+    assert_eq!(
+        ask(
+            &rebuilt,
+            "list the files in a folder",
+            SearchMode::Hybrid,
+            None
+        )[0],
+        "filesystem.list_directory"
+    );
+}
+
+fn count_embeddings(store: &Store) -> u64 {
+    store.retain_embeddings_count().unwrap()
+}
