@@ -11,6 +11,7 @@ use crate::api::{self, AppState};
 use crate::catalog::Catalog;
 use crate::catalog::wire_name::WireNameRules;
 use crate::config::{self, ConfigError};
+use crate::index::{IndexError, SearchIndex};
 use crate::mcp::{self, McpServer, http::McpHttp};
 use crate::model::ServerSource;
 use crate::paths::{self, DaemonInfo};
@@ -45,6 +46,8 @@ pub enum DaemonError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot open the search index: {0}")]
+    Index(#[from] IndexError),
     #[error("the server stopped with an error: {0}")]
     Serve(std::io::Error),
 }
@@ -80,6 +83,9 @@ pub struct Stack {
     pub sessions: SessionManager,
     pub router: Router,
     pub mcp: Arc<McpServer>,
+    pub search: SearchIndex,
+    /// Stops the search index's background work.
+    background: CancellationToken,
 }
 
 impl Stack {
@@ -114,6 +120,18 @@ impl Stack {
         let catalog = Catalog::new(Arc::clone(&store), WireNameRules::default());
         let sessions = SessionManager::new(registry.clone(), catalog, SessionSettings::default());
         let router = Router::start(sessions.clone(), strategy).await;
+        let search = {
+            let (store, dir) = (Arc::clone(&store), data_dir.to_path_buf());
+            tokio::task::spawn_blocking(move || SearchIndex::open(store, &dir))
+                .await
+                .map_err(|err| DaemonError::Serve(std::io::Error::other(err)))??
+        };
+        let background = CancellationToken::new();
+        search.spawn_maintenance(
+            sessions.catalog().subscribe(),
+            registry.subscribe(),
+            background.clone(),
+        );
         let mcp = McpServer::new(router.clone());
         Ok(Stack {
             store,
@@ -121,6 +139,8 @@ impl Stack {
             sessions,
             router,
             mcp,
+            search,
+            background,
         })
     }
 
@@ -141,6 +161,7 @@ impl Stack {
 
     /// Closes every session (child processes terminated and reaped).
     pub async fn shutdown(&self) {
+        self.background.cancel();
         self.sessions.shutdown(SESSIONS_GRACE).await;
     }
 }
@@ -159,6 +180,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         registry: stack.registry.clone(),
         sessions: stack.sessions.clone(),
         router: stack.router.clone(),
+        search: stack.search.clone(),
         token: token.map(Arc::from),
         started,
     };

@@ -4,6 +4,7 @@
 
 pub mod error;
 pub mod extract;
+pub mod search;
 pub mod servers;
 pub mod tools;
 pub mod views;
@@ -35,6 +36,7 @@ pub struct AppState {
     pub registry: Registry,
     pub sessions: SessionManager,
     pub router: crate::router::Router,
+    pub search: crate::index::SearchIndex,
     /// When set, every route but `/healthz` needs `Authorization: Bearer`.
     pub token: Option<Arc<str>>,
     pub started: Instant,
@@ -66,6 +68,9 @@ pub fn router_with_openapi(
         .routes(routes!(tools::call_tool))
         .routes(routes!(tools::conflicts))
         .routes(routes!(tools::cache_stats))
+        .routes(routes!(search::search))
+        .routes(routes!(search::index_status))
+        .routes(routes!(search::reindex))
         .routes(routes!(healthz))
         .split_for_parts();
     if state.token.is_some() {

@@ -83,6 +83,21 @@ mcp-aggregator call echo '{}' --server everything\n\n\
 NAME is a tool id (server.tool), an MCP name (server__tool), or a name only one server has. \
 Exit code 1 when the tool reports an error, 2 when the call is refused.")]
     Call(CallArgs),
+    /// Find tools by what they do (keywords and meaning, ranked together).
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator search \"create an issue\"\n  \
+mcp-aggregator search \"read a file\" --server filesystem --limit 3\n  \
+mcp-aggregator search \"open pull request\" --mode keyword --json\n\n\
+Only tools of CONNECTED or DEGRADED servers are searched. Results are ranked by relevance, \
+never grouped by server; the NAME column is what `mcp-aggregator call` takes.")]
+    Search(SearchArgs),
+    /// Rebuild the search indexes from the store, with a progress bar.
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator reindex\n  \
+mcp-aggregator reindex --data-dir /var/lib/mcp-aggregator\n\n\
+With a daemon running, it rebuilds inside the daemon; otherwise this process opens the data dir \
+and rebuilds there. Cached embeddings are reused; only texts never embedded before are embedded.")]
+    Reindex(ClientArgs),
     /// Show counts of servers by status and of tools.
     State(ClientArgs),
     /// Show the audit log of server operations, newest first.
@@ -225,6 +240,30 @@ struct CallArgs {
     server: Option<String>,
     #[command(flatten)]
     client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+struct SearchArgs {
+    /// What the tool should do, in words or by name.
+    query: String,
+    /// Only this server's tools (name or id; repeatable).
+    #[arg(long = "server", value_name = "NAME")]
+    servers: Vec<String>,
+    /// How many results (1-100).
+    #[arg(long, default_value_t = 10)]
+    limit: usize,
+    /// hybrid (keywords and meaning), keyword, or semantic.
+    #[arg(long, value_enum, default_value = "hybrid")]
+    mode: SearchModeArg,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum SearchModeArg {
+    Hybrid,
+    Keyword,
+    Semantic,
 }
 
 #[derive(Debug, Args)]
@@ -433,6 +472,8 @@ enum CliError {
     Usage(String),
     #[error(transparent)]
     Config(#[from] config::ConfigError),
+    #[error("{0}")]
+    Failed(String),
 }
 
 impl CliError {
@@ -440,6 +481,7 @@ impl CliError {
         match self {
             CliError::Client(err) => err.exit_code(),
             CliError::Usage(_) | CliError::Config(_) => 2,
+            CliError::Failed(_) => 1,
         }
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod embedder;
 pub mod keyword;
+pub mod query;
 pub mod rank;
 pub mod text;
 pub mod vector;
@@ -15,11 +16,14 @@ pub mod vector;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::catalog::CatalogChanged;
 use crate::model::{ServerId, ToolRecord};
+use crate::registry::RegistryEvent;
 use crate::store::embeddings::embedding_key;
 use crate::store::{Store, StoreError};
 use embedder::{EmbedError, Embedder};
@@ -141,6 +145,8 @@ struct Inner {
     model_ready: watch::Sender<bool>,
     weights: Weights,
     sync_lock: Mutex<()>,
+    /// The first sync compares the keyword index on disk with the store.
+    synced_once: AtomicBool,
     progress: watch::Sender<IndexProgress>,
 }
 
@@ -178,6 +184,7 @@ impl SearchIndex {
                 model_ready,
                 weights: Weights::default(),
                 sync_lock: Mutex::new(()),
+                synced_once: AtomicBool::new(false),
                 progress,
             }),
         })
@@ -231,9 +238,15 @@ impl SearchIndex {
         // What the keyword index already holds, by id and hash: kept as is
         // when it reflects this store.
         let mut on_disk: HashMap<String, String> = HashMap::new();
-        let first_sync = inner.docs.read().map(|d| d.is_empty()).unwrap_or(true);
+        let first_sync = !inner.synced_once.swap(true, Ordering::SeqCst);
         if rebuild {
             inner.keyword.clear()?;
+            if let Ok(mut docs) = inner.docs.write() {
+                docs.clear();
+            }
+            if let Ok(mut vectors) = inner.vectors.write() {
+                *vectors = VectorIndex::new(embedder::DIMENSION);
+            }
         } else if first_sync {
             if inner.opened_at.is_some_and(|g| g == generation) {
                 on_disk = inner.keyword.documents()?.into_iter().collect();
@@ -316,6 +329,18 @@ impl SearchIndex {
             }
         }
         inner.keyword.commit_with(&generation.to_string())?;
+        if rebuild && semantic {
+            // Vectors of texts no tool has any more are dead weight.
+            let keep: HashSet<[u8; 32]> = tools
+                .iter()
+                .flat_map(|t| tool_texts(t, &t.skill_ids).dense)
+                .map(|text| embedding_key(embedder::MODEL_ID, &text))
+                .collect();
+            let dropped = inner.store.retain_embeddings(&keep)?;
+            if dropped > 0 {
+                tracing::info!(dropped, "unused cached embeddings dropped");
+            }
+        }
         let _ = inner.progress.send_replace(IndexProgress {
             indexed_tools: tools.len(),
             total_tools: tools.len(),
@@ -487,18 +512,22 @@ impl SearchIndex {
         })
     }
 
-    /// Opens, loads the model and keeps the index in line with the catalog
-    /// until `shutdown`: one sync at start, then one after each burst of
-    /// catalog changes.
+    /// Loads the model and keeps the index in line with the catalog until
+    /// `shutdown`: one sync at start, then one after each burst of tool
+    /// changes (a discovery that changed a list, a server removed).
     pub fn spawn_maintenance(
         &self,
-        mut changes: broadcast::Receiver<()>,
+        mut catalog: broadcast::Receiver<CatalogChanged>,
+        mut registry: broadcast::Receiver<RegistryEvent>,
         shutdown: CancellationToken,
     ) -> tokio::task::JoinHandle<()> {
         let index = self.clone();
         tokio::spawn(async move {
             let loader = index.clone();
-            let _ = tokio::task::spawn_blocking(move || loader.load_model()).await;
+            tokio::select! {
+                _ = tokio::task::spawn_blocking(move || loader.load_model()) => {}
+                () = shutdown.cancelled() => return,
+            }
             loop {
                 let syncing = index.clone();
                 let result = tokio::select! {
@@ -507,22 +536,36 @@ impl SearchIndex {
                 };
                 match result {
                     Ok(Ok(changed)) if changed > 0 => {
-                        tracing::debug!(changed, "search index synced")
+                        tracing::info!(changed, "search index updated")
                     }
                     Ok(Ok(_)) => {}
                     Ok(Err(err)) => tracing::error!("search indexing failed: {err}"),
                     Err(err) => tracing::error!("search indexing task failed: {err}"),
                 }
-                tokio::select! {
-                    received = changes.recv() => {
-                        if let Err(broadcast::error::RecvError::Closed) = received {
-                            return;
-                        }
-                        // One sync covers every change queued so far.
-                        while changes.try_recv().is_ok() {}
+                // Wait for a change that touches tools; a lagging receiver
+                // means changes were missed, which a sync covers too.
+                loop {
+                    let tools_changed = tokio::select! {
+                        event = catalog.recv() => match event {
+                            Ok(change) => change.kind.is_none(),
+                            Err(broadcast::error::RecvError::Lagged(_)) => true,
+                            Err(broadcast::error::RecvError::Closed) => return,
+                        },
+                        event = registry.recv() => match event {
+                            Ok(RegistryEvent::Removed { .. }) => true,
+                            Ok(_) => false,
+                            Err(broadcast::error::RecvError::Lagged(_)) => true,
+                            Err(broadcast::error::RecvError::Closed) => return,
+                        },
+                        () = shutdown.cancelled() => return,
+                    };
+                    if tools_changed {
+                        break;
                     }
-                    () = shutdown.cancelled() => return,
                 }
+                // One sync covers every change queued so far.
+                while catalog.try_recv().is_ok() {}
+                while registry.try_recv().is_ok() {}
             }
         })
     }

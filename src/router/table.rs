@@ -215,6 +215,23 @@ impl RouteTable {
         table
     }
 
+    /// Every registered server with its status, as the table saw them.
+    pub fn servers(&self) -> impl Iterator<Item = &ServerEntry> {
+        self.servers.values()
+    }
+
+    /// The servers as search filters them.
+    pub fn search_view(&self) -> Vec<crate::index::query::ServerView> {
+        self.servers
+            .values()
+            .map(|s| crate::index::query::ServerView {
+                id: s.id,
+                name: s.name.to_string(),
+                status: s.status,
+            })
+            .collect()
+    }
+
     pub fn server(&self, id: ServerId) -> Option<&ServerEntry> {
         self.servers.get(&id)
     }

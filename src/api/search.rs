@@ -1,0 +1,117 @@
+//! `POST /api/v1/search` (seed 003, AG-US2), the index's progress, and a
+//! full rebuild on request.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::error::{ApiError, ErrorBody};
+use super::extract::JsonBody;
+use crate::index::query::{QueryError, SearchQuery, SearchResponse};
+
+/// Find tools by what they do: keyword and meaning, ranked together.
+#[utoipa::path(
+    post,
+    path = "/api/v1/search",
+    tag = "search",
+    request_body = SearchQuery,
+    responses(
+        (status = 200, description = "Tools ranked by relevance (never grouped by server)", body = SearchResponse),
+        (status = 404, description = "A server in `server_filter` is not registered", body = ErrorBody),
+        (status = 422, description = "Empty or over-long query, or a limit outside 1–100", body = ErrorBody),
+    )
+)]
+pub async fn search(
+    State(state): State<AppState>,
+    JsonBody(query): JsonBody<SearchQuery>,
+) -> Response {
+    let servers = state.router.table().search_view();
+    let index = state.search.clone();
+    let answered = tokio::task::spawn_blocking(move || index.answer(&query, &servers, false)).await;
+    match answered {
+        Ok(Ok(response)) => Json(response).into_response(),
+        Ok(Err(err)) => query_error(err).into_response(),
+        Err(err) => ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the search task failed: {err}"),
+        )
+        .into_response(),
+    }
+}
+
+pub fn query_error(err: QueryError) -> ApiError {
+    let status = match &err {
+        QueryError::EmptyQuery | QueryError::QueryTooLong(_) | QueryError::BadLimit(_) => {
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
+        QueryError::UnknownServer(_) => StatusCode::NOT_FOUND,
+        QueryError::Index(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    ApiError::new(status, err.to_string())
+}
+
+/// How far indexing has come.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IndexStatus {
+    pub indexed_tools: usize,
+    pub total_tools: usize,
+    /// The store's catalog generation the index reflects (or is moving to).
+    pub generation: u64,
+    /// A sync is running.
+    pub syncing: bool,
+    /// Semantic search is available (the model loaded).
+    pub semantic: bool,
+    /// Why semantic search is unavailable, when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+fn status_of(state: &AppState) -> IndexStatus {
+    let progress = state.search.progress().borrow().clone();
+    IndexStatus {
+        indexed_tools: progress.indexed_tools,
+        total_tools: progress.total_tools,
+        generation: progress.generation,
+        syncing: progress.syncing,
+        semantic: state.search.semantic_available(),
+        warning: state.search.model_warning(),
+    }
+}
+
+/// The search index's progress and whether semantic search is available.
+#[utoipa::path(
+    get,
+    path = "/api/v1/search/status",
+    tag = "search",
+    responses((status = 200, description = "Indexing progress", body = IndexStatus))
+)]
+pub async fn index_status(State(state): State<AppState>) -> Json<IndexStatus> {
+    Json(status_of(&state))
+}
+
+/// Rebuild both indexes from the store (embeddings come from the cache).
+/// Answers at once; follow `GET /api/v1/search/status`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/search/reindex",
+    tag = "search",
+    responses((status = 202, description = "Rebuild started", body = IndexStatus))
+)]
+pub async fn reindex(State(state): State<AppState>) -> Response {
+    let index = state.search.clone();
+    tokio::spawn(async move {
+        index.model_settled().await;
+        match tokio::task::spawn_blocking(move || index.sync(true)).await {
+            Ok(Ok(count)) => tracing::info!(tools = count, "search index rebuilt"),
+            Ok(Err(err)) => tracing::error!("search index rebuild failed: {err}"),
+            Err(err) => tracing::error!("search index rebuild task failed: {err}"),
+        }
+    });
+    let mut status = status_of(&state);
+    status.syncing = true;
+    (StatusCode::ACCEPTED, Json(status)).into_response()
+}

@@ -1,0 +1,214 @@
+//! A search as the front doors ask it (AG-US2): filters by server (name or
+//! id), by availability (only CONNECTED and DEGRADED servers' tools) and by
+//! origin, then answers in the seed's shape. Shared by `POST
+//! /api/v1/search`, the CLI and the MCP `search_tools` meta-tool.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashSet;
+use std::time::Instant;
+use utoipa::ToSchema;
+
+use super::{IndexError, SearchIndex, SearchMode, SearchRequest};
+use crate::model::{ServerId, ServerStatus};
+
+/// Results per search unless asked otherwise, and the most one may ask.
+pub const DEFAULT_LIMIT: usize = 10;
+pub const MAX_LIMIT: usize = 100;
+/// Longer queries are refused: nobody types this much, and embedding cost
+/// grows with length.
+pub const MAX_QUERY_CHARS: usize = 2_000;
+
+/// A server as search sees it: who it is and whether it is available.
+#[derive(Debug, Clone)]
+pub struct ServerView {
+    pub id: ServerId,
+    pub name: String,
+    pub status: ServerStatus,
+}
+
+/// `POST /api/v1/search`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchQuery {
+    /// What the tool should do, in words or by name.
+    pub query: String,
+    /// Include tools of aggregated (external) servers; every tool here is
+    /// one, so `false` finds nothing.
+    #[serde(default = "yes")]
+    pub include_external: bool,
+    /// Only these servers (names or ids).
+    #[serde(default)]
+    pub server_filter: Option<Vec<String>>,
+    /// At most this many results (1–100, default 10).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// `hybrid` (default), `keyword` or `semantic`.
+    #[serde(default)]
+    pub mode: SearchMode,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SourceServer {
+    pub id: String,
+    pub name: String,
+    pub status: ServerStatus,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct FoundTool {
+    /// The tool id, `server.tool`.
+    pub id: String,
+    /// The tool id again (the seed's `name`): what the REST call and CLI take.
+    pub name: String,
+    pub original_name: String,
+    /// The name on the MCP endpoint (`server__tool`); absent when the tool
+    /// was refused a name (collision).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wire_name: Option<String>,
+    pub description: Option<String>,
+    /// Relevance: higher is better; in hybrid mode within 0–1.
+    pub score: f32,
+    pub source_server: SourceServer,
+    pub skill_ids: Vec<String>,
+    pub primary_skill_id: Option<String>,
+    /// The tool's input schema, when the caller asked for it (MCP
+    /// `search_tools`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub input_schema: Option<Value>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SearchMetadata {
+    pub servers_searched: usize,
+    pub total_tools_searched: usize,
+    pub mode: SearchMode,
+    /// Why results are by keyword only, when they are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+    pub took_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SearchResponse {
+    pub query: String,
+    pub tools: Vec<FoundTool>,
+    pub metadata: SearchMetadata,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    #[error("query must not be empty")]
+    EmptyQuery,
+    #[error("query is {0} characters long; at most {MAX_QUERY_CHARS} are searched")]
+    QueryTooLong(usize),
+    #[error("limit must be between 1 and {MAX_LIMIT}, got {0}")]
+    BadLimit(usize),
+    #[error("unknown server in server_filter: '{0}'")]
+    UnknownServer(String),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+}
+
+impl SearchQuery {
+    pub fn new(query: impl Into<String>) -> SearchQuery {
+        SearchQuery {
+            query: query.into(),
+            include_external: true,
+            server_filter: None,
+            limit: None,
+            mode: SearchMode::Hybrid,
+        }
+    }
+}
+
+impl SearchIndex {
+    /// Runs `query` against the servers as they are now. Blocking (the
+    /// query's embedding): call from a blocking thread.
+    pub fn answer(
+        &self,
+        query: &SearchQuery,
+        servers: &[ServerView],
+        with_schemas: bool,
+    ) -> Result<SearchResponse, QueryError> {
+        let started = Instant::now();
+        let text = query.query.trim();
+        if text.is_empty() {
+            return Err(QueryError::EmptyQuery);
+        }
+        let length = text.chars().count();
+        if length > MAX_QUERY_CHARS {
+            return Err(QueryError::QueryTooLong(length));
+        }
+        let limit = query.limit.unwrap_or(DEFAULT_LIMIT);
+        if !(1..=MAX_LIMIT).contains(&limit) {
+            return Err(QueryError::BadLimit(limit));
+        }
+        let mut wanted: Vec<&ServerView> =
+            servers.iter().filter(|s| s.status.is_available()).collect();
+        if let Some(filter) = &query.server_filter {
+            let mut chosen = HashSet::new();
+            for item in filter {
+                let server = servers
+                    .iter()
+                    .find(|s| s.name == *item || s.id.to_string() == *item)
+                    .ok_or_else(|| QueryError::UnknownServer(item.clone()))?;
+                chosen.insert(server.id);
+            }
+            wanted.retain(|s| chosen.contains(&s.id));
+        }
+        let ids: HashSet<ServerId> = wanted.iter().map(|s| s.id).collect();
+        let outcome = self.search(&SearchRequest {
+            query: text.to_owned(),
+            limit,
+            mode: query.mode,
+            servers: Some(ids),
+            include_external: query.include_external,
+        })?;
+        let tools = outcome
+            .hits
+            .into_iter()
+            .filter_map(|hit| {
+                let server = wanted.iter().find(|s| s.id == hit.doc.server_id)?;
+                let doc = &hit.doc;
+                Some(FoundTool {
+                    id: doc.tool_id.to_string(),
+                    name: doc.tool_id.to_string(),
+                    original_name: doc.original_name.clone(),
+                    wire_name: doc.wire_name.clone(),
+                    description: doc.description.clone(),
+                    score: hit.score,
+                    source_server: SourceServer {
+                        id: server.id.to_string(),
+                        name: server.name.clone(),
+                        status: server.status,
+                    },
+                    skill_ids: doc.skill_ids.clone(),
+                    primary_skill_id: doc.primary_skill_id.clone(),
+                    input_schema: with_schemas.then(|| {
+                        doc.definition
+                            .get("inputSchema")
+                            .cloned()
+                            .unwrap_or_else(|| serde_json::json!({"type": "object"}))
+                    }),
+                })
+            })
+            .collect();
+        Ok(SearchResponse {
+            query: query.query.clone(),
+            tools,
+            metadata: SearchMetadata {
+                servers_searched: wanted.len(),
+                total_tools_searched: outcome.tools_searched,
+                mode: outcome.mode,
+                warning: outcome.warning,
+                took_ms: started.elapsed().as_secs_f64() * 1000.0,
+            },
+        })
+    }
+}
