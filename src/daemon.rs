@@ -12,6 +12,7 @@ use crate::catalog::Catalog;
 use crate::catalog::wire_name::WireNameRules;
 use crate::config::{self, ConfigError};
 use crate::index::{IndexError, SearchIndex};
+use crate::mcp::meta::Expose;
 use crate::mcp::{self, McpServer, http::McpHttp};
 use crate::model::ServerSource;
 use crate::paths::{self, DaemonInfo};
@@ -72,8 +73,16 @@ pub struct ServeOptions {
     pub require_token: bool,
     /// Host names `/mcp` accepts besides loopback (DNS-rebinding protection).
     pub allowed_hosts: Vec<String>,
+    pub front_door: FrontDoorOptions,
+}
+
+/// Settings of the MCP front door, shared by `serve` and `stdio`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FrontDoorOptions {
     /// What bare tool names shared by several servers reach.
     pub conflict_strategy: ConflictStrategy,
+    /// What `tools/list` offers.
+    pub expose: Expose,
 }
 
 /// Everything a running aggregator is made of, shared by `serve` and `stdio`.
@@ -94,7 +103,7 @@ impl Stack {
     pub async fn open(
         data_dir: &Path,
         config: Option<(&Path, config::LoadedConfig)>,
-        strategy: ConflictStrategy,
+        front_door: FrontDoorOptions,
     ) -> Result<Stack, DaemonError> {
         let dir = data_dir.to_path_buf();
         let store = tokio::task::spawn_blocking(move || Store::open(&dir))
@@ -119,7 +128,7 @@ impl Stack {
         }
         let catalog = Catalog::new(Arc::clone(&store), WireNameRules::default());
         let sessions = SessionManager::new(registry.clone(), catalog, SessionSettings::default());
-        let router = Router::start(sessions.clone(), strategy).await;
+        let router = Router::start(sessions.clone(), front_door.conflict_strategy).await;
         let search = {
             let (store, dir) = (Arc::clone(&store), data_dir.to_path_buf());
             tokio::task::spawn_blocking(move || SearchIndex::open(store, &dir))
@@ -132,7 +141,7 @@ impl Stack {
             registry.subscribe(),
             background.clone(),
         );
-        let mcp = McpServer::new(router.clone());
+        let mcp = McpServer::new(router.clone(), search.clone(), front_door.expose);
         Ok(Stack {
             store,
             registry,
@@ -173,7 +182,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     // half-started daemon behind.
     let loaded = options.config.as_deref().map(config::load).transpose()?;
     let config = options.config.as_deref().zip(loaded);
-    let stack = Stack::open(&options.data_dir, config, options.conflict_strategy).await?;
+    let stack = Stack::open(&options.data_dir, config, options.front_door).await?;
 
     let token = admin_token(&options)?;
     let state = AppState {
@@ -239,12 +248,12 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
 pub async fn stdio(
     config_path: Option<PathBuf>,
     data_dir: PathBuf,
-    strategy: ConflictStrategy,
+    front_door: FrontDoorOptions,
     shutdown: CancellationToken,
 ) -> Result<(), DaemonError> {
     let loaded = config_path.as_deref().map(config::load).transpose()?;
     let config = config_path.as_deref().zip(loaded);
-    let stack = match Stack::open(&data_dir, config, strategy).await {
+    let stack = match Stack::open(&data_dir, config, front_door).await {
         Ok(stack) => stack,
         // A daemon owns the data dir: relay to it instead of failing.
         Err(DaemonError::Store(StoreError::AlreadyOpen { .. }))

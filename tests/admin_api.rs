@@ -413,10 +413,13 @@ async fn openapi_document_matches_the_routes() {
         ("GET", "/api/v1/aggregator/servers/{id}/history"),
         ("GET", "/api/v1/aggregator/servers/{id}/tools"),
         ("GET", "/api/v1/aggregator/state"),
+        ("GET", "/api/v1/search/status"),
         ("GET", "/healthz"),
         ("POST", "/api/v1/aggregator/servers"),
         ("POST", "/api/v1/aggregator/servers/{id}/connect"),
         ("POST", "/api/v1/aggregator/servers/{id}/disconnect"),
+        ("POST", "/api/v1/search"),
+        ("POST", "/api/v1/search/reindex"),
         ("POST", "/api/v1/tools/call"),
     ];
     let expected: Vec<(String, String)> = expected

@@ -74,7 +74,7 @@ async fn rmcp_client_over_stdio_lists_and_calls_with_payloads_unchanged() {
     );
 
     // fx: fixed + 3 generated + dotted; fy: fixed + 3 generated.
-    let tools = wait_tools(&client, 2 * (common::FIXED + 3) + 1).await;
+    let tools = wait_tools(&client, 2 * (common::FIXED + 3) + 1 + common::META).await;
     let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
     for expected in ["fx__echo", "fy__echo", "fx__api_v2_create", "fy__y_0002"] {
         assert!(
@@ -182,7 +182,7 @@ async fn rmcp_client_over_streamable_http_sees_list_changed() {
     wait_status(&d, "fx", "CONNECTED", UP).await;
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(d.api("/mcp"));
     let client = ().serve(transport).await.expect("initialize over /mcp");
-    let tools = wait_tools(&client, common::FIXED + 3).await;
+    let tools = wait_tools(&client, common::FIXED + 3 + common::META).await;
     assert!(tools.iter().any(|t| t.name == "fx__echo"));
     let result = client
         .call_tool(CallToolRequestParams::new("fx__echo").with_arguments(object(json!({"v": "ü"}))))
@@ -199,7 +199,7 @@ async fn rmcp_client_over_streamable_http_sees_list_changed() {
         )
         .await
         .unwrap();
-    let tools = wait_tools(&client, common::FIXED + 4).await;
+    let tools = wait_tools(&client, common::FIXED + 4 + common::META).await;
     assert!(
         tools.iter().any(|t| t.name == "fx__fresh"),
         "{:?}",
@@ -433,7 +433,7 @@ async fn sixty_four_concurrent_calls_and_a_slow_server_blocks_nobody() {
     }
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(d.api("/mcp"));
     let client = std::sync::Arc::new(().serve(transport).await.unwrap());
-    wait_tools(&client, 4 * (common::FIXED + 3)).await;
+    wait_tools(&client, 4 * (common::FIXED + 3) + common::META).await;
     let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut calls = Vec::new();
     for i in 0..64 {

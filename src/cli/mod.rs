@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config;
 use crate::daemon::{self, DEFAULT_LISTEN, LISTEN_ENV, ServeOptions, TOKEN_ENV};
 use crate::logging::{self, LogFormat};
+use crate::mcp::meta::{DEFAULT_EXPOSE_THRESHOLD, Expose, ExposeMode};
 use crate::paths::{self, DATA_DIR_ENV};
 use crate::router::ConflictStrategy;
 use client::ClientError;
@@ -142,6 +143,25 @@ struct RoutingArgs {
         default_value = "priority-based"
     )]
     conflict_strategy: ConflictStrategy,
+    /// What tools/list offers: every tool (all), only the search_tools and call_tool meta-tools
+    /// (search), or all up to --expose-threshold tools and search above (auto).
+    #[arg(long, env = "MCP_AGGREGATOR_EXPOSE", value_enum, default_value = "all")]
+    expose: ExposeMode,
+    /// Tool count above which --expose auto offers only the meta-tools.
+    #[arg(long, env = "MCP_AGGREGATOR_EXPOSE_THRESHOLD", value_name = "N", default_value_t = DEFAULT_EXPOSE_THRESHOLD)]
+    expose_threshold: usize,
+}
+
+impl RoutingArgs {
+    fn front_door(&self) -> daemon::FrontDoorOptions {
+        daemon::FrontDoorOptions {
+            conflict_strategy: self.conflict_strategy,
+            expose: Expose {
+                mode: self.expose,
+                threshold: self.expose_threshold,
+            },
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -436,15 +456,7 @@ async fn stdio(args: StdioArgs) -> ExitCode {
         Ok(setup) => setup,
         Err(code) => return code,
     };
-    finish(
-        daemon::stdio(
-            args.config,
-            data_dir,
-            args.routing.conflict_strategy,
-            shutdown,
-        )
-        .await,
-    )
+    finish(daemon::stdio(args.config, data_dir, args.routing.front_door(), shutdown).await)
 }
 
 async fn serve(args: ServeArgs) -> ExitCode {
@@ -458,7 +470,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         listen: args.listen,
         require_token: args.require_token,
         allowed_hosts: args.allow_hosts,
-        conflict_strategy: args.routing.conflict_strategy,
+        front_door: args.routing.front_door(),
     };
     finish(daemon::serve(options, shutdown).await)
 }

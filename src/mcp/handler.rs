@@ -24,6 +24,8 @@ const INTERNAL_ERROR: i64 = -32603;
 /// The aggregated MCP server; shared by every client connection.
 pub struct McpServer {
     router: Router,
+    search: crate::index::SearchIndex,
+    expose: super::meta::Expose,
     /// Clients with a call running on a server, most recent last: a
     /// server's request (sampling, …) goes to the client it is working for.
     pub(super) callers:
@@ -242,9 +244,15 @@ fn result_response(id: Value, result: Value) -> Value {
 }
 
 impl McpServer {
-    pub fn new(router: Router) -> Arc<McpServer> {
+    pub fn new(
+        router: Router,
+        search: crate::index::SearchIndex,
+        expose: super::meta::Expose,
+    ) -> Arc<McpServer> {
         let server = Arc::new(McpServer {
             router,
+            search,
+            expose,
             callers: Mutex::new(HashMap::new()),
             clients: Mutex::new(Vec::new()),
             subscriptions: Mutex::new(HashMap::new()),
@@ -410,14 +418,23 @@ impl McpServer {
                         "logging": {}
                     },
                     "serverInfo": {"name": "mcp-aggregator", "version": env!("CARGO_PKG_VERSION")},
-                    "instructions": "Tools of several MCP servers, named `server__tool`."
+                    "instructions": "Tools of several MCP servers, named `server__tool`. To find a tool by what it does, call `search_tools`; call any tool directly or through `call_tool`."
                 }))
             }
             "ping" => Ok(json!({})),
             "logging/setLevel" => Ok(json!({})),
             // The whole list in one page: some clients (MCP Inspector CLI)
             // do not follow cursors.
-            "tools/list" => Ok(json!({"tools": table().tools.as_ref()})),
+            "tools/list" => {
+                let table = table();
+                let meta = super::meta::meta_tools().iter();
+                let tools: Vec<&Value> = if self.expose.lists_all(table.tools.len()) {
+                    table.tools.iter().chain(meta).collect()
+                } else {
+                    meta.collect()
+                };
+                Ok(json!({"tools": tools}))
+            }
             "resources/list" => Ok(json!({"resources": table().resources.as_ref()})),
             "resources/templates/list" => {
                 Ok(json!({"resourceTemplates": table().resource_templates.as_ref()}))
@@ -425,12 +442,42 @@ impl McpServer {
             "prompts/list" => Ok(json!({"prompts": table().prompts.as_ref()})),
             "tools/call" => {
                 let mut params = params.ok_or_else(|| invalid("tools/call needs params"))?;
-                let name = params
+                let mut name = params
                     .get("name")
                     .and_then(Value::as_str)
                     .ok_or_else(|| invalid("tools/call needs a string `name`"))?
                     .to_owned();
-                let arguments = params.get_mut("arguments").map(Value::take);
+                let mut arguments = params.get_mut("arguments").map(Value::take);
+                if name == super::meta::SEARCH_TOOLS {
+                    let (search, table) = (self.search.clone(), self.router.table());
+                    return tokio::task::spawn_blocking(move || {
+                        super::meta::search_tools(&search, &table, arguments.as_ref())
+                    })
+                    .await
+                    .map_err(|err| (INTERNAL_ERROR, format!("search failed: {err}"), None));
+                }
+                if name == super::meta::CALL_TOOL {
+                    // The named tool, called as if the client had called it.
+                    let mut inner = arguments.unwrap_or(Value::Null);
+                    let Some(target) = inner.get("name").and_then(Value::as_str) else {
+                        return Ok(super::meta::tool_error(
+                            "call_tool needs `name`: the tool's name as search_tools returned it",
+                        ));
+                    };
+                    if target == super::meta::CALL_TOOL || target == super::meta::SEARCH_TOOLS {
+                        return Ok(super::meta::tool_error(format!(
+                            "call {target} directly, not through call_tool"
+                        )));
+                    }
+                    name = target.to_owned();
+                    arguments = inner.get_mut("arguments").map(Value::take);
+                    if arguments
+                        .as_ref()
+                        .is_some_and(|a| !a.is_object() && !a.is_null())
+                    {
+                        return Ok(super::meta::tool_error("`arguments` must be an object"));
+                    }
+                }
                 let meta = params.get_mut("_meta").map(Value::take);
                 let progress = Some(client.outbound.clone());
                 // Note who the server works for while the call runs.

@@ -6,6 +6,7 @@
 pub mod bridge;
 pub mod handler;
 pub mod http;
+pub mod meta;
 mod requests;
 pub mod stdio;
 

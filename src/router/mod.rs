@@ -417,7 +417,10 @@ impl Router {
         table: &RouteTable,
         id: ServerId,
     ) -> Result<Arc<Session>, CallError> {
-        if let Some(session) = self.sessions.session(id) {
+        // A session whose link just died is not used: its server is about
+        // to be marked ERROR, and the wait below reconnects it.
+        let live = |sessions: &SessionManager| sessions.session(id).filter(|s| !s.is_closed());
+        if let Some(session) = live(&self.sessions) {
             return Ok(session);
         }
         let name = table
@@ -439,7 +442,7 @@ impl Router {
         let mut nudged = false;
         let mut status;
         loop {
-            if let Some(session) = self.sessions.session(id) {
+            if let Some(session) = live(&self.sessions) {
                 return Ok(session);
             }
             let Some(now) = status_of(&self.sessions).await else {

@@ -12,6 +12,9 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
 /// Tools the fixture server always offers (echo, structured, sleep,
 /// add_tool, roots, crash), before its generated ones (3 by default).
 pub const FIXED: usize = 6;
+/// The aggregator's own meta-tools (search_tools, call_tool) at the end of
+/// every tools/list.
+pub const META: usize = 2;
 
 /// Polls `check` until it returns `Some` or `deadline` passes.
 pub fn wait_for<T>(deadline: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {

@@ -1,0 +1,190 @@
+//! The search evaluation: real servers' tool lists (`eval/catalog/`) and
+//! queries with their right answers (`eval/queries.jsonl`), run through the
+//! same index and ranking the product uses, scored as Recall@1/5/10 and
+//! MRR@10 per mode. `cargo run --release --example search_eval` prints the
+//! table; `tests/search_quality.rs` holds the floors.
+
+use serde::Deserialize;
+use serde_json::Value;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{SearchIndex, SearchMode, SearchRequest};
+use crate::catalog::wire_name::WireNameRules;
+use crate::model::{ServerRecord, ServerSource, ServerStatus, Transport};
+use crate::store::Store;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error("{path}: {message}")]
+    Input { path: String, message: String },
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Index(#[from] super::IndexError),
+}
+
+/// One server's recorded `tools/list`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CatalogServer {
+    pub server: String,
+    pub tools: Vec<Value>,
+}
+
+/// One query and the tool ids that answer it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct EvalCase {
+    pub query: String,
+    pub expected: Vec<String>,
+    /// `direct`, `paraphrase` (no word of the tool's own) or `server` (only
+    /// the server's name tells the right tool apart).
+    #[serde(default)]
+    pub kind: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Metrics {
+    pub cases: usize,
+    pub recall_at_1: f64,
+    pub recall_at_5: f64,
+    pub recall_at_10: f64,
+    pub mrr_at_10: f64,
+}
+
+/// Where a case's first right answer ranked (1-based), if in the top 10.
+#[derive(Debug, Clone)]
+pub struct CaseResult {
+    pub case: EvalCase,
+    pub rank: Option<usize>,
+    pub top: Vec<String>,
+}
+
+pub fn load_catalog(dir: &Path) -> Result<Vec<CatalogServer>, EvalError> {
+    let input = |path: &Path, message: String| EvalError::Input {
+        path: path.display().to_string(),
+        message,
+    };
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| input(dir, e.to_string()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    entries.sort();
+    entries
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path).map_err(|e| input(path, e.to_string()))?;
+            serde_json::from_str(&text).map_err(|e| input(path, e.to_string()))
+        })
+        .collect()
+}
+
+pub fn load_cases(path: &Path) -> Result<Vec<EvalCase>, EvalError> {
+    let text = std::fs::read_to_string(path).map_err(|e| EvalError::Input {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty() && !line.trim_start().starts_with("//"))
+        .map(|(n, line)| {
+            serde_json::from_str(line).map_err(|e| EvalError::Input {
+                path: format!("{}:{}", path.display(), n + 1),
+                message: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Stores the catalog in a fresh store in `data_dir` and indexes it.
+pub fn build_index(data_dir: &Path, catalog: &[CatalogServer]) -> Result<SearchIndex, EvalError> {
+    let store = Arc::new(Store::open(data_dir)?);
+    let rules = WireNameRules::default();
+    for server in catalog {
+        let now = chrono::Utc::now();
+        let record = ServerRecord {
+            id: uuid::Uuid::new_v4(),
+            name: server.server.clone(),
+            description: None,
+            transport: Transport::Stdio {
+                command: "true".into(),
+                args: Vec::new(),
+                env: Default::default(),
+                cwd: None,
+            },
+            health_check_url: None,
+            auto_connect: false,
+            priority: 0,
+            status: ServerStatus::Disconnected,
+            error_message: None,
+            tool_count: 0,
+            registered_at: now,
+            updated_at: now,
+            connected_at: None,
+            last_health_check: None,
+            source: ServerSource::Api,
+        };
+        store.insert_server(&record, "eval")?;
+        store.replace_tools(record.id, &server.tools, &rules)?;
+    }
+    let index = SearchIndex::open(store, data_dir)?;
+    index.load_model();
+    index.sync(false)?;
+    Ok(index)
+}
+
+/// Runs every case in `mode`.
+pub fn run(
+    index: &SearchIndex,
+    cases: &[EvalCase],
+    mode: SearchMode,
+) -> Result<Vec<CaseResult>, EvalError> {
+    cases
+        .iter()
+        .map(|case| {
+            let outcome = index.search(&SearchRequest {
+                query: case.query.clone(),
+                limit: 10,
+                mode,
+                servers: None,
+                include_external: true,
+            })?;
+            let top: Vec<String> = outcome
+                .hits
+                .iter()
+                .map(|h| h.doc.tool_id.to_string())
+                .collect();
+            let rank = top
+                .iter()
+                .position(|id| case.expected.contains(id))
+                .map(|p| p + 1);
+            Ok(CaseResult {
+                case: case.clone(),
+                rank,
+                top,
+            })
+        })
+        .collect()
+}
+
+pub fn metrics<'a>(results: impl IntoIterator<Item = &'a CaseResult>) -> Metrics {
+    let mut m = Metrics::default();
+    for result in results {
+        m.cases += 1;
+        if let Some(rank) = result.rank {
+            m.recall_at_1 += f64::from(u8::from(rank <= 1));
+            m.recall_at_5 += f64::from(u8::from(rank <= 5));
+            m.recall_at_10 += f64::from(u8::from(rank <= 10));
+            m.mrr_at_10 += 1.0 / rank as f64;
+        }
+    }
+    if m.cases > 0 {
+        let n = m.cases as f64;
+        m.recall_at_1 /= n;
+        m.recall_at_5 /= n;
+        m.recall_at_10 /= n;
+        m.mrr_at_10 /= n;
+    }
+    m
+}
