@@ -32,7 +32,7 @@ use keyword::{KeywordDoc, KeywordError, KeywordIndex};
 use text::tool_texts;
 use vector::VectorIndex;
 
-pub use rank::{SearchMode, Weights};
+pub use rank::{Normalisation, SearchMode, Weights};
 
 /// Where the keyword index lives inside the data dir.
 pub const INDEX_DIR: &str = "index";
@@ -144,7 +144,7 @@ struct Inner {
     docs: RwLock<HashMap<Arc<str>, Arc<ToolDoc>>>,
     model: RwLock<ModelState>,
     model_ready: watch::Sender<bool>,
-    weights: Weights,
+    weights: RwLock<Weights>,
     sync_lock: Mutex<()>,
     /// The first sync compares the keyword index on disk with the store.
     synced_once: AtomicBool,
@@ -183,7 +183,7 @@ impl SearchIndex {
                 docs: RwLock::new(HashMap::new()),
                 model: RwLock::new(ModelState::Loading),
                 model_ready,
-                weights: Weights::default(),
+                weights: RwLock::new(Weights::default()),
                 sync_lock: Mutex::new(()),
                 synced_once: AtomicBool::new(false),
                 progress,
@@ -494,7 +494,8 @@ impl SearchIndex {
                 .take(CANDIDATES.max(limit))
                 .collect()
         };
-        let fused = rank::fuse(&keyword, &dense, mode, &inner.weights);
+        let weights = inner.weights.read().map(|w| *w).unwrap_or_default();
+        let fused = rank::fuse(&keyword, &dense, mode, &weights);
         let hits = fused
             .into_iter()
             .filter_map(|(id, score)| {
@@ -575,6 +576,13 @@ impl SearchIndex {
     pub async fn model_settled(&self) {
         let mut ready = self.inner.model_ready.subscribe();
         let _ = ready.wait_for(|ready| *ready).await;
+    }
+
+    /// Replaces the hybrid weights (the evaluation sweeps them).
+    pub fn set_weights(&self, weights: Weights) {
+        if let Ok(mut current) = self.inner.weights.write() {
+            *current = weights;
+        }
     }
 
     pub fn semantic_available(&self) -> bool {

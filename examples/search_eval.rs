@@ -1,0 +1,98 @@
+//! Prints the search evaluation: Recall@1/5/10 and MRR@10 per mode over
+//! the real servers' tools in eval/catalog and the queries in
+//! eval/queries.jsonl (by kind of query, too).
+//!
+//!     cargo run --release --example search_eval [-- --misses]
+//!
+//! `--misses` lists the hybrid mode's queries whose answer is not first.
+
+use mcp_aggregator::index::eval::{
+    CaseResult, build_index, load_cases, load_catalog, metrics, run,
+};
+use mcp_aggregator::index::{Normalisation, SearchMode, Weights};
+use std::path::Path;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("eval");
+    let show_misses = std::env::args().any(|a| a == "--misses");
+    let catalog = load_catalog(&root.join("catalog"))?;
+    let cases = load_cases(&root.join("queries.jsonl"))?;
+    let tools: usize = catalog.iter().map(|s| s.tools.len()).sum();
+    let dir = tempfile::tempdir()?;
+    let started = std::time::Instant::now();
+    let index = build_index(dir.path(), &catalog)?;
+    println!(
+        "{} servers, {tools} tools, {} queries (indexed in {:.1} s)\n",
+        catalog.len(),
+        cases.len(),
+        started.elapsed().as_secs_f64()
+    );
+    println!("| mode | kind | queries | R@1 | R@5 | R@10 | MRR@10 |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    let mut hybrid: Vec<CaseResult> = Vec::new();
+    for mode in [
+        SearchMode::Keyword,
+        SearchMode::Semantic,
+        SearchMode::Hybrid,
+    ] {
+        let results = run(&index, &cases, mode)?;
+        let mut kinds: Vec<Option<String>> = vec![None];
+        for r in &results {
+            let kind = r.case.kind.clone();
+            if kind.is_some() && !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        for kind in kinds {
+            let m = metrics(
+                results
+                    .iter()
+                    .filter(|r| kind.is_none() || r.case.kind == kind),
+            );
+            println!(
+                "| {mode:?} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} |",
+                kind.as_deref().unwrap_or("all"),
+                m.cases,
+                m.recall_at_1,
+                m.recall_at_5,
+                m.recall_at_10,
+                m.mrr_at_10
+            );
+        }
+        if mode == SearchMode::Hybrid {
+            hybrid = results;
+        }
+    }
+    if std::env::args().any(|a| a == "--sweep") {
+        println!(
+            "\n| normalisation | dense weight | R@1 | R@5 | R@10 | MRR@10 |\n| --- | --- | --- | --- | --- | --- |"
+        );
+        for normalisation in [Normalisation::MinMax, Normalisation::ZScore] {
+            for dense in [0.5f32, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9] {
+                index.set_weights(Weights {
+                    dense,
+                    keyword: 1.0 - dense,
+                    normalisation,
+                });
+                let m = metrics(&run(&index, &cases, SearchMode::Hybrid)?);
+                println!(
+                    "| {normalisation:?} | {dense:.2} | {:.3} | {:.3} | {:.3} | {:.3} |",
+                    m.recall_at_1, m.recall_at_5, m.recall_at_10, m.mrr_at_10
+                );
+            }
+        }
+    }
+    if show_misses {
+        println!();
+        for r in hybrid.iter().filter(|r| r.rank != Some(1)) {
+            println!(
+                "rank {:>4}  {:<60} want {:?}\n           got {:?}",
+                r.rank.map_or("-".to_owned(), |n| n.to_string()),
+                r.case.query,
+                r.case.expected,
+                &r.top[..r.top.len().min(5)]
+            );
+        }
+    }
+    Ok(())
+}
