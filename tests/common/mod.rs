@@ -50,7 +50,12 @@ impl Daemon {
     /// Starts a daemon on `data_dir` with extra `serve` arguments, and waits
     /// until it has written its address.
     pub fn start_in(data_dir: &Path, extra: &[&str]) -> Daemon {
-        let mut child = spawn_serve(data_dir, extra);
+        Daemon::start_with_env(data_dir, extra, &[])
+    }
+
+    /// Like `start_in`, with extra environment variables for the daemon.
+    pub fn start_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
+        let mut child = spawn_serve_with_env(data_dir, extra, env);
         let daemon_file = data_dir.join("daemon.json");
         let pid = child.id();
         let url = wait_for(Duration::from_secs(20), || {
@@ -104,6 +109,10 @@ impl Drop for Daemon {
 /// Starts `serve` with stderr going to `daemon.log` beside the data dir
 /// (a pipe nobody reads could fill up and stall the daemon).
 pub fn spawn_serve(data_dir: &Path, extra: &[&str]) -> Child {
+    spawn_serve_with_env(data_dir, extra, &[])
+}
+
+pub fn spawn_serve_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Child {
     std::fs::create_dir_all(data_dir).expect("data dir");
     let log = std::fs::File::create(log_path(data_dir)).expect("log file");
     Command::new(BIN)
@@ -113,6 +122,7 @@ pub fn spawn_serve(data_dir: &Path, extra: &[&str]) -> Child {
         .env_remove("MCP_AGGREGATOR_TOKEN")
         .env_remove("MCP_AGGREGATOR_LISTEN")
         .env("RUST_LOG", "info")
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)

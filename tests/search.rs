@@ -1,0 +1,615 @@
+//! Search end to end through the real binary: the REST contract (AG-US2),
+//! the CLI, availability filtering, restarts and crashes mid-indexing, the
+//! keyword-only fallback, and the MCP meta-tools on both front doors.
+
+mod common;
+
+use common::{BIN, Daemon, cli, everything_js, get_json, http, register, wait_status};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
+const UP: Duration = Duration::from_secs(60);
+
+fn fixture(name: &str, args: &[&str]) -> Value {
+    json!({"name": name, "transport_type": "STDIO", "connection_config": {"command": FIXTURE, "args": args}})
+}
+
+fn everything(name: &str) -> Value {
+    json!({"name": name, "transport_type": "STDIO",
+           "connection_config": {"command": "node", "args": [everything_js().to_str().unwrap(), "stdio"]}})
+}
+
+async fn search(d: &Daemon, body: Value) -> (u16, Value) {
+    let response = http()
+        .post(d.api("/api/v1/search"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+fn names(answer: &Value) -> Vec<String> {
+    answer["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["name"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Polls the index status until nothing is pending and `tools` are indexed.
+async fn wait_indexed(d: &Daemon, tools: u64) -> Value {
+    let end = Instant::now() + UP;
+    loop {
+        let status: Value = get_json(&d.api("/api/v1/search/status")).await;
+        if status["syncing"] == false
+            && status["indexed_tools"] == tools
+            && status["total_tools"] == tools
+        {
+            return status;
+        }
+        assert!(Instant::now() < end, "indexing did not settle: {status}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Polls a search until `check` accepts its answer.
+async fn search_until(d: &Daemon, body: Value, check: impl Fn(&Value) -> bool) -> Value {
+    let end = Instant::now() + UP;
+    loop {
+        let (status, answer) = search(d, body.clone()).await;
+        if status == 200 && check(&answer) {
+            return answer;
+        }
+        assert!(
+            Instant::now() < end,
+            "search never matched: {status} {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn rest_search_ranks_filters_and_follows_availability() {
+    let d = Daemon::start();
+    register(&d, everything("everything")).await;
+    register(&d, fixture("fx", &[])).await;
+    wait_status(&d, "everything", "CONNECTED", UP).await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    let fx_tools = common::FIXED as u64 + 3;
+    let everything_tools: Vec<Value> =
+        get_json(&d.api("/api/v1/aggregator/servers/everything/tools")).await;
+    wait_indexed(&d, fx_tools + everything_tools.len() as u64).await;
+
+    // A paraphrase finds server-everything's adder first; the AG-US2 shape.
+    let (status, answer) =
+        search(&d, json!({"query": "add two numbers together", "limit": 5})).await;
+    assert_eq!(status, 200, "{answer}");
+    let top = &answer["tools"][0];
+    assert_eq!(top["name"], "everything.get-sum", "{answer}");
+    assert_eq!(top["original_name"], "get-sum");
+    assert_eq!(top["wire_name"], "everything__get-sum");
+    assert_eq!(top["source_server"]["name"], "everything");
+    assert_eq!(top["source_server"]["status"], "CONNECTED");
+    assert!(
+        top["source_server"]["id"]
+            .as_str()
+            .is_some_and(|id| id.len() == 36)
+    );
+    assert!(top["score"].as_f64().is_some_and(|s| s > 0.0));
+    assert!(top["skill_ids"].is_array());
+    assert_eq!(answer["metadata"]["servers_searched"], 2);
+    assert_eq!(
+        answer["metadata"]["total_tools_searched"],
+        fx_tools + everything_tools.len() as u64
+    );
+    assert_eq!(answer["metadata"]["mode"], "hybrid");
+    // Scores never go up down the list (ranked by relevance, not by server).
+    let scores: Vec<f64> = answer["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["score"].as_f64().unwrap())
+        .collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+
+    // Same-named tools on two servers both come back, each with its server.
+    let (_, answer) = search(&d, json!({"query": "echo", "limit": 10, "mode": "keyword"})).await;
+    let found = names(&answer);
+    assert!(
+        found.contains(&"everything.echo".to_owned()) && found.contains(&"fx.echo".to_owned()),
+        "{found:?}"
+    );
+
+    // server_filter by name or id.
+    let (_, answer) = search(&d, json!({"query": "echo", "server_filter": ["fx"]})).await;
+    assert!(
+        !names(&answer).is_empty() && names(&answer).iter().all(|n| n.starts_with("fx.")),
+        "{answer}"
+    );
+    assert_eq!(answer["metadata"]["servers_searched"], 1);
+    let (status, answer) = search(&d, json!({"query": "echo", "server_filter": ["nope"]})).await;
+    assert_eq!(status, 404, "{answer}");
+    assert!(answer["detail"].as_str().unwrap().contains("nope"));
+
+    // Bad input: clear 422s.
+    for body in [
+        json!({"query": "  "}),
+        json!({"query": "x", "limit": 0}),
+        json!({"query": "x", "limit": 101}),
+        json!({"query": 5}),
+        json!({"query": "x", "mode": "fuzzy"}),
+        json!({"query": "x", "bogus": 1}),
+    ] {
+        let (status, answer) = search(&d, body.clone()).await;
+        assert_eq!(status, 422, "{body} -> {answer}");
+        assert!(answer["detail"].is_string(), "{answer}");
+    }
+    let (status, _) = search(&d, json!({"query": "x".repeat(3000)})).await;
+    assert_eq!(status, 422);
+
+    // A disconnected server's tools vanish at once and come back on reconnect.
+    let response = http()
+        .post(d.api("/api/v1/aggregator/servers/everything/disconnect"))
+        .json(&json!({"force": true}))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success());
+    let answer = search_until(&d, json!({"query": "add two numbers together"}), |a| {
+        !names(a).iter().any(|n| n.starts_with("everything."))
+    })
+    .await;
+    assert_eq!(answer["metadata"]["servers_searched"], 1);
+    http()
+        .post(d.api("/api/v1/aggregator/servers/everything/connect"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    search_until(&d, json!({"query": "add two numbers together"}), |a| {
+        names(a).first().is_some_and(|n| n == "everything.get-sum")
+    })
+    .await;
+
+    // A removed server's tools never come back, even from a rebuilt index.
+    let response = http()
+        .delete(d.api("/api/v1/aggregator/servers/everything"))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success());
+    wait_indexed(&d, fx_tools).await;
+    let response = http()
+        .post(d.api("/api/v1/search/reindex"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+    wait_indexed(&d, fx_tools).await;
+    for mode in ["hybrid", "keyword", "semantic"] {
+        let (_, answer) = search(
+            &d,
+            json!({"query": "add two numbers together", "mode": mode, "limit": 100}),
+        )
+        .await;
+        assert!(
+            names(&answer).iter().all(|n| n.starts_with("fx.")),
+            "{mode}: {answer}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn cli_search_and_reindex() {
+    let d = Daemon::start();
+    register(&d, fixture("fx", &[])).await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    wait_indexed(&d, common::FIXED as u64 + 3).await;
+    let data_dir = d.data_dir.clone();
+    let (code, out, err) = tokio::task::spawn_blocking(move || {
+        cli(
+            &data_dir,
+            &["search", "repeat my arguments back to me", "--limit", "3"],
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("SCORE")
+            && out
+                .lines()
+                .nth(1)
+                .is_some_and(|l| l.contains("fx.echo") || l.contains("fx.structured")),
+        "{out}"
+    );
+    let data_dir = d.data_dir.clone();
+    let (code, out, _) = tokio::task::spawn_blocking(move || {
+        cli(
+            &data_dir,
+            &[
+                "search", "sleep", "--server", "fx", "--json", "--mode", "keyword",
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 0);
+    let answer: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(answer["tools"][0]["name"], "fx.sleep", "{answer}");
+    let data_dir = d.data_dir.clone();
+    let (code, _, err) =
+        tokio::task::spawn_blocking(move || cli(&data_dir, &["search", "x", "--server", "nope"]))
+            .await
+            .unwrap();
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("nope"), "{err}");
+    let data_dir = d.data_dir.clone();
+    let (code, out, err) = tokio::task::spawn_blocking(move || cli(&data_dir, &["reindex"]))
+        .await
+        .unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&format!("indexed {} tool(s)", common::FIXED + 3)),
+        "{out}"
+    );
+}
+
+/// Top results per mode, ids and scores (rounded), for comparing builds.
+async fn fingerprint(d: &Daemon) -> Vec<Value> {
+    let mut out = Vec::new();
+    for query in [
+        "tool number 42",
+        "echo the arguments",
+        "wait some milliseconds",
+        "generated 7",
+    ] {
+        for mode in ["hybrid", "keyword", "semantic"] {
+            let (status, answer) =
+                search(d, json!({"query": query, "mode": mode, "limit": 10})).await;
+            assert_eq!(status, 200, "{answer}");
+            let ranked: Vec<Value> = answer["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| json!([t["name"], (t["score"].as_f64().unwrap() * 1000.0).round()]))
+                .collect();
+            out.push(json!({"query": query, "mode": mode, "ranked": ranked}));
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn killed_while_indexing_the_restart_rebuilds_to_the_same_results() {
+    const TOOLS: &str = "600";
+    let total = common::FIXED as u64 + 600;
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let mut d = Daemon::start_in(&data_dir, &[]);
+    register(&d, fixture("fx", &["--tools", TOOLS])).await;
+    // Kill it while the index is part-way.
+    let end = Instant::now() + UP;
+    loop {
+        let status: Value = get_json(&d.api("/api/v1/search/status")).await;
+        let indexed = status["indexed_tools"].as_u64().unwrap_or(0);
+        if status["syncing"] == true
+            && status["total_tools"] == total
+            && indexed > 0
+            && indexed < total
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "never saw indexing under way: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    d.kill9();
+
+    let d = Daemon::start_in(&data_dir, &[]);
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    wait_indexed(&d, total).await;
+    let restarted = fingerprint(&d).await;
+    drop(d);
+
+    // A clean build of the same catalog in a fresh data dir.
+    let clean = Daemon::start_in(&temp.path().join("clean"), &[]);
+    register(&clean, fixture("fx", &["--tools", TOOLS])).await;
+    wait_status(&clean, "fx", "CONNECTED", UP).await;
+    wait_indexed(&clean, total).await;
+    assert_eq!(restarted, fingerprint(&clean).await);
+}
+
+#[tokio::test]
+async fn without_the_runtime_search_falls_back_to_keywords_and_says_so() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_with_env(
+        temp.path(),
+        &[],
+        &[
+            ("ORT_DYLIB_PATH", "/nonexistent/libonnxruntime.so"),
+            ("MCP_AGGREGATOR_SKIP_EMBEDDED_RUNTIME", "1"),
+        ],
+    );
+    register(&d, fixture("fx", &[])).await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    let status = wait_indexed(&d, common::FIXED as u64 + 3).await;
+    assert_eq!(status["semantic"], false, "{status}");
+    assert!(
+        status["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("ONNX Runtime")),
+        "{status}"
+    );
+    let (code, answer) = search(&d, json!({"query": "sleep"})).await;
+    assert_eq!(code, 200);
+    assert_eq!(answer["tools"][0]["name"], "fx.sleep", "{answer}");
+    assert_eq!(answer["metadata"]["mode"], "keyword");
+    assert!(
+        answer["metadata"]["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("keyword only")),
+        "{answer}"
+    );
+    let log = std::fs::read_to_string(common::log_path(temp.path())).unwrap();
+    assert!(log.contains("falls back to keywords only"), "{log}");
+}
+
+/// A raw JSON-RPC client over `mcp-aggregator stdio`.
+struct StdioClient {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl StdioClient {
+    async fn start(args: &[&str]) -> StdioClient {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(BIN)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut client = StdioClient {
+            child,
+            stdin,
+            lines,
+        };
+        client.request(0, "initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})).await;
+        client
+            .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        client
+    }
+
+    async fn send(&mut self, message: Value) {
+        use tokio::io::AsyncWriteExt;
+        self.stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+
+    async fn request(&mut self, id: i64, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        loop {
+            let line = tokio::time::timeout(UP, self.lines.next_line())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return message["result"].clone();
+            }
+        }
+    }
+}
+
+fn tool_names(list: &Value) -> Vec<String> {
+    list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn meta_tools_over_stdio_with_expose_search() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("servers.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"fx": {"command": FIXTURE}}}).to_string(),
+    )
+    .unwrap();
+    let data = temp.path().join("data");
+    let mut client = StdioClient::start(&[
+        "stdio",
+        "--expose",
+        "search",
+        "--config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        data.to_str().unwrap(),
+    ])
+    .await;
+    // Only the meta-tools are listed.
+    let list = client.request(1, "tools/list", json!({})).await;
+    assert_eq!(tool_names(&list), ["search_tools", "call_tool"]);
+    // search_tools finds fx's tools once they are indexed, with schemas.
+    let end = Instant::now() + UP;
+    let mut id = 10;
+    let found = loop {
+        id += 1;
+        let result = client.request(id, "tools/call", json!({"name": "search_tools", "arguments": {"query": "wait a number of milliseconds", "limit": 3}})).await;
+        if result["structuredContent"]["tools"][0]["name"] == "fx__sleep" {
+            break result;
+        }
+        assert!(Instant::now() < end, "{result}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(found["isError"], false);
+    assert_eq!(found["structuredContent"]["tools"][0]["server"], "fx");
+    assert_eq!(
+        found["structuredContent"]["tools"][0]["inputSchema"]["type"],
+        "object"
+    );
+    assert!(
+        found["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("fx__sleep")
+    );
+    // call_tool calls it; the hidden tools are still callable by name.
+    let result = client.request(100, "tools/call", json!({"name": "call_tool", "arguments": {"name": "fx__echo", "arguments": {"via": "meta"}}})).await;
+    assert_eq!(
+        result["content"][0]["text"], r#"{"via":"meta"}"#,
+        "{result}"
+    );
+    let result = client
+        .request(
+            101,
+            "tools/call",
+            json!({"name": "fx__echo", "arguments": {"direct": true}}),
+        )
+        .await;
+    assert_eq!(
+        result["content"][0]["text"], r#"{"direct":true}"#,
+        "{result}"
+    );
+    // Mistakes come back as tool errors the model can read.
+    for (n, arguments) in [
+        json!({}),
+        json!({"query": "x", "limit": 0}),
+        json!({"query": "x", "servers": "fx"}),
+        json!({"query": "x", "servers": ["nope"]}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let result = client
+            .request(
+                200 + n as i64,
+                "tools/call",
+                json!({"name": "search_tools", "arguments": arguments}),
+            )
+            .await;
+        assert_eq!(result["isError"], true, "{arguments} -> {result}");
+    }
+    let result = client
+        .request(
+            300,
+            "tools/call",
+            json!({"name": "call_tool", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(result["isError"], true, "{result}");
+    drop(client.stdin);
+    let _ = tokio::time::timeout(UP, client.child.wait()).await;
+}
+
+#[tokio::test]
+async fn meta_tools_over_http_with_expose_all_and_auto() {
+    let d = Daemon::start();
+    register(&d, fixture("fx", &[])).await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    wait_indexed(&d, common::FIXED as u64 + 3).await;
+    let session = mcp_session(&d).await;
+    let list = mcp_call(
+        &d,
+        &session,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    )
+    .await;
+    let listed = tool_names(&list["result"]);
+    assert_eq!(listed.len(), common::FIXED + 3 + common::META, "{listed:?}");
+    assert!(listed.ends_with(&["search_tools".to_owned(), "call_tool".to_owned()]));
+    let answer = mcp_call(&d, &session, json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "search_tools", "arguments": {"query": "echo the arguments back as structured content", "servers": ["fx"]}}})).await;
+    assert_eq!(
+        answer["result"]["structuredContent"]["tools"][0]["name"], "fx__structured",
+        "{answer}"
+    );
+    let answer = mcp_call(&d, &session, json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "call_tool", "arguments": {"name": "fx__structured", "arguments": {"k": 1}}}})).await;
+    assert_eq!(
+        answer["result"]["structuredContent"],
+        json!({"k": 1}),
+        "{answer}"
+    );
+    drop(d);
+
+    // auto: above the threshold only the meta-tools are listed.
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(
+        temp.path(),
+        &["--expose", "auto", "--expose-threshold", "5"],
+    );
+    register(&d, fixture("fx", &[])).await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    let session = mcp_session(&d).await;
+    let list = mcp_call(
+        &d,
+        &session,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    )
+    .await;
+    assert_eq!(tool_names(&list["result"]), ["search_tools", "call_tool"]);
+}
+
+async fn mcp_session(d: &Daemon) -> String {
+    let response = http()
+        .post(d.api("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+        .send()
+        .await
+        .unwrap();
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    http()
+        .post(d.api("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .unwrap();
+    session
+}
+
+async fn mcp_call(d: &Daemon, session: &str, message: Value) -> Value {
+    let response = http()
+        .post(d.api("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .json(&message)
+        .send()
+        .await
+        .unwrap();
+    let text = response.text().await.unwrap();
+    // JSON, or an SSE stream whose last data line is the answer.
+    serde_json::from_str(&text).unwrap_or_else(|_| {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|m| m.get("id").is_some())
+            .unwrap_or(Value::Null)
+    })
+}
