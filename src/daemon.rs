@@ -171,6 +171,7 @@ impl Stack {
     /// Closes every session (child processes terminated and reaped).
     pub async fn shutdown(&self) {
         self.background.cancel();
+        self.search.stop();
         self.sessions.shutdown(SESSIONS_GRACE).await;
     }
 }

@@ -613,3 +613,21 @@ async fn mcp_call(d: &Daemon, session: &str, message: Value) -> Value {
             .unwrap_or(Value::Null)
     })
 }
+
+#[tokio::test]
+async fn sigterm_during_a_long_indexing_stops_within_seconds() {
+    let temp = tempfile::tempdir().unwrap();
+    let mut d = Daemon::start_in(temp.path(), &[]);
+    register(&d, fixture("fx", &["--tools", "5000"])).await;
+    let end = Instant::now() + UP;
+    loop {
+        let status: Value = get_json(&d.api("/api/v1/search/status")).await;
+        if status["syncing"] == true && status["indexed_tools"].as_u64().unwrap_or(0) > 0 {
+            break;
+        }
+        assert!(Instant::now() < end, "indexing never started: {status}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let exit = d.terminate(Duration::from_secs(10));
+    assert!(exit.is_some_and(|s| s.success()), "{exit:?}");
+}

@@ -388,7 +388,7 @@ pub fn main() -> ExitCode {
     // Run as a spawned task, not as the block_on future: on the
     // single-threaded runtime, tasks woken or spawned from the block_on
     // future go through the cross-thread queue and an eventfd write.
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         match tokio::spawn(run(cli)).await {
             Ok(code) => code,
             Err(err) => {
@@ -396,7 +396,11 @@ pub fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         }
-    })
+    });
+    // A blocking task still running (a batch being embedded) must not hold
+    // the exit up: everything durable was committed already.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    code
 }
 
 async fn run(cli: Cli) -> ExitCode {

@@ -54,6 +54,8 @@ pub enum IndexError {
     Embed(#[from] EmbedError),
     #[error("the index task failed: {0}")]
     Task(String),
+    #[error("indexing stopped: the process is shutting down")]
+    Cancelled,
 }
 
 /// What search knows of one tool, for results.
@@ -148,6 +150,8 @@ struct Inner {
     sync_lock: Mutex<()>,
     /// The first sync compares the keyword index on disk with the store.
     synced_once: AtomicBool,
+    /// Set at shutdown: a running sync stops at its next batch.
+    stopping: AtomicBool,
     progress: watch::Sender<IndexProgress>,
 }
 
@@ -186,6 +190,7 @@ impl SearchIndex {
                 weights: RwLock::new(Weights::default()),
                 sync_lock: Mutex::new(()),
                 synced_once: AtomicBool::new(false),
+                stopping: AtomicBool::new(false),
                 progress,
             }),
         })
@@ -314,6 +319,12 @@ impl SearchIndex {
         let embedder = self.embedder().ok();
         let mut done = tools.len() - changed.len();
         for (n, batch) in changed.chunks(BATCH).enumerate() {
+            if inner.stopping.load(Ordering::SeqCst) {
+                // What was indexed so far stays uncommitted or marked
+                // partial; the next start rebuilds from the store (cached
+                // embeddings make that cheap).
+                return Err(IndexError::Cancelled);
+            }
             self.index_batch(batch, embedder.as_deref(), &on_disk)?;
             done += batch.len();
             let _ = inner.progress.send_replace(IndexProgress {
@@ -570,6 +581,12 @@ impl SearchIndex {
                 while registry.try_recv().is_ok() {}
             }
         })
+    }
+
+    /// Stops a running sync at its next batch (shutdown must not wait for
+    /// a long first indexing).
+    pub fn stop(&self) {
+        self.inner.stopping.store(true, Ordering::SeqCst);
     }
 
     /// Whether the model has finished loading (either way).
