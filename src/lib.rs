@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod index;
 pub mod logging;
 pub mod mcp;
+pub mod memory;
 pub mod model;
 pub mod paths;
 pub mod registry;

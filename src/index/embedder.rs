@@ -17,6 +17,9 @@ pub const DIMENSION: usize = 384;
 /// MiniLM was trained on 128-token windows; longer inputs cost time and
 /// dilute the vector.
 const MAX_TOKENS: usize = 128;
+/// Texts per ONNX run: small batches pad less (measured on 2 cores: 8 gives
+/// 155 texts/s, 32 gives 137).
+const EMBED_BATCH: usize = 8;
 /// Set to `1` to skip the runtime embedded in the binary (e.g. to force the
 /// system's ONNX Runtime through `ORT_DYLIB_PATH`).
 pub const SKIP_EMBEDDED_RUNTIME_ENV: &str = "MCP_AGGREGATOR_SKIP_EMBEDDED_RUNTIME";
@@ -55,6 +58,12 @@ impl Embedder {
             .map_or(1, |n| n.get())
             .min(2);
         let options = InitOptionsUserDefined::new()
+            // Without the arena, memory goes back after each batch instead
+            // of staying at the peak of the largest batch (measured: 300 MB
+            // less after indexing 10,000 tools, at the same speed).
+            .with_execution_providers(vec![
+                ort::ep::CPU::default().with_arena_allocator(false).build(),
+            ])
             .with_max_length(MAX_TOKENS)
             .with_intra_threads(threads)
             // Spinning threads burn the cores the servers and the router need.
@@ -89,7 +98,7 @@ impl Embedder {
             .lock()
             .map_err(|_| EmbedError::Failed("the model lock was poisoned".into()))?;
         let vectors = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            model.embed(texts, Some(32))
+            model.embed(texts, Some(EMBED_BATCH))
         }))
         .map_err(|_| EmbedError::Failed("ONNX Runtime panicked".into()))?
         .map_err(|err| EmbedError::Failed(err.to_string()))?;
@@ -197,13 +206,16 @@ mod embedded {
 
     #[cfg(embedded_model)]
     pub(super) fn model_files() -> Option<ModelFiles> {
+        static MODEL: &[u8] = include_bytes!(concat!(env!("MCPA_ASSETS_DIR"), "/model.onnx"));
         macro_rules! asset {
             ($name:literal) => {
                 include_bytes!(concat!(env!("MCPA_ASSETS_DIR"), "/", $name)).to_vec()
             };
         }
+        let onnx = MODEL.to_vec();
+        forget_pages(MODEL);
         Some(ModelFiles {
-            onnx: asset!("model.onnx"),
+            onnx,
             tokenizer: TokenizerFiles {
                 tokenizer_file: asset!("tokenizer.json"),
                 config_file: asset!("config.json"),
@@ -220,6 +232,24 @@ mod embedded {
             tokenizer,
         };
         None
+    }
+
+    /// Drops the pages of embedded bytes that were read once (copied out)
+    /// from this process's resident set; they stay in the binary on disk and
+    /// would be read again from there if ever touched. 52 MB less RSS.
+    #[cfg(any(embedded_model, embedded_runtime))]
+    fn forget_pages(bytes: &'static [u8]) {
+        let page = 4096usize;
+        let start = (bytes.as_ptr() as usize).div_ceil(page) * page;
+        let end = (bytes.as_ptr() as usize + bytes.len()) / page * page;
+        if end > start {
+            // SAFETY: the range lies within a read-only static mapped from
+            // the executable; MADV_DONTNEED on a private file mapping only
+            // discards pages that are re-read from the file on access.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+            }
+        }
     }
 
     /// The embedded library written to an anonymous in-memory file
@@ -240,6 +270,7 @@ mod embedded {
         let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
         file.write_all(RUNTIME)
             .map_err(|err| format!("writing the runtime to memory: {err}"))?;
+        forget_pages(RUNTIME);
         let fd = file.into_raw_fd();
         Ok(Some(PathBuf::from(format!("/proc/self/fd/{fd}"))))
     }

@@ -14,7 +14,6 @@ pub mod rank;
 pub mod text;
 pub mod vector;
 
-use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,7 +57,9 @@ pub enum IndexError {
     Cancelled,
 }
 
-/// What search knows of one tool, for results.
+/// What search knows of one tool, for results. Not its definition: with
+/// 10,000 tools that would hold the whole catalog in memory a second time;
+/// the few schemas a search returns are read from the store.
 #[derive(Debug, Clone)]
 pub struct ToolDoc {
     pub tool_id: Arc<str>,
@@ -67,7 +68,6 @@ pub struct ToolDoc {
     pub original_name: String,
     pub wire_name: Option<String>,
     pub description: Option<String>,
-    pub definition: Value,
     pub hash: String,
     pub is_external: bool,
     pub skill_ids: Vec<String>,
@@ -83,7 +83,6 @@ impl ToolDoc {
             original_name: tool.original_name.clone(),
             wire_name: tool.wire_name.clone(),
             description: tool.description.clone(),
-            definition: tool.definition.clone(),
             hash: tool.definition_hash.clone(),
             is_external: tool.is_external,
             skill_ids: tool.skill_ids.clone(),
@@ -422,10 +421,16 @@ impl SearchIndex {
             .map(|t| embedding_key(embedder::MODEL_ID, t))
             .collect();
         let mut cached = self.inner.store.embeddings(&keys)?;
-        let missing: Vec<usize> = (0..flat.len()).filter(|i| cached[*i].is_none()).collect();
-        if !missing.is_empty() {
-            // Similar lengths in one batch waste less padding.
-            let mut order = missing.clone();
+        // Each missing text once (a tool without parameters has the same
+        // text twice), shortest first: similar lengths pad less.
+        let mut order: Vec<usize> = Vec::new();
+        let mut seen = HashSet::new();
+        for i in (0..flat.len()).filter(|i| cached[*i].is_none()) {
+            if seen.insert(keys[i]) {
+                order.push(i);
+            }
+        }
+        if !order.is_empty() {
             order.sort_by_key(|i| flat[*i].len());
             let inputs: Vec<&str> = order.iter().map(|i| flat[*i]).collect();
             let fresh = embedder.embed(&inputs)?;
@@ -435,8 +440,15 @@ impl SearchIndex {
                 .map(|(i, v)| (keys[*i], v.as_slice()))
                 .collect();
             self.inner.store.put_embeddings(&entries)?;
-            for (i, vector) in order.into_iter().zip(fresh) {
-                cached[i] = Some(vector);
+            let by_key: HashMap<[u8; 32], &Vec<f32>> = order
+                .iter()
+                .zip(&fresh)
+                .map(|(i, v)| (keys[*i], v))
+                .collect();
+            for (i, slot) in cached.iter_mut().enumerate() {
+                if slot.is_none() {
+                    *slot = by_key.get(&keys[i]).map(|v| (*v).to_vec());
+                }
             }
         }
         let per_tool = texts.iter().map(|t| t.dense.len()).collect::<Vec<_>>();
@@ -538,15 +550,18 @@ impl SearchIndex {
         tokio::spawn(async move {
             let loader = index.clone();
             tokio::select! {
-                _ = tokio::task::spawn_blocking(move || loader.load_model()) => {}
+                _ = in_background("search-model", move || loader.load_model()) => {}
                 () = shutdown.cancelled() => return,
             }
             loop {
                 let syncing = index.clone();
                 let result = tokio::select! {
-                    result = tokio::task::spawn_blocking(move || syncing.sync(false)) => result,
+                    result = in_background("search-index", move || syncing.sync(false)) => result,
                     () = shutdown.cancelled() => return,
                 };
+                // The sync's transient copies of the catalog are freed; hand
+                // the pages back rather than keep the peak for good.
+                crate::memory::release_freed();
                 match result {
                     Ok(Ok(changed)) if changed > 0 => {
                         tracing::info!(changed, "search index updated")
@@ -613,3 +628,32 @@ impl SearchIndex {
 
 #[cfg(test)]
 mod tests;
+
+/// Runs `job` on a thread of its own at a lower CPU priority (nice 10), so
+/// embedding never takes the cores from calls being routed. ONNX Runtime's
+/// worker threads, created when the model loads there, inherit it.
+fn in_background<T: Send + 'static>(
+    name: &str,
+    job: impl FnOnce() -> T + Send + 'static,
+) -> tokio::sync::oneshot::Receiver<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            lower_priority();
+            let _ = tx.send(job());
+        });
+    if let Err(err) = spawned {
+        tracing::error!("cannot start the {name} thread: {err}");
+    }
+    rx
+}
+
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority on the calling thread's own id; no memory involved.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10);
+    }
+}

@@ -128,6 +128,18 @@ impl SearchQuery {
 }
 
 impl SearchIndex {
+    /// A tool's input schema, from the store (an empty object schema when
+    /// the tool has none or is gone).
+    fn input_schema(&self, doc: &super::ToolDoc) -> Value {
+        self.inner
+            .store
+            .tool(doc.server_id, &doc.original_name)
+            .ok()
+            .flatten()
+            .and_then(|tool| tool.definition.get("inputSchema").cloned())
+            .unwrap_or_else(|| serde_json::json!({"type": "object"}))
+    }
+
     /// Runs `query` against the servers as they are now. Blocking (the
     /// query's embedding): call from a blocking thread.
     pub fn answer(
@@ -190,12 +202,7 @@ impl SearchIndex {
                     },
                     skill_ids: doc.skill_ids.clone(),
                     primary_skill_id: doc.primary_skill_id.clone(),
-                    input_schema: with_schemas.then(|| {
-                        doc.definition
-                            .get("inputSchema")
-                            .cloned()
-                            .unwrap_or_else(|| serde_json::json!({"type": "object"}))
-                    }),
+                    input_schema: with_schemas.then(|| self.input_schema(doc)),
                 })
             })
             .collect();

@@ -126,6 +126,9 @@ impl Router {
             Ok(Ok(table)) => {
                 let fingerprints = table.fingerprints;
                 self.table.store(Arc::new(table));
+                // The snapshot the table was built from is gone: give its
+                // pages back (a catalog of 10,000 tools is tens of MB).
+                crate::memory::release_freed();
                 self.changes.send_if_modified(|old| {
                     let changed = *old != fingerprints;
                     *old = fingerprints;

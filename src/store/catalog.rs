@@ -238,6 +238,16 @@ impl Store {
         Ok(out)
     }
 
+    /// One tool of a server, by its original name.
+    pub fn tool(&self, server_id: ServerId, name: &str) -> Result<Option<ToolRecord>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(TOOLS)?;
+        table
+            .get((server_id.as_u128(), name))?
+            .map(|bytes| decode(bytes.value()))
+            .transpose()
+    }
+
     /// Every stored tool of every server.
     pub fn all_tools(&self) -> Result<Vec<ToolRecord>, StoreError> {
         let txn = self.db.begin_read()?;

@@ -32,6 +32,10 @@ pub const HISTORY_PER_SERVER: u64 = 500;
 pub const AUDIT_LIMIT: u64 = 100_000;
 
 const STORE_FILE: &str = "store.redb";
+/// redb's page cache. Its default (1 GiB) lets a daemon that read its whole
+/// catalog and embedding cache once keep hundreds of MB; nothing on the hot
+/// path reads the store, so a small cache costs nothing there.
+const STORE_CACHE_BYTES: usize = 32 * 1024 * 1024;
 const KEY_FILE: &str = "secret.key";
 
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -114,7 +118,10 @@ impl Store {
     pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
         create_private_dir(data_dir)?;
         let path = data_dir.join(STORE_FILE);
-        let db = match Database::create(&path) {
+        let db = match redb::Builder::new()
+            .set_cache_size(STORE_CACHE_BYTES)
+            .create(&path)
+        {
             Ok(db) => db,
             Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
                 return Err(StoreError::AlreadyOpen {
