@@ -226,6 +226,22 @@ fn cpu_seconds(pid: u32) -> f64 {
     ticks / hz
 }
 
+/// Waits until a process has used no CPU for half a second: its start-up
+/// work (loading the search model, indexing the tools) is done, so what is
+/// measured next is the calls alone.
+async fn wait_until_idle(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = cpu_seconds(pid);
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = cpu_seconds(pid);
+        if now - last < 0.005 || Instant::now() > deadline {
+            return;
+        }
+        last = now;
+    }
+}
+
 fn pct(sorted: &[Duration], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i].as_secs_f64() * 1e6
@@ -262,6 +278,7 @@ async fn run() {
     )
     .await;
     wait_for_tool(&mut through, "s0__echo", 8).await;
+    wait_until_idle(through.pid()).await;
     let (mut d_times, mut t_times) = (Vec::new(), Vec::new());
     let mut agg_cpu = 0.0;
     for _ in 0..ROUNDS {
@@ -336,6 +353,7 @@ async fn run() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let daemon_pid = daemon.id().unwrap_or(0);
+    wait_until_idle(daemon_pid).await;
     let cpu = cpu_seconds(daemon_pid);
     let mut h_times = http_sequential(&url, &session, "s0__echo").await;
     let http_cpu_us = (cpu_seconds(daemon_pid) - cpu) / SEQUENTIAL as f64 * 1e6;
@@ -367,6 +385,7 @@ async fn run() {
             expected,
         )
         .await;
+        wait_until_idle(through.pid()).await;
         let mut times = Vec::new();
         for _ in 0..200 {
             let began = Instant::now();
