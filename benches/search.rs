@@ -15,40 +15,14 @@ mod common;
 
 use common::{ms, rss_kib};
 use mcp_aggregator::catalog::wire_name::WireNameRules;
-use mcp_aggregator::index::eval::{load_cases, load_catalog};
+use mcp_aggregator::index::eval::{load_cases, load_catalog, placeholder_transport};
 use mcp_aggregator::index::{SearchIndex, SearchMode, SearchRequest};
-use mcp_aggregator::model::{ServerRecord, ServerSource, ServerStatus, Transport};
+use mcp_aggregator::model::{ServerRecord, ServerSource};
 use mcp_aggregator::store::Store;
 
 const SERVERS: usize = 20;
 const TOOLS_PER_SERVER: usize = 500;
 const SEARCHES: usize = 500;
-
-fn server(name: &str) -> ServerRecord {
-    let now = chrono::Utc::now();
-    ServerRecord {
-        id: uuid::Uuid::new_v4(),
-        name: name.to_owned(),
-        description: None,
-        transport: Transport::Stdio {
-            command: "true".into(),
-            args: Vec::new(),
-            env: Default::default(),
-            cwd: None,
-        },
-        health_check_url: None,
-        auto_connect: false,
-        priority: 0,
-        status: ServerStatus::Disconnected,
-        error_message: None,
-        tool_count: 0,
-        registered_at: now,
-        updated_at: now,
-        connected_at: None,
-        last_health_check: None,
-        source: ServerSource::Api,
-    }
-}
 
 fn pct(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
@@ -104,7 +78,11 @@ fn main() {
         let store = Store::open(data_dir).expect("store");
         let rules = WireNameRules::default();
         for s in 0..SERVERS {
-            let record = server(&format!("server{s:02}"));
+            let record = ServerRecord::new(
+                format!("server{s:02}"),
+                placeholder_transport(),
+                ServerSource::Api,
+            );
             store.insert_server(&record, "bench").expect("server");
             let mut seen = std::collections::HashSet::new();
             let tools: Vec<Value> = (0..TOOLS_PER_SERVER)

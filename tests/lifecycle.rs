@@ -214,27 +214,18 @@ async fn ten_thousand_servers_are_listed_without_trouble() {
     let data_dir = temp.path().join("data");
     {
         let store = Store::open(&data_dir).unwrap();
-        let now = chrono::Utc::now();
         let records: Vec<_> = (0..10_000)
             .map(|i| mcp_aggregator::model::ServerRecord {
-                id: uuid::Uuid::new_v4(),
-                name: format!("server-{i:05}"),
                 description: Some(format!("bulk server {i}")),
-                transport: mcp_aggregator::model::Transport::Http {
-                    base_url: format!("http://127.0.0.1:9/{i}"),
-                    headers: Default::default(),
-                },
-                health_check_url: None,
                 auto_connect: false,
-                priority: 0,
-                status: ServerStatus::Disconnected,
-                error_message: None,
-                tool_count: 0,
-                registered_at: now,
-                updated_at: now,
-                connected_at: None,
-                last_health_check: None,
-                source: mcp_aggregator::model::ServerSource::Api,
+                ..mcp_aggregator::model::ServerRecord::new(
+                    format!("server-{i:05}"),
+                    mcp_aggregator::model::Transport::Http {
+                        base_url: format!("http://127.0.0.1:9/{i}"),
+                        headers: Default::default(),
+                    },
+                    mcp_aggregator::model::ServerSource::Api,
+                )
             })
             .collect();
         store.upsert_servers(&records, "test").unwrap();

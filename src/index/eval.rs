@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::{SearchIndex, SearchMode, SearchRequest};
 use crate::catalog::wire_name::WireNameRules;
-use crate::model::{ServerRecord, ServerSource, ServerStatus, Transport};
+use crate::model::{ServerRecord, ServerSource, Transport};
 use crate::store::Store;
 
 #[derive(Debug, thiserror::Error)]
@@ -102,28 +102,13 @@ pub fn build_index(data_dir: &Path, catalog: &[CatalogServer]) -> Result<SearchI
     let store = Arc::new(Store::open(data_dir)?);
     let rules = WireNameRules::default();
     for server in catalog {
-        let now = chrono::Utc::now();
         let record = ServerRecord {
-            id: uuid::Uuid::new_v4(),
-            name: server.server.clone(),
-            description: None,
-            transport: Transport::Stdio {
-                command: "true".into(),
-                args: Vec::new(),
-                env: Default::default(),
-                cwd: None,
-            },
-            health_check_url: None,
             auto_connect: false,
-            priority: 0,
-            status: ServerStatus::Disconnected,
-            error_message: None,
-            tool_count: 0,
-            registered_at: now,
-            updated_at: now,
-            connected_at: None,
-            last_health_check: None,
-            source: ServerSource::Api,
+            ..ServerRecord::new(
+                server.server.clone(),
+                placeholder_transport(),
+                ServerSource::Api,
+            )
         };
         store.insert_server(&record, "eval")?;
         store.replace_tools(record.id, &server.tools, &rules)?;
@@ -187,4 +172,14 @@ pub fn metrics<'a>(results: impl IntoIterator<Item = &'a CaseResult>) -> Metrics
         m.mrr_at_10 /= n;
     }
     m
+}
+
+/// What a catalog-only server (never connected) is registered with.
+pub fn placeholder_transport() -> Transport {
+    Transport::Stdio {
+        command: "true".into(),
+        args: Vec::new(),
+        env: Default::default(),
+        cwd: None,
+    }
 }

@@ -142,7 +142,7 @@ struct Inner {
     /// The generation the keyword index was committed at when opened.
     opened_at: Option<u64>,
     vectors: RwLock<VectorIndex>,
-    docs: RwLock<HashMap<Arc<str>, Arc<ToolDoc>>>,
+    docs: RwLock<Docs>,
     model: RwLock<ModelState>,
     model_ready: watch::Sender<bool>,
     weights: RwLock<Weights>,
@@ -152,6 +152,23 @@ struct Inner {
     /// Set at shutdown: a running sync stops at its next batch.
     stopping: AtomicBool,
     progress: watch::Sender<IndexProgress>,
+}
+
+/// Tool id → what search shows of it.
+type Docs = HashMap<Arc<str>, Arc<ToolDoc>>;
+
+impl Inner {
+    fn vectors_mut(&self) -> Result<std::sync::RwLockWriteGuard<'_, VectorIndex>, IndexError> {
+        self.vectors
+            .write()
+            .map_err(|_| IndexError::Task("vector lock poisoned".into()))
+    }
+
+    fn docs_mut(&self) -> Result<std::sync::RwLockWriteGuard<'_, Docs>, IndexError> {
+        self.docs
+            .write()
+            .map_err(|_| IndexError::Task("docs lock poisoned".into()))
+    }
 }
 
 /// The search index service. Cheap to clone.
@@ -302,14 +319,8 @@ impl SearchIndex {
         });
         if !removed.is_empty() {
             inner.keyword.remove(&removed)?;
-            let mut vectors = inner
-                .vectors
-                .write()
-                .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
-            let mut docs = inner
-                .docs
-                .write()
-                .map_err(|_| IndexError::Task("docs lock poisoned".into()))?;
+            let mut vectors = inner.vectors_mut()?;
+            let mut docs = inner.docs_mut()?;
             for id in &removed {
                 vectors.remove(id);
                 docs.remove(id.as_str());
@@ -388,14 +399,8 @@ impl SearchIndex {
             Some(embedder) => Some(self.embeddings(embedder, &texts)?),
             None => None,
         };
-        let mut index = inner
-            .vectors
-            .write()
-            .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
-        let mut docs = inner
-            .docs
-            .write()
-            .map_err(|_| IndexError::Task("docs lock poisoned".into()))?;
+        let mut index = inner.vectors_mut()?;
+        let mut docs = inner.docs_mut()?;
         for (i, tool) in batch.iter().enumerate() {
             let doc = Arc::new(ToolDoc::from_record(tool));
             if let Some(vectors) = &vectors {

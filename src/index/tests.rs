@@ -1,40 +1,20 @@
 //! The search service over a real store, the real tantivy index and the
 //! real model.
 
-use chrono::Utc;
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
-use uuid::Uuid;
 
 use super::*;
 use crate::catalog::wire_name::WireNameRules;
-use crate::model::{ServerRecord, ServerSource, ServerStatus, Transport};
+use crate::model::{ServerRecord, ServerSource};
 
 fn server(store: &Store, name: &str) -> ServerRecord {
-    let now = Utc::now();
-    let record = ServerRecord {
-        id: Uuid::new_v4(),
-        name: name.to_owned(),
-        description: None,
-        transport: Transport::Stdio {
-            command: "true".into(),
-            args: vec![],
-            env: BTreeMap::new(),
-            cwd: None,
-        },
-        health_check_url: None,
-        auto_connect: false,
-        priority: 0,
-        status: ServerStatus::Disconnected,
-        error_message: None,
-        tool_count: 0,
-        registered_at: now,
-        updated_at: now,
-        connected_at: None,
-        last_health_check: None,
-        source: ServerSource::Api,
-    };
+    let record = ServerRecord::new(
+        name,
+        super::eval::placeholder_transport(),
+        ServerSource::Api,
+    );
     store.insert_server(&record, "test").unwrap();
     record
 }

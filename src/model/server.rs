@@ -157,6 +157,35 @@ pub struct ServerRecord {
     pub source: ServerSource,
 }
 
+impl ServerRecord {
+    /// A new registration in its first state: DISCONNECTED, no tools yet,
+    /// auto-connect on, priority 0, a fresh id.
+    pub fn new(
+        name: impl Into<String>,
+        transport: Transport,
+        source: ServerSource,
+    ) -> ServerRecord {
+        let now = Utc::now();
+        ServerRecord {
+            id: Uuid::new_v4(),
+            name: name.into(),
+            description: None,
+            transport,
+            health_check_url: None,
+            auto_connect: true,
+            priority: 0,
+            status: ServerStatus::Disconnected,
+            error_message: None,
+            tool_count: 0,
+            registered_at: now,
+            updated_at: now,
+            connected_at: None,
+            last_health_check: None,
+            source,
+        }
+    }
+}
+
 /// One line of a server's connection history (append-only, bounded).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ConnectionHistoryEntry {

@@ -330,22 +330,11 @@ fn find(store: &Store, id_or_name: &str) -> Result<ServerRecord, RegistryError> 
 }
 
 fn new_record(spec: ServerSpec) -> ServerRecord {
-    let now = Utc::now();
     ServerRecord {
-        id: Uuid::new_v4(),
-        name: spec.name,
         description: spec.description,
-        transport: spec.transport,
         health_check_url: spec.health_check_url,
         auto_connect: spec.auto_connect,
         priority: spec.priority,
-        status: ServerStatus::Disconnected,
-        error_message: None,
-        tool_count: 0,
-        registered_at: now,
-        updated_at: now,
-        connected_at: None,
-        last_health_check: None,
-        source: spec.source,
+        ..ServerRecord::new(spec.name, spec.transport, spec.source)
     }
 }

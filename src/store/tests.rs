@@ -4,29 +4,16 @@ use std::collections::BTreeMap;
 use uuid::Uuid;
 
 fn record(name: &str) -> ServerRecord {
-    let now = Utc::now();
-    ServerRecord {
-        id: Uuid::new_v4(),
-        name: name.to_owned(),
-        description: None,
-        transport: Transport::Stdio {
+    ServerRecord::new(
+        name,
+        Transport::Stdio {
             command: "echo".into(),
             args: vec!["hi".into()],
             env: BTreeMap::from([("TOKEN".to_owned(), "s3cret-value".to_owned())]),
             cwd: None,
         },
-        health_check_url: None,
-        auto_connect: true,
-        priority: 0,
-        status: ServerStatus::Disconnected,
-        error_message: None,
-        tool_count: 0,
-        registered_at: now,
-        updated_at: now,
-        connected_at: None,
-        last_health_check: None,
-        source: ServerSource::Api,
-    }
+        ServerSource::Api,
+    )
 }
 
 #[test]
