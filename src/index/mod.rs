@@ -158,6 +158,7 @@ struct Inner {
 type Docs = HashMap<Arc<str>, Arc<ToolDoc>>;
 
 impl Inner {
+    /// Whoever needs both locks takes `docs` first, then `vectors`.
     fn vectors_mut(&self) -> Result<std::sync::RwLockWriteGuard<'_, VectorIndex>, IndexError> {
         self.vectors
             .write()
@@ -319,8 +320,10 @@ impl SearchIndex {
         });
         if !removed.is_empty() {
             inner.keyword.remove(&removed)?;
-            let mut vectors = inner.vectors_mut()?;
+            // Lock order everywhere: docs, then vectors (a search holds
+            // docs while it reads the vectors).
             let mut docs = inner.docs_mut()?;
+            let mut vectors = inner.vectors_mut()?;
             for id in &removed {
                 vectors.remove(id);
                 docs.remove(id.as_str());
@@ -399,8 +402,9 @@ impl SearchIndex {
             Some(embedder) => Some(self.embeddings(embedder, &texts)?),
             None => None,
         };
-        let mut index = inner.vectors_mut()?;
+        // Docs before vectors, the order a search takes them in.
         let mut docs = inner.docs_mut()?;
+        let mut index = inner.vectors_mut()?;
         for (i, tool) in batch.iter().enumerate() {
             let doc = Arc::new(ToolDoc::from_record(tool));
             if let Some(vectors) = &vectors {
@@ -467,6 +471,27 @@ impl SearchIndex {
     /// Runs a search (blocking: the query's embedding takes milliseconds).
     pub fn search(&self, request: &SearchRequest) -> Result<SearchOutcome, IndexError> {
         let inner = &self.inner;
+        let mut mode = request.mode;
+        let mut warning = None;
+        // The query's embedding first, before any index lock is taken: it
+        // may wait for a batch the indexer is embedding.
+        let query_vector = if mode == SearchMode::Keyword {
+            None
+        } else {
+            match self.embedder() {
+                Ok(embedder) => embedder
+                    .embed(&[request.query.as_str()])?
+                    .into_iter()
+                    .next(),
+                Err(reason) => {
+                    warning = Some(format!(
+                        "semantic search is unavailable ({reason}); results are by keyword only"
+                    ));
+                    mode = SearchMode::Keyword;
+                    None
+                }
+            }
+        };
         let docs = inner
             .docs
             .read()
@@ -480,32 +505,16 @@ impl SearchIndex {
         };
         let tools_searched = docs.values().filter(|d| allowed(d)).count();
         let limit = request.limit.max(1);
-        let mut mode = request.mode;
-        let mut warning = None;
-        let dense = if mode == SearchMode::Keyword {
-            Vec::new()
-        } else {
-            match self.embedder() {
-                Ok(embedder) => {
-                    let query = embedder.embed(&[request.query.as_str()])?;
-                    let vectors = inner
-                        .vectors
-                        .read()
-                        .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
-                    let keep = |id: &str| docs.get(id).is_some_and(|d| allowed(d));
-                    query
-                        .first()
-                        .map(|q| vectors.search(q, CANDIDATES.max(limit), keep))
-                        .unwrap_or_default()
-                }
-                Err(reason) => {
-                    warning = Some(format!(
-                        "semantic search is unavailable ({reason}); results are by keyword only"
-                    ));
-                    mode = SearchMode::Keyword;
-                    Vec::new()
-                }
+        let dense = match &query_vector {
+            Some(query) => {
+                let vectors = inner
+                    .vectors
+                    .read()
+                    .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
+                let keep = |id: &str| docs.get(id).is_some_and(|d| allowed(d));
+                vectors.search(query, CANDIDATES.max(limit), keep)
             }
+            None => Vec::new(),
         };
         let keyword = if mode == SearchMode::Semantic {
             Vec::new()
