@@ -329,16 +329,27 @@ impl SearchIndex {
                 docs.remove(id.as_str());
             }
         }
+        // Keywords first, for every tool at once: they cost milliseconds, so
+        // new tools are findable by name right away, while their
+        // embeddings follow batch by batch. The commit is marked partial:
+        // it claims no generation until the end.
+        for batch in changed.chunks(BATCH) {
+            self.index_keywords(batch, &on_disk)?;
+        }
+        if !changed.is_empty() {
+            inner.keyword.commit_with(PARTIAL)?;
+        }
         let embedder = self.embedder().ok();
         let mut done = tools.len() - changed.len();
-        for (n, batch) in changed.chunks(BATCH).enumerate() {
+        for batch in changed.chunks(BATCH) {
             if inner.stopping.load(Ordering::SeqCst) {
-                // What was indexed so far stays uncommitted or marked
-                // partial; the next start rebuilds from the store (cached
-                // embeddings make that cheap).
+                // The next start rebuilds from the store (cached embeddings
+                // make that cheap).
                 return Err(IndexError::Cancelled);
             }
-            self.index_batch(batch, embedder.as_deref(), &on_disk)?;
+            if let Some(embedder) = &embedder {
+                self.index_vectors(batch, embedder)?;
+            }
             done += batch.len();
             let _ = inner.progress.send_replace(IndexProgress {
                 indexed_tools: done,
@@ -347,11 +358,6 @@ impl SearchIndex {
                 syncing: true,
                 semantic,
             });
-            // Make long syncs visible to searches as they go, without ever
-            // claiming a generation before the end.
-            if n % 16 == 15 {
-                inner.keyword.commit_with(PARTIAL)?;
-            }
         }
         inner.keyword.commit_with(&generation.to_string())?;
         if rebuild && semantic {
@@ -376,10 +382,10 @@ impl SearchIndex {
         Ok(changed.len() + removed.len())
     }
 
-    fn index_batch(
+    /// Keyword documents and result records of a batch of tools.
+    fn index_keywords(
         &self,
         batch: &[&ToolRecord],
-        embedder: Option<&Embedder>,
         on_disk: &HashMap<String, String>,
     ) -> Result<(), IndexError> {
         let inner = &self.inner;
@@ -398,19 +404,21 @@ impl SearchIndex {
             })
             .collect();
         inner.keyword.upsert(&keyword_docs)?;
-        let vectors = match embedder {
-            Some(embedder) => Some(self.embeddings(embedder, &texts)?),
-            None => None,
-        };
-        // Docs before vectors, the order a search takes them in.
         let mut docs = inner.docs_mut()?;
-        let mut index = inner.vectors_mut()?;
-        for (i, tool) in batch.iter().enumerate() {
+        for tool in batch {
             let doc = Arc::new(ToolDoc::from_record(tool));
-            if let Some(vectors) = &vectors {
-                index.insert(Arc::clone(&doc.tool_id), &vectors[i]);
-            }
             docs.insert(Arc::clone(&doc.tool_id), doc);
+        }
+        Ok(())
+    }
+
+    /// The vectors of a batch of tools (cached or embedded now).
+    fn index_vectors(&self, batch: &[&ToolRecord], embedder: &Embedder) -> Result<(), IndexError> {
+        let texts: Vec<_> = batch.iter().map(|t| tool_texts(t, &t.skill_ids)).collect();
+        let vectors = self.embeddings(embedder, &texts)?;
+        let mut index = self.inner.vectors_mut()?;
+        for (tool, vectors) in batch.iter().zip(&vectors) {
+            index.insert(Arc::from(tool.id.as_str()), vectors);
         }
         Ok(())
     }
