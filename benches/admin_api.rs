@@ -24,11 +24,7 @@ fn main() {
     if !common::is_bench_run("cargo bench --bench admin_api") {
         return;
     }
-    mcp_aggregator::tls::init();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = common::bench_runtime();
     let size = std::fs::metadata(BIN).expect("binary").len();
 
     let mut start_times = Vec::new();

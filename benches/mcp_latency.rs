@@ -251,11 +251,7 @@ fn main() {
     if !common::is_bench_run("cargo bench --features fixture --bench mcp_latency") {
         return;
     }
-    mcp_aggregator::tls::init();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = common::bench_runtime();
     rt.block_on(run());
 }
 

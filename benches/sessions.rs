@@ -22,11 +22,7 @@ fn main() {
     if !common::is_bench_run("cargo bench --features fixture --bench sessions") {
         return;
     }
-    mcp_aggregator::tls::init();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = common::bench_runtime();
     rt.block_on(async {
         let one_page = median(connect_big(&[]).await);
         let paged = median(connect_big(&["--page-size", "50"]).await);

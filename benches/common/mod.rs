@@ -52,3 +52,13 @@ pub fn free_port() -> u16 {
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
+
+/// The single-threaded runtime the end-to-end benches drive their clients
+/// from, with the TLS provider the HTTP clients need.
+pub fn bench_runtime() -> tokio::runtime::Runtime {
+    mcp_aggregator::tls::init();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
