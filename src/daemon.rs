@@ -71,18 +71,40 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// Require the bearer token even on a loopback address (shared hosts).
     pub require_token: bool,
-    /// Host names `/mcp` accepts besides loopback (DNS-rebinding protection).
+    /// Host names the listener accepts besides loopback (DNS-rebinding
+    /// protection); `*` accepts any.
     pub allowed_hosts: Vec<String>,
     pub front_door: FrontDoorOptions,
+    /// Header timeout and connection cap of the listener.
+    pub listener: crate::listener::ListenerLimits,
+    /// Idle expiry and caps of `/mcp` sessions.
+    pub mcp_sessions: crate::mcp::session_table::SessionLimits,
 }
 
-/// Settings of the MCP front door, shared by `serve` and `stdio`.
-#[derive(Debug, Clone, Copy, Default)]
+/// Settings of the MCP front door and the sessions behind it, shared by
+/// `serve` and `stdio`.
+#[derive(Debug, Clone, Copy)]
 pub struct FrontDoorOptions {
     /// What bare tool names shared by several servers reach.
     pub conflict_strategy: ConflictStrategy,
     /// What `tools/list` offers.
     pub expose: Expose,
+    /// How long a server gets to answer `initialize`.
+    pub connect_timeout: Duration,
+    /// How long a server gets to answer a request (a tool call).
+    pub request_timeout: Duration,
+}
+
+impl Default for FrontDoorOptions {
+    fn default() -> Self {
+        let sessions = SessionSettings::default();
+        FrontDoorOptions {
+            conflict_strategy: ConflictStrategy::default(),
+            expose: Expose::default(),
+            connect_timeout: sessions.connect_timeout,
+            request_timeout: sessions.request_timeout,
+        }
+    }
 }
 
 /// Everything a running aggregator is made of, shared by `serve` and `stdio`.
@@ -127,7 +149,12 @@ impl Stack {
             apply_config(&registry, path, loaded).await?;
         }
         let catalog = Catalog::new(Arc::clone(&store), WireNameRules::default());
-        let sessions = SessionManager::new(registry.clone(), catalog, SessionSettings::default());
+        let settings = SessionSettings {
+            connect_timeout: front_door.connect_timeout,
+            request_timeout: front_door.request_timeout,
+            ..SessionSettings::default()
+        };
+        let sessions = SessionManager::new(registry.clone(), catalog, settings);
         let router = Router::start(sessions.clone(), front_door.conflict_strategy).await;
         let search = {
             let (store, dir) = (Arc::clone(&store), data_dir.to_path_buf());
@@ -184,6 +211,9 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     let loaded = options.config.as_deref().map(config::load).transpose()?;
     let config = options.config.as_deref().zip(loaded);
     let stack = Stack::open(&options.data_dir, config, options.front_door).await?;
+    if let Some(descriptors) = crate::listener::raise_descriptor_limit() {
+        tracing::debug!(descriptors, "open-descriptor limit");
+    }
 
     let token = admin_token(&options)?;
     let state = AppState {
@@ -192,9 +222,11 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         router: stack.router.clone(),
         search: stack.search.clone(),
         token: token.map(Arc::from),
+        hosts: host_policy(&options),
         started,
     };
-    let mcp_http = McpHttp::new(Arc::clone(&stack.mcp), options.allowed_hosts.clone());
+    let mcp_http = McpHttp::new(Arc::clone(&stack.mcp), options.mcp_sessions);
+    mcp_http.spawn_expiry(shutdown.clone());
     let app = api::router(state, Some(mcp::http::routes(mcp_http)));
 
     let listener = tokio::net::TcpListener::bind(options.listen)
@@ -223,13 +255,9 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     );
     stack.connect_in_background();
 
-    let server = axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let server = crate::listener::serve(listener, app, options.listener, shutdown.clone());
     let result = tokio::select! {
-        result = server => result.map_err(DaemonError::Serve),
+        () = server => Ok(()),
         () = async {
             shutdown.cancelled().await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
@@ -323,6 +351,16 @@ async fn apply_config(
     }
     tracing::info!(config = %path.display(), servers = count, changed, removed, "config applied");
     Ok(())
+}
+
+/// Loopback names, the `--allow-host` names, and the listen address itself
+/// when it is a specific one (clients reach it by that address).
+fn host_policy(options: &ServeOptions) -> api::guard::HostPolicy {
+    let mut hosts = options.allowed_hosts.clone();
+    if !options.listen.ip().is_unspecified() {
+        hosts.push(options.listen.ip().to_string());
+    }
+    api::guard::HostPolicy::new(hosts)
 }
 
 /// Whether the API needs a bearer token: always once the listener is

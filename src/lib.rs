@@ -10,6 +10,8 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod index;
+pub mod limits;
+pub mod listener;
 pub mod logging;
 pub mod mcp;
 pub mod memory;

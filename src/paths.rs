@@ -41,7 +41,8 @@ impl DaemonInfo {
     pub fn write(&self, data_dir: &Path) -> std::io::Result<()> {
         let tmp = data_dir.join(format!("{DAEMON_FILE}.{}.tmp", self.pid));
         let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(&tmp, text)?;
+        let _ = std::fs::remove_file(&tmp);
+        crate::store::secrets::write_private_file(&tmp, text.as_bytes())?;
         std::fs::rename(&tmp, data_dir.join(DAEMON_FILE))
     }
 

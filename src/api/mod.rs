@@ -4,6 +4,7 @@
 
 pub mod error;
 pub mod extract;
+pub mod guard;
 pub mod search;
 pub mod servers;
 pub mod tools;
@@ -39,6 +40,8 @@ pub struct AppState {
     pub search: crate::index::SearchIndex,
     /// When set, every route but `/healthz` needs `Authorization: Bearer`.
     pub token: Option<Arc<str>>,
+    /// Which `Host` and `Origin` values the listener accepts.
+    pub hosts: guard::HostPolicy,
     pub started: Instant,
 }
 
@@ -98,6 +101,13 @@ pub fn router_with_openapi(
             require_token,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        // Outside the token check: a cross-site request is refused before
+        // anything else looks at it.
+        .layer(axum::middleware::from_fn_with_state(
+            state.hosts.clone(),
+            guard::guard,
+        ))
+        .layer(axum::middleware::from_fn(json_errors))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             panic_response,
         ))
@@ -158,8 +168,7 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(bearer_token);
     if presented.is_some_and(|token| constant_time_eq(token.as_bytes(), expected.as_bytes())) {
         return next.run(request).await;
     }
@@ -171,8 +180,73 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
     response
 }
 
+/// The token of an `Authorization: Bearer <token>` value (the scheme is
+/// case-insensitive, RFC 9110 §11.1).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// Largest error body turned into `{"detail"}` (framework rejections are a
+/// line of text).
+const MAX_ERROR_TEXT: usize = 4096;
+
+/// Every error of every route leaves as `{"detail": …}`: the framework's own
+/// rejections (a body over the limit, a bad header) are plain text, so they
+/// are wrapped here.
+async fn json_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = match axum::body::to_bytes(body, MAX_ERROR_TEXT).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        Err(_) => String::new(),
+    };
+    let detail = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_owned()
+    } else {
+        text
+    };
+    let mut wrapped = ApiError::new(status, detail).into_response();
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            wrapped.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    wrapped
+}
+
 /// Compares without an early exit, so response timing does not reveal how
 /// much of a guessed token was right.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("BEARER  abc "), Some("abc"));
+        assert_eq!(bearer_token("Basic abc"), None);
+        assert_eq!(bearer_token("Bearer"), None);
+        assert_eq!(bearer_token("Bearer "), None);
+    }
 }

@@ -111,6 +111,10 @@ async fn call_error(state: &AppState, err: CallError) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             json!({"server": {"name": server}, "in_progress": "tools/call", "reason": reason}),
         ),
+        CallError::TimedOut { server, after } => (
+            StatusCode::GATEWAY_TIMEOUT,
+            json!({"server": {"name": server}, "timeout_seconds": after.as_secs_f64()}),
+        ),
         CallError::Server(rpc) => (
             StatusCode::BAD_GATEWAY,
             json!({"error": rpc.to_error_object()}),

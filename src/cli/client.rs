@@ -14,6 +14,10 @@ pub enum ClientError {
         "no mcp-aggregator daemon is answering at {url} ({reason}).\nStart one with `mcp-aggregator serve`, or point --url (MCP_AGGREGATOR_URL) at a running one."
     )]
     Unreachable { url: String, reason: String },
+    #[error(
+        "the daemon at {url} did not answer within {} s (it is running, but busy or stuck)", after.as_secs()
+    )]
+    TimedOut { url: String, after: Duration },
     #[error("{detail}")]
     Api { status: StatusCode, detail: String },
     #[error("unexpected answer from {url}: {reason}")]
@@ -31,6 +35,13 @@ impl ClientError {
 }
 
 /// A client of one daemon.
+/// How long the CLI waits for an ordinary answer.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long it waits for a tool call: longer than any request timeout the
+/// daemon applies (`--request-timeout`), so a slow server is reported by
+/// the daemon, by name, and not as a silent CLI timeout.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(3600);
+
 pub struct AdminClient {
     http: reqwest::Client,
     base: String,
@@ -41,7 +52,6 @@ pub struct AdminClient {
 impl AdminClient {
     pub fn new(base: &str, token: Option<String>) -> AdminClient {
         let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(60))
             .connect_timeout(Duration::from_secs(5))
             .build()
             .unwrap_or_default();
@@ -70,6 +80,16 @@ impl AdminClient {
         self.send(Method::POST, path, Some(body)).await
     }
 
+    /// A POST that may take as long as the daemon lets it (a tool call).
+    pub async fn post_long<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> Result<T, ClientError> {
+        self.send_within(Method::POST, path, Some(body), CALL_TIMEOUT)
+            .await
+    }
+
     pub async fn delete(&self, path: &str) -> Result<(), ClientError> {
         self.send::<Value>(Method::DELETE, path, None)
             .await
@@ -82,10 +102,21 @@ impl AdminClient {
         path: &str,
         body: Option<&Value>,
     ) -> Result<T, ClientError> {
+        self.send_within(method, path, body, ANSWER_TIMEOUT).await
+    }
+
+    async fn send_within<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> Result<T, ClientError> {
         let url = format!("{}{path}", self.base);
         let mut request = self
             .http
             .request(method, &url)
+            .timeout(timeout)
             .header(ACTOR_HEADER, &self.actor);
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
@@ -96,9 +127,18 @@ impl AdminClient {
         let response = request
             .send()
             .await
-            .map_err(|err| ClientError::Unreachable {
-                url: self.base.clone(),
-                reason: root_cause(&err),
+            .map_err(|err| {
+                if err.is_timeout() {
+                    ClientError::TimedOut {
+                        url: self.base.clone(),
+                        after: timeout,
+                    }
+                } else {
+                    ClientError::Unreachable {
+                        url: self.base.clone(),
+                        reason: root_cause(&err),
+                    }
+                }
             })?;
         let status = response.status();
         let bytes = response

@@ -283,7 +283,7 @@ async fn call(args: CallArgs) -> Result<ExitCode, CliError> {
     }
     let client = connect(&args.client);
     let body = json!({"name": args.name, "arguments": arguments, "server_id": args.server});
-    let result: Value = client.post("/api/v1/tools/call", &body).await?;
+    let result: Value = client.post_long("/api/v1/tools/call", &body).await?;
     let is_error = result
         .get("isError")
         .and_then(Value::as_bool)

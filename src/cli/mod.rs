@@ -122,14 +122,72 @@ struct ServeArgs {
     /// Address of the HTTP listener. Beyond loopback, a bearer token is required.
     #[arg(long, env = LISTEN_ENV, value_name = "ADDR:PORT", default_value = DEFAULT_LISTEN)]
     listen: SocketAddr,
-    /// Host name `/mcp` accepts besides localhost (repeatable; needed when clients reach the daemon by another name).
-    #[arg(long = "allow-host", value_name = "HOST")]
+    /// Host name or address the listener accepts in `Host` and `Origin` besides loopback (repeatable;
+    /// needed when clients reach the daemon by another name; `*` accepts any, for a reverse proxy).
+    /// Every other name is refused, which stops DNS-rebinding attacks from web pages.
+    #[arg(long = "allow-host", value_name = "HOST", env = "MCP_AGGREGATOR_ALLOW_HOSTS", value_delimiter = ',')]
     allow_hosts: Vec<String>,
     #[command(flatten)]
     routing: RoutingArgs,
     /// Require `Authorization: Bearer <token>` even on loopback (the token is MCP_AGGREGATOR_TOKEN, else generated into the data dir).
     #[arg(long, env = "MCP_AGGREGATOR_REQUIRE_TOKEN")]
     require_token: bool,
+    #[command(flatten)]
+    limits: LimitArgs,
+    #[command(flatten)]
+    listener: ListenerArgs,
+}
+
+/// Bounds on what a client or server can make the aggregator hold or wait for.
+#[derive(Debug, Args)]
+struct LimitArgs {
+    /// Largest message accepted from anyone: a stdio line, an `/mcp` body, a server's answer or event.
+    #[arg(long, env = "MCP_AGGREGATOR_MAX_MESSAGE_BYTES", value_name = "BYTES", default_value_t = crate::limits::DEFAULT_MAX_MESSAGE_BYTES)]
+    max_message_bytes: usize,
+    /// Seconds a server gets to answer `initialize` before the attempt is abandoned (and its process ended).
+    #[arg(long, env = "MCP_AGGREGATOR_CONNECT_TIMEOUT", value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    connect_timeout: u64,
+    /// Seconds a server gets to answer a request (a tool call) before the caller gets a timeout.
+    #[arg(long, env = "MCP_AGGREGATOR_REQUEST_TIMEOUT", value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    request_timeout: u64,
+}
+
+/// How much of the HTTP listener one peer can hold.
+#[derive(Debug, Args)]
+struct ListenerArgs {
+    /// Seconds a client gets to send a request's headers; also how long an idle keep-alive connection stays open.
+    #[arg(long, env = "MCP_AGGREGATOR_HEADER_TIMEOUT", value_name = "SECONDS", default_value_t = crate::listener::DEFAULT_HEADER_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    header_timeout: u64,
+    /// Connections open at once; beyond it new connections wait (a warning is logged).
+    #[arg(long, env = "MCP_AGGREGATOR_MAX_CONNECTIONS", value_name = "N", default_value_t = crate::listener::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_connections: usize,
+    /// Seconds after which an unused `/mcp` session expires.
+    #[arg(long, env = "MCP_AGGREGATOR_SESSION_IDLE_TIMEOUT", value_name = "SECONDS", default_value_t = crate::mcp::session_table::DEFAULT_IDLE_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    session_idle_timeout: u64,
+    /// `/mcp` sessions kept at most (idle ones of the busiest client make room).
+    #[arg(long, env = "MCP_AGGREGATOR_MAX_SESSIONS", value_name = "N", default_value_t = crate::mcp::session_table::DEFAULT_MAX_SESSIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_sessions: usize,
+    /// `/mcp` sessions one remote address may hold.
+    #[arg(long, env = "MCP_AGGREGATOR_MAX_SESSIONS_PER_CLIENT", value_name = "N", default_value_t = crate::mcp::session_table::DEFAULT_MAX_PER_CLIENT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_sessions_per_client: usize,
+}
+
+impl ListenerArgs {
+    fn listener(&self) -> crate::listener::ListenerLimits {
+        crate::listener::ListenerLimits {
+            header_timeout: std::time::Duration::from_secs(self.header_timeout),
+            max_connections: self.max_connections,
+            ..Default::default()
+        }
+    }
+
+    fn sessions(&self) -> crate::mcp::session_table::SessionLimits {
+        crate::mcp::session_table::SessionLimits {
+            idle_timeout: std::time::Duration::from_secs(self.session_idle_timeout),
+            max_sessions: self.max_sessions,
+            max_per_client: self.max_sessions_per_client,
+        }
+    }
 }
 
 /// How calls are routed.
@@ -153,13 +211,17 @@ struct RoutingArgs {
 }
 
 impl RoutingArgs {
-    fn front_door(&self) -> daemon::FrontDoorOptions {
+    fn front_door(&self, limits: &LimitArgs) -> daemon::FrontDoorOptions {
+        // The one message limit every reader in the process shares.
+        crate::limits::set_max_message_bytes(limits.max_message_bytes);
         daemon::FrontDoorOptions {
             conflict_strategy: self.conflict_strategy,
             expose: Expose {
                 mode: self.expose,
                 threshold: self.expose_threshold,
             },
+            connect_timeout: std::time::Duration::from_secs(limits.connect_timeout),
+            request_timeout: std::time::Duration::from_secs(limits.request_timeout),
         }
     }
 }
@@ -173,6 +235,8 @@ struct StdioArgs {
     data_dir: DataDirArg,
     #[command(flatten)]
     routing: RoutingArgs,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 /// How to reach the daemon.
@@ -460,7 +524,8 @@ async fn stdio(args: StdioArgs) -> ExitCode {
         Ok(setup) => setup,
         Err(code) => return code,
     };
-    finish(daemon::stdio(args.config, data_dir, args.routing.front_door(), shutdown).await)
+    let front_door = args.routing.front_door(&args.limits);
+    finish(daemon::stdio(args.config, data_dir, front_door, shutdown).await)
 }
 
 async fn serve(args: ServeArgs) -> ExitCode {
@@ -474,7 +539,9 @@ async fn serve(args: ServeArgs) -> ExitCode {
         listen: args.listen,
         require_token: args.require_token,
         allowed_hosts: args.allow_hosts,
-        front_door: args.routing.front_door(),
+        front_door: args.routing.front_door(&args.limits),
+        listener: args.listener.listener(),
+        mcp_sessions: args.listener.sessions(),
     };
     finish(daemon::serve(options, shutdown).await)
 }

@@ -262,7 +262,7 @@ mod embedded {
         static RUNTIME: &[u8] =
             include_bytes!(concat!(env!("MCPA_ASSETS_DIR"), "/libonnxruntime.so"));
         // SAFETY: the name is a valid C string and the flags are constants.
-        let fd = unsafe { libc::memfd_create(c"libonnxruntime.so".as_ptr(), 0) };
+        let fd = unsafe { libc::memfd_create(c"libonnxruntime.so".as_ptr(), libc::MFD_CLOEXEC) };
         if fd < 0 {
             return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
         }

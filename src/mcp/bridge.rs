@@ -30,11 +30,12 @@ pub async fn relay(
     let (inbound, mut from_daemon) = mpsc::channel::<Value>(1024);
     let client = reqwest::Client::builder().build().unwrap_or_default();
     let link = Arc::new(http::open("daemon", client, mcp_url, &headers, inbound)?);
-    let (to_client, queue) = mpsc::unbounded_channel::<Value>();
+    let (to_client, queue) = super::outbound::Outbound::for_client();
+    let to_client = Arc::new(to_client);
 
     let writer = super::stdio::spawn_line_writer(output, queue);
     let forward_link = Arc::clone(&link);
-    let forward_client = to_client.clone();
+    let forward_client = Arc::clone(&to_client);
     let forwarder = tokio::spawn(async move {
         while let Some(message) = from_daemon.recv().await {
             // Later requests carry the negotiated version as a header.
@@ -45,7 +46,14 @@ pub async fn relay(
             {
                 forward_link.set_protocol_version(version);
             }
-            if forward_client.send(message).is_err() {
+            // Notifications may be dropped for a client that is behind;
+            // answers and requests wait for room (or stall the client).
+            let delivered = if message.get("id").is_some() {
+                forward_client.deliver(message).await
+            } else {
+                forward_client.notify(message)
+            };
+            if !delivered {
                 break;
             }
         }
@@ -54,8 +62,22 @@ pub async fn relay(
     let mut reader = BufReader::new(input);
     let mut line = Vec::new();
     loop {
-        if !super::stdio::next_line(&mut reader, &mut line, &shutdown).await {
-            break;
+        let max = crate::limits::max_message_bytes();
+        let read = tokio::select! {
+            read = crate::limits::read_line(&mut reader, &mut line, max) => read,
+            () = shutdown.cancelled() => break,
+            () = to_client.stalled() => break,
+        };
+        match read {
+            Ok(crate::limits::Line::Complete) => {}
+            Ok(crate::limits::Line::TooLong) => {
+                let answer = super::handler::parse_error(&format!(
+                    "message larger than the {max} byte limit"
+                ));
+                to_client.deliver(answer).await;
+                continue;
+            }
+            Ok(crate::limits::Line::End) | Err(_) => break,
         }
         let text = String::from_utf8_lossy(&line);
         let text = text.trim();
@@ -75,7 +97,9 @@ pub async fn relay(
                 .and_then(|m| m.get("id"))
                 .filter(|_| parsed.as_ref().is_some_and(|m| m.get("method").is_some()))
             {
-                let _ = to_client.send(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": format!("the aggregator daemon did not take the message: {err}")}}));
+                to_client
+                    .deliver(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": format!("the aggregator daemon did not take the message: {err}")}}))
+                    .await;
             }
             if link.state().is_closed() {
                 break;

@@ -5,7 +5,6 @@
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
-use tokio::sync::mpsc;
 
 use crate::router::{CallError, Router};
 
@@ -34,12 +33,16 @@ pub struct McpServer {
     pub(super) clients: Mutex<Vec<std::sync::Weak<ClientConnection>>>,
     /// Namespaced resource URI -> the clients subscribed to it.
     subscriptions: Mutex<HashMap<String, Vec<std::sync::Weak<ClientConnection>>>>,
+    /// Exactly one client is attached (the stdio front door): a server's
+    /// request outside a call may go to it.
+    single_client: std::sync::atomic::AtomicBool,
 }
 
 /// One client's connection (a stdio peer or an HTTP session).
 pub struct ClientConnection {
-    /// Messages for the client that are not answers (notifications).
-    outbound: mpsc::UnboundedSender<Value>,
+    /// The client's bounded queue (notifications, our requests, and for
+    /// stdio its answers).
+    outbound: Arc<super::outbound::Outbound>,
     protocol_version: OnceLock<String>,
     /// The client's `initialize` capabilities.
     capabilities: OnceLock<Value>,
@@ -59,7 +62,7 @@ pub struct ClientConnection {
 pub const CLIENT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl ClientConnection {
-    pub fn new(outbound: mpsc::UnboundedSender<Value>) -> Arc<ClientConnection> {
+    pub fn new(outbound: Arc<super::outbound::Outbound>) -> Arc<ClientConnection> {
         Arc::new(ClientConnection {
             outbound,
             protocol_version: OnceLock::new(),
@@ -74,7 +77,7 @@ impl ClientConnection {
 
     /// A connection for one HTTP response stream of this client: its own
     /// outbound channel, the same identity (capabilities, asked requests).
-    pub fn for_stream(&self, outbound: mpsc::UnboundedSender<Value>) -> Arc<ClientConnection> {
+    pub fn for_stream(&self, outbound: Arc<super::outbound::Outbound>) -> Arc<ClientConnection> {
         let capabilities = OnceLock::new();
         if let Some(value) = self.capabilities.get() {
             let _ = capabilities.set(value.clone());
@@ -129,8 +132,11 @@ impl ClientConnection {
             message["params"] = params;
         }
         let unanswered = |reason: &str| json!({"code": INTERNAL_ERROR, "message": reason});
-        if self.outbound.send(message).is_err() {
-            return Err(unanswered("the client is gone"));
+        if !self.outbound.deliver(message).await {
+            if let Ok(mut asked) = self.asked.lock() {
+                asked.remove(&id);
+            }
+            return Err(unanswered("the client is gone or not reading"));
         }
         let answer = tokio::time::timeout(CLIENT_REQUEST_TIMEOUT, rx).await;
         if let Ok(mut asked) = self.asked.lock() {
@@ -155,7 +161,12 @@ impl ClientConnection {
         if let Some(params) = params {
             message["params"] = params;
         }
-        let _ = self.outbound.send(message);
+        self.outbound.notify(message);
+    }
+
+    /// The client's queue.
+    pub fn outbound(&self) -> &Arc<super::outbound::Outbound> {
+        &self.outbound
     }
 
     /// Registers a request about to run; `notifications/cancelled` for its
@@ -210,6 +221,17 @@ pub fn classify(message: Value) -> Incoming {
             "a JSON-RPC message must be an object",
         ));
     };
+    if map.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        let id = map
+            .remove("id")
+            .filter(|id| id.is_string() || id.is_number())
+            .unwrap_or(Value::Null);
+        return Incoming::Invalid(error_response(
+            id,
+            INVALID_REQUEST,
+            "a JSON-RPC message needs \"jsonrpc\": \"2.0\"",
+        ));
+    }
     let method = map.get("method").and_then(Value::as_str).map(str::to_owned);
     match (method, map.remove("id")) {
         (Some(method), Some(id)) if !id.is_null() => Incoming::Request {
@@ -256,6 +278,7 @@ impl McpServer {
             callers: Mutex::new(HashMap::new()),
             clients: Mutex::new(Vec::new()),
             subscriptions: Mutex::new(HashMap::new()),
+            single_client: std::sync::atomic::AtomicBool::new(false),
         });
         server
             .router
@@ -290,7 +313,7 @@ impl McpServer {
                     })
                     .unwrap_or_default();
                 for client in clients {
-                    let _ = client.outbound.send(message.clone());
+                    client.outbound.notify(message.clone());
                 }
             }
         });
@@ -330,6 +353,16 @@ impl McpServer {
 
     pub fn router(&self) -> &Router {
         &self.router
+    }
+
+    /// Says that exactly one client is attached (stdio).
+    pub fn set_single_client(&self, single: bool) {
+        self.single_client
+            .store(single, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(super) fn is_single_client(&self) -> bool {
+        self.single_client.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Handles a notification (or a response) from the client.
@@ -479,7 +512,8 @@ impl McpServer {
                     }
                 }
                 let meta = params.get_mut("_meta").map(Value::take);
-                let progress = Some(client.outbound.clone());
+                let progress: Option<Arc<dyn crate::router::ProgressSink>> =
+                    Some(client.outbound.clone());
                 // Note who the server works for while the call runs.
                 let server_id = self
                     .router
@@ -563,7 +597,9 @@ fn invalid(message: &str) -> (i64, String, Option<Value>) {
 /// protocol error, as the spec asks.
 fn tool_call_error(err: CallError) -> Result<Value, (i64, String, Option<Value>)> {
     match err {
-        CallError::Unavailable { .. } | CallError::Interrupted { .. } => Ok(json!({
+        CallError::Unavailable { .. }
+        | CallError::Interrupted { .. }
+        | CallError::TimedOut { .. } => Ok(json!({
             "content": [{"type": "text", "text": err.to_string()}],
             "isError": true
         })),

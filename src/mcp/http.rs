@@ -1,8 +1,8 @@
 //! MCP over Streamable HTTP at `/mcp`: `initialize` opens a session
 //! (`Mcp-Session-Id`), POSTs carry requests (answered as JSON, or as an SSE
 //! stream when the call reports progress), GET opens the stream of
-//! notifications, DELETE ends the session. `Origin` and `Host` are checked
-//! against DNS rebinding.
+//! notifications, DELETE ends the session. `Origin`, `Host` and the content
+//! type are checked by the listener's guard (`api::guard`) before any of this.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -11,27 +11,25 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
 use serde_json::Value;
-use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::wrappers::ReceiverStream;
 
 use super::handler::{self, ClientConnection, Incoming, McpServer};
+use super::outbound::Outbound;
+use super::session_table::{InUse, SessionLimits, SessionTable, TableFull};
 use crate::api::error::ApiError;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
-/// Largest request body accepted on `/mcp`.
-pub const MAX_MCP_BODY: usize = 32 * 1024 * 1024;
-/// Sessions kept at most (the oldest idle one makes room).
-pub const MAX_SESSIONS: usize = 10_000;
 
 /// One HTTP client session.
 struct HttpSession {
     connection: Arc<ClientConnection>,
-    /// Notifications waiting for a GET stream (taken by the first GET).
-    notifications: Mutex<Option<mpsc::UnboundedReceiver<Value>>>,
-    last_used: Mutex<std::time::Instant>,
+    /// Notifications waiting for a GET stream (taken by the first GET);
+    /// bounded, so a client that never opens one costs a bounded queue.
+    notifications: Mutex<Option<mpsc::Receiver<Value>>>,
     notifier: tokio::task::AbortHandle,
 }
 
@@ -45,7 +43,9 @@ impl Drop for HttpSession {
 pub fn routes<S: Clone + Send + Sync + 'static>(mcp: McpHttp) -> axum::Router<S> {
     axum::Router::new()
         .route("/mcp", axum::routing::post(post).get(get).delete(delete))
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_MCP_BODY))
+        .layer(axum::extract::DefaultBodyLimit::max(
+            crate::limits::max_message_bytes(),
+        ))
         .with_state(mcp)
 }
 
@@ -53,45 +53,58 @@ pub fn routes<S: Clone + Send + Sync + 'static>(mcp: McpHttp) -> axum::Router<S>
 #[derive(Clone)]
 pub struct McpHttp {
     server: Arc<McpServer>,
-    sessions: Arc<Mutex<HashMap<String, Arc<HttpSession>>>>,
-    /// Hosts (`Host` header, without port) accepted besides loopback names.
-    allowed_hosts: Arc<Vec<String>>,
+    sessions: Arc<SessionTable<HttpSession>>,
 }
 
 impl McpHttp {
-    pub fn new(server: Arc<McpServer>, allowed_hosts: Vec<String>) -> McpHttp {
+    pub fn new(server: Arc<McpServer>, limits: SessionLimits) -> McpHttp {
         McpHttp {
             server,
-            sessions: Arc::new(Mutex::new(HashMap::new())),
-            allowed_hosts: Arc::new(allowed_hosts),
+            sessions: Arc::new(SessionTable::new(limits)),
         }
     }
 
-    fn session(&self, headers: &HeaderMap) -> Result<Arc<HttpSession>, ApiError> {
+    /// Expires idle sessions until `shutdown`.
+    pub fn spawn_expiry(&self, shutdown: tokio_util::sync::CancellationToken) {
+        let sessions = Arc::clone(&self.sessions);
+        let every = (sessions.limits().idle_timeout / 4).clamp(
+            Duration::from_millis(250),
+            Duration::from_secs(60),
+        );
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    () = shutdown.cancelled() => break,
+                }
+                let expired = sessions.expire(std::time::Instant::now());
+                if expired > 0 {
+                    tracing::info!(expired, "idle MCP sessions expired");
+                }
+            }
+        });
+    }
+
+    fn session(&self, headers: &HeaderMap) -> Result<(Arc<HttpSession>, InUse), ApiError> {
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "missing Mcp-Session-Id header; send initialize first",
             ));
         };
-        let found = self.sessions.lock().ok().and_then(|s| s.get(id).cloned());
-        match found {
-            Some(session) => {
-                if let Ok(mut last) = session.last_used.lock() {
-                    *last = std::time::Instant::now();
-                }
-                Ok(session)
-            }
-            None => Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                "unknown or expired MCP session",
-            )),
-        }
+        self.sessions.get(id).ok_or_else(|| {
+            ApiError::new(StatusCode::NOT_FOUND, "unknown or expired MCP session")
+        })
     }
 
-    fn open_session(&self) -> (String, Arc<HttpSession>) {
-        let (outbound, notifications) = mpsc::unbounded_channel();
-        let connection = ClientConnection::new(outbound);
+    fn open_session(
+        &self,
+        remote: IpAddr,
+    ) -> Result<(String, Arc<HttpSession>, InUse), ApiError> {
+        let (outbound, notifications) = Outbound::for_client();
+        let connection = ClientConnection::new(Arc::new(outbound));
         // Until the client opens its GET stream, nothing we send reaches it.
         connection.set_accepts_requests(false);
         let notifier = tokio::spawn(handler::forward_list_changes(
@@ -101,72 +114,46 @@ impl McpHttp {
         let session = Arc::new(HttpSession {
             connection,
             notifications: Mutex::new(Some(notifications)),
-            last_used: Mutex::new(std::time::Instant::now()),
             notifier: notifier.abort_handle(),
         });
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        if let Ok(mut sessions) = self.sessions.lock() {
-            if sessions.len() >= MAX_SESSIONS {
-                let oldest = sessions
-                    .iter()
-                    .min_by_key(|(_, s)| {
-                        s.last_used
-                            .lock()
-                            .map(|t| *t)
-                            .unwrap_or_else(|_| std::time::Instant::now())
-                    })
-                    .map(|(k, _)| k.clone());
-                if let Some(oldest) = oldest {
-                    sessions.remove(&oldest);
-                }
+        match self.sessions.insert(remote, Arc::clone(&session)) {
+            Ok((id, in_use)) => Ok((id, session, in_use)),
+            Err(full) => {
+                let status = match full {
+                    TableFull::Client(_) => StatusCode::TOO_MANY_REQUESTS,
+                    TableFull::Total(_) => StatusCode::SERVICE_UNAVAILABLE,
+                };
+                Err(ApiError::new(status, full.to_string()))
             }
-            sessions.insert(id.clone(), Arc::clone(&session));
         }
-        (id, session)
     }
+}
 
-    /// Rejects requests whose `Origin` or `Host` is not local or allowed.
-    fn check_origin(&self, headers: &HeaderMap) -> Result<(), ApiError> {
-        let allowed = |host: &str| {
-            let host = host.trim_start_matches('[');
-            let name = match host.rfind(']') {
-                Some(end) => &host[..end],
-                None => host.split(':').next().unwrap_or(host),
-            };
-            matches!(name, "localhost" | "127.0.0.1" | "::1")
-                || self.allowed_hosts.iter().any(|h| h == name)
-        };
-        if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok())
-            && origin != "null"
-        {
-            let host = url::Url::parse(origin)
-                .ok()
-                .and_then(|u| u.host_str().map(str::to_owned))
-                .unwrap_or_default();
-            if !allowed(&host) {
-                return Err(ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    format!("Origin {origin} is not allowed"),
-                ));
-            }
-        }
-        if let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok())
-            && !allowed(host)
-        {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                format!("Host {host} is not allowed"),
-            ));
-        }
-        Ok(())
+/// The peer's address (loopback when the listener did not record one).
+pub struct RemoteIp(pub IpAddr);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for RemoteIp {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let ip = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map_or(IpAddr::from([127, 0, 0, 1]), |info| info.0.ip());
+        Ok(RemoteIp(ip))
     }
 }
 
 /// `POST /mcp`.
-pub async fn post(State(mcp): State<McpHttp>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(err) = mcp.check_origin(&headers) {
-        return err.into_response();
-    }
+pub async fn post(
+    State(mcp): State<McpHttp>,
+    RemoteIp(remote): RemoteIp,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let message: Value = match serde_json::from_slice(&body) {
         Ok(message) => message,
         Err(err) => {
@@ -185,12 +172,16 @@ pub async fn post(State(mcp): State<McpHttp>, headers: HeaderMap, body: Bytes) -
     let is_initialize = messages
         .iter()
         .any(|m| m.get("method").and_then(Value::as_str) == Some("initialize"));
-    let (session_id, session) = if is_initialize {
-        let (id, session) = mcp.open_session();
-        (Some(id), session)
+    // `_in_use` keeps the session from expiring or being evicted while
+    // this request runs (and, for a stream, while the stream is open).
+    let (session_id, session, in_use) = if is_initialize {
+        match mcp.open_session(remote) {
+            Ok((id, session, in_use)) => (Some(id), session, in_use),
+            Err(err) => return err.into_response(),
+        }
     } else {
         match mcp.session(&headers) {
-            Ok(session) => (None, session),
+            Ok((session, in_use)) => (None, session, in_use),
             Err(err) => return err.into_response(),
         }
     };
@@ -223,13 +214,14 @@ pub async fn post(State(mcp): State<McpHttp>, headers: HeaderMap, body: Bytes) -
 
     if wants_stream && reports_progress && !batch {
         // Progress goes out on this response's stream, then the answer.
-        let (tx, rx) = mpsc::unbounded_channel::<Value>();
-        let stream_connection = connection.for_stream(tx.clone());
+        let (tx, rx) = Outbound::for_client();
+        let tx = Arc::new(tx);
+        let stream_connection = connection.for_stream(Arc::clone(&tx));
         let server = Arc::clone(&mcp.server);
         for (id, method, params) in requests {
             let (server, tx, per_call) = (
                 Arc::clone(&server),
-                tx.clone(),
+                Arc::clone(&tx),
                 Arc::clone(&stream_connection),
             );
             let tracked = Arc::clone(&connection);
@@ -241,12 +233,13 @@ pub async fn post(State(mcp): State<McpHttp>, headers: HeaderMap, body: Bytes) -
                 };
                 tracked.end(&id);
                 if let Some(answer) = answer {
-                    let _ = tx.send(answer);
+                    tx.deliver(answer).await;
                 }
             });
         }
-        drop(tx);
-        let events = UnboundedReceiverStream::new(rx).map(|message| {
+        drop((tx, stream_connection));
+        let events = ReceiverStream::new(rx).map(move |message| {
+            let _open = &in_use;
             Ok::<_, std::convert::Infallible>(
                 Event::default().event("message").data(message.to_string()),
             )
@@ -277,11 +270,8 @@ pub async fn post(State(mcp): State<McpHttp>, headers: HeaderMap, body: Bytes) -
 
 /// `GET /mcp`: the session's notification stream.
 pub async fn get(State(mcp): State<McpHttp>, headers: HeaderMap) -> Response {
-    if let Err(err) = mcp.check_origin(&headers) {
-        return err.into_response();
-    }
-    let session = match mcp.session(&headers) {
-        Ok(session) => session,
+    let (session, in_use) = match mcp.session(&headers) {
+        Ok(found) => found,
         Err(err) => return err.into_response(),
     };
     let Some(receiver) = session
@@ -297,7 +287,9 @@ pub async fn get(State(mcp): State<McpHttp>, headers: HeaderMap) -> Response {
         .into_response();
     };
     session.connection.set_accepts_requests(true);
-    let events = UnboundedReceiverStream::new(receiver).map(|message| {
+    // An open stream keeps the session alive.
+    let events = ReceiverStream::new(receiver).map(move |message| {
+        let _open = &in_use;
         Ok::<_, std::convert::Infallible>(
             Event::default().event("message").data(message.to_string()),
         )
@@ -309,17 +301,13 @@ pub async fn get(State(mcp): State<McpHttp>, headers: HeaderMap) -> Response {
 
 /// `DELETE /mcp`: ends the session.
 pub async fn delete(State(mcp): State<McpHttp>, headers: HeaderMap) -> Response {
-    if let Err(err) = mcp.check_origin(&headers) {
-        return err.into_response();
-    }
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
         return ApiError::new(StatusCode::BAD_REQUEST, "missing Mcp-Session-Id header")
             .into_response();
     };
-    let removed = mcp.sessions.lock().ok().and_then(|mut s| s.remove(id));
-    match removed {
-        Some(_) => StatusCode::NO_CONTENT.into_response(),
-        None => {
+    match mcp.sessions.remove(id) {
+        true => StatusCode::NO_CONTENT.into_response(),
+        false => {
             ApiError::new(StatusCode::NOT_FOUND, "unknown or expired MCP session").into_response()
         }
     }

@@ -7,6 +7,8 @@ pub mod bridge;
 pub mod handler;
 pub mod http;
 pub mod meta;
+pub mod outbound;
+pub mod session_table;
 mod requests;
 pub mod stdio;
 

@@ -1,7 +1,9 @@
 //! Requests servers make of their client (sampling, elicitation, roots):
-//! passed to the aggregator's client that the server is working for — the
-//! one with a call running on it — or, outside a call, to the latest client
-//! that declared the capability.
+//! passed only to the aggregator's client that the server is working for —
+//! the one client with a call running on it. Outside a call, or when several
+//! clients have calls running on that server, nobody can tell whose request
+//! it is, so it is refused — except on the stdio front door, where exactly
+//! one client is attached.
 
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -69,43 +71,78 @@ impl crate::sessions::ServerRequestHandler for ForwardToClients {
                     );
                 }
             };
-            let client = server
-                .upgrade()
-                .and_then(|server| server.client_for(server_id, capability));
-            match client {
-                Some(client) => client.ask(&method, params).await,
-                None if capability == "roots" => Ok(json!({"roots": []})),
-                None => Err(json!({
-                    "code": METHOD_NOT_FOUND,
-                    "message": format!("no connected client supports {capability}")
-                })),
+            let Some(server) = server.upgrade() else {
+                return Err(json!({"code": METHOD_NOT_FOUND, "message": "the aggregator is shutting down"}));
+            };
+            match server.client_for(server_id, capability) {
+                Ok(client) => client.ask(&method, params).await,
+                // The calling client shares no roots: it has none for us.
+                Err(NoClient::Unsupported(_)) if capability == "roots" => Ok(json!({"roots": []})),
+                Err(reason) => {
+                    Err(json!({"code": METHOD_NOT_FOUND, "message": reason.to_string()}))
+                }
             }
         })
     }
 }
 
+/// Why a server's request has nobody to go to.
+#[derive(Debug, thiserror::Error)]
+enum NoClient {
+    #[error("{0} requests are answered only during a tool call of the client they are for")]
+    OutsideACall(String),
+    #[error("the calling client does not support {0}")]
+    Unsupported(String),
+    #[error(
+        "several clients have calls running on this server; a {0} request cannot be routed to one of them"
+    )]
+    Ambiguous(String),
+}
+
 impl McpServer {
+    /// The one client a server's request may go to, or why there is none.
     fn client_for(
         &self,
         server_id: crate::model::ServerId,
         capability: &str,
-    ) -> Option<Arc<ClientConnection>> {
+    ) -> Result<Arc<ClientConnection>, NoClient> {
         let calling = self
             .callers
             .lock()
             .ok()
             .and_then(|c| c.get(&server_id).cloned())
             .unwrap_or_default();
-        let everyone = self.clients.lock().map(|c| c.clone()).unwrap_or_default();
-        calling
+        let calling: Vec<Arc<ClientConnection>> = calling
             .iter()
-            .rev()
-            .chain(everyone.iter().rev())
             .filter_map(std::sync::Weak::upgrade)
-            .find(|c| {
-                c.supports(capability)
-                    && c.accepts_requests
-                        .load(std::sync::atomic::Ordering::Relaxed)
-            })
+            .collect();
+        let candidates = if calling.is_empty() && self.is_single_client() {
+            self.clients
+                .lock()
+                .map(|c| c.iter().filter_map(std::sync::Weak::upgrade).collect())
+                .unwrap_or_default()
+        } else {
+            calling
+        };
+        let mut distinct: Vec<Arc<ClientConnection>> = Vec::new();
+        for client in candidates {
+            if !distinct.iter().any(|c| Arc::ptr_eq(c, &client)) {
+                distinct.push(client);
+            }
+        }
+        let capability = capability.to_owned();
+        match distinct.as_slice() {
+            [] => Err(NoClient::OutsideACall(capability)),
+            [only]
+                if only.supports(&capability)
+                    && only
+                        .accepts_requests
+                        .load(std::sync::atomic::Ordering::Relaxed) =>
+            {
+                Ok(Arc::clone(only))
+            }
+            [_] => Err(NoClient::Unsupported(capability)),
+            _ => Err(NoClient::Ambiguous(capability)),
+        }
     }
 }

@@ -4,40 +4,56 @@
 
 use serde_json::Value;
 use std::sync::Arc;
-use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
-use tokio::sync::mpsc;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
+use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::handler::{self, ClientConnection, Incoming, McpServer};
+use super::outbound::Outbound;
+use crate::limits::{self, Line};
 
-/// Longest line accepted from the client.
-pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
-
-/// Serves one client on `input`/`output` until the input ends or `shutdown`.
+/// Serves one client on `input`/`output` until the input ends, `shutdown`,
+/// or the client stops taking its answers.
 pub async fn serve(
     server: Arc<McpServer>,
     input: impl AsyncRead + Unpin + Send + 'static,
     output: impl AsyncWrite + Unpin + Send + 'static,
     shutdown: CancellationToken,
 ) {
-    let (outbound, queue) = mpsc::unbounded_channel::<Value>();
-    let client = ClientConnection::new(outbound.clone());
+    server.set_single_client(true);
+    let (outbound, queue) = Outbound::for_client();
+    let outbound = Arc::new(outbound);
+    let client = ClientConnection::new(Arc::clone(&outbound));
 
     let writer = spawn_line_writer(output, queue);
     let notifier = tokio::spawn(handler::forward_list_changes(
         server.router().clone(),
         Arc::clone(&client),
     ));
+    // A client that sends without reading waits here instead of piling up
+    // running requests.
+    let running = Arc::new(Semaphore::new(limits::CLIENT_CONCURRENCY));
 
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::new();
     loop {
-        if !next_line(&mut reader, &mut line, &shutdown).await {
-            break;
-        }
-        if line.len() > MAX_LINE_BYTES {
-            let _ = outbound.send(handler::parse_error("message too large"));
-            continue;
+        let max = limits::max_message_bytes();
+        let read = tokio::select! {
+            read = limits::read_line(&mut reader, &mut line, max) => read,
+            () = shutdown.cancelled() => break,
+            () = outbound.stalled() => break,
+        };
+        match read {
+            Ok(Line::Complete) => {}
+            Ok(Line::TooLong) => {
+                let answer =
+                    handler::parse_error(&format!("message larger than the {max} byte limit"));
+                if !outbound.deliver(answer).await {
+                    break;
+                }
+                continue;
+            }
+            Ok(Line::End) | Err(_) => break,
         }
         let text = trim(&line);
         if text.is_empty() {
@@ -46,7 +62,9 @@ pub async fn serve(
         let message: Value = match serde_json::from_slice(text) {
             Ok(message) => message,
             Err(err) => {
-                let _ = outbound.send(handler::parse_error(&err.to_string()));
+                if !outbound.deliver(handler::parse_error(&err.to_string())).await {
+                    break;
+                }
                 continue;
             }
         };
@@ -55,12 +73,18 @@ pub async fn serve(
             single => vec![single],
         };
         for message in messages {
-            dispatch(&server, &client, message, &outbound);
+            let permit = tokio::select! {
+                permit = Arc::clone(&running).acquire_owned() => permit,
+                () = shutdown.cancelled() => break,
+                () = outbound.stalled() => break,
+            };
+            let Ok(permit) = permit else { break };
+            dispatch(&server, &client, message, permit);
         }
     }
     notifier.abort();
-    drop(outbound);
     drop(client);
+    drop(outbound);
     // Answers already queued still go out.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer).await;
 }
@@ -69,51 +93,41 @@ fn dispatch(
     server: &Arc<McpServer>,
     client: &Arc<ClientConnection>,
     message: Value,
-    outbound: &mpsc::UnboundedSender<Value>,
+    permit: tokio::sync::OwnedSemaphorePermit,
 ) {
     match handler::classify(message) {
         Incoming::Request { id, method, params } => {
-            let (server, client2, outbound) =
-                (Arc::clone(server), Arc::clone(client), outbound.clone());
+            let (server, client) = (Arc::clone(server), Arc::clone(client));
             // Registered before it runs, so `notifications/cancelled` can
             // always find it; a cancelled request gets no answer.
             let cancelled = client.begin(&id);
             tokio::spawn(async move {
                 let answer = tokio::select! {
-                    answer = server.handle_request(&client2, id.clone(), &method, params) => Some(answer),
+                    answer = server.handle_request(&client, id.clone(), &method, params) => Some(answer),
                     () = cancelled.cancelled() => None,
                 };
-                client2.end(&id);
+                client.end(&id);
                 if let Some(answer) = answer {
-                    let _ = outbound.send(answer);
+                    client.outbound().deliver(answer).await;
                 }
+                drop(permit);
             });
         }
         Incoming::Other(message) => server.handle_other(client, &message),
         Incoming::Invalid(answer) => {
-            let _ = outbound.send(answer);
+            let client = Arc::clone(client);
+            tokio::spawn(async move {
+                client.outbound().deliver(answer).await;
+                drop(permit);
+            });
         }
-    }
-}
-
-/// Reads the next line (newline included) into `line`; false at the end of
-/// the input, on a read error, or on shutdown.
-pub async fn next_line<R: AsyncRead + Unpin>(
-    reader: &mut BufReader<R>,
-    line: &mut Vec<u8>,
-    shutdown: &CancellationToken,
-) -> bool {
-    line.clear();
-    tokio::select! {
-        read = reader.read_until(b'\n', line) => matches!(read, Ok(n) if n > 0),
-        () = shutdown.cancelled() => false,
     }
 }
 
 /// Writes each message as one JSON line, in order, until the queue closes.
 pub fn spawn_line_writer(
     output: impl AsyncWrite + Unpin + Send + 'static,
-    mut queue: mpsc::UnboundedReceiver<Value>,
+    mut queue: mpsc::Receiver<Value>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut output = output;
@@ -149,10 +163,12 @@ pub fn stdout() -> Box<dyn AsyncWrite + Unpin + Send> {
 
 fn duplicate(fd: i32) -> Option<std::os::fd::OwnedFd> {
     use std::os::fd::FromRawFd as _;
-    // SAFETY: dup(2) has no memory-safety preconditions; a non-negative
-    // result is a new descriptor that we own.
-    let copy = unsafe { libc::dup(fd) };
-    // SAFETY: `copy` was just returned by dup and is owned by nobody else.
+    // Close-on-exec: the servers we spawn must never inherit our client's
+    // pipes (they could read its requests or write into the protocol).
+    // SAFETY: fcntl(F_DUPFD_CLOEXEC) has no memory-safety preconditions; a
+    // non-negative result is a new descriptor that we own.
+    let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+    // SAFETY: `copy` was just returned by fcntl and is owned by nobody else.
     (copy >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(copy) })
 }
 

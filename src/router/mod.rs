@@ -42,6 +42,8 @@ pub enum CallError {
     },
     #[error("Server {server} disconnected during the call: {reason}")]
     Interrupted { server: String, reason: String },
+    #[error("Server {server} did not answer within {} s", after.as_secs_f64())]
+    TimedOut { server: String, after: Duration },
     /// The server answered with a JSON-RPC error; passed on as it is.
     #[error("{0}")]
     Server(RpcError),
@@ -51,8 +53,12 @@ pub enum CallError {
     UnknownPrompt(String),
 }
 
-/// Where a call's progress notifications go (already in client form).
-pub type ProgressSink = tokio::sync::mpsc::UnboundedSender<Value>;
+/// Where a call's progress notifications go (already in client form). A
+/// sink may drop what its client is too slow to take; `send` is false once
+/// nobody listens any more.
+pub trait ProgressSink: Send + Sync {
+    fn send(&self, message: Value) -> bool;
+}
 
 /// A resolved call, with how long each part took.
 #[derive(Debug, Clone)]
@@ -300,7 +306,7 @@ impl Router {
         arguments: Option<Value>,
         mut meta: Option<Value>,
         server: Option<&str>,
-        progress: Option<ProgressSink>,
+        progress: Option<Arc<dyn ProgressSink>>,
     ) -> Result<CallOutcome, CallError> {
         let started = Instant::now();
         let table = self.table();
@@ -315,7 +321,7 @@ impl Router {
                 let task = tokio::spawn(async move {
                     while let Some(mut params) = receiver.recv().await {
                         params["progressToken"] = client_token.clone();
-                        if sink.send(json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})).is_err() {
+                        if !sink.send(json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})) {
                             break;
                         }
                     }
@@ -484,6 +490,10 @@ impl Router {
                     reason,
                 }
             }
+            RpcError::Timeout(after) => CallError::TimedOut {
+                server: server.to_owned(),
+                after,
+            },
             other => CallError::Server(other),
         }
     }

@@ -10,7 +10,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::session::{
-    Pending, ProgressRoutes, RpcError, ServerRequestHandler, SessionEvent, Waiter, line,
+    EventSender, Pending, ProgressRoutes, RpcError, ServerRequestHandler, SessionEvent, Waiter,
+    line,
 };
 
 /// Routes the server's messages: responses to their waiting requests,
@@ -21,11 +22,13 @@ pub(super) struct Dispatcher {
     pub(super) server: String,
     pub(super) pending: Arc<Pending>,
     pub(super) progress: Arc<ProgressRoutes>,
-    pub(super) events: mpsc::UnboundedSender<SessionEvent>,
-    pub(super) replies: mpsc::UnboundedSender<Bytes>,
+    pub(super) events: EventSender,
+    pub(super) replies: mpsc::Sender<Bytes>,
     pub(super) link_closed: CancellationToken,
     pub(super) closed: CancellationToken,
     pub(super) requests: Option<(crate::model::ServerId, Arc<dyn ServerRequestHandler>)>,
+    /// Bounds the server's requests waiting on a client.
+    pub(super) asking: Arc<tokio::sync::Semaphore>,
 }
 
 impl Dispatcher {
@@ -39,6 +42,7 @@ impl Dispatcher {
             link_closed,
             closed,
             requests,
+            asking,
         } = self;
         loop {
             let message = tokio::select! {
@@ -87,6 +91,13 @@ impl Dispatcher {
                         continue;
                     };
                     let (id, method) = (id.clone(), method.to_owned());
+                    let Ok(permit) = Arc::clone(&asking).try_acquire_owned() else {
+                        let reply = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "too many requests from this server are waiting for an answer"}});
+                        if let Ok(bytes) = line(&reply) {
+                            let _ = replies.try_send(Bytes::from(bytes));
+                        }
+                        continue;
+                    };
                     let params = message.get("params").cloned();
                     let replies = replies.clone();
                     tokio::spawn(async move {
@@ -94,8 +105,9 @@ impl Dispatcher {
                             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
                             Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
                         };
+                        drop(permit);
                         if let Ok(bytes) = line(&reply) {
-                            let _ = replies.send(Bytes::from(bytes));
+                            let _ = replies.try_send(Bytes::from(bytes));
                         }
                     });
                 }
@@ -110,7 +122,7 @@ impl Dispatcher {
                         }
                     };
                     if let Ok(bytes) = line(&reply) {
-                        let _ = replies.send(Bytes::from(bytes));
+                        let _ = replies.try_send(Bytes::from(bytes));
                     }
                 }
                 (Some("notifications/progress"), None) => {
@@ -120,10 +132,11 @@ impl Dispatcher {
                         .and_then(|key| progress.lock().ok().and_then(|r| r.get(key).cloned()));
                     match (route, message.get("params")) {
                         (Some(route), Some(params)) => {
-                            let _ = route.send(params.clone());
+                            // Full: the client is behind; progress is dropped.
+                            let _ = route.try_send(params.clone());
                         }
                         _ => {
-                            let _ = events.send(SessionEvent::Notification(message));
+                            events.send(SessionEvent::Notification(message));
                         }
                     }
                 }
@@ -134,7 +147,7 @@ impl Dispatcher {
                         "notifications/prompts/list_changed" => SessionEvent::PromptsChanged,
                         _ => SessionEvent::Notification(message),
                     };
-                    let _ = events.send(event);
+                    events.send(event);
                 }
                 (None, None) => {
                     tracing::debug!(server = %server, "ignoring a message that is neither request, answer nor notification")

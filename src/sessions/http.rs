@@ -212,7 +212,7 @@ impl Inner {
             if is_stream {
                 inner.read_event_stream(response).await;
             } else {
-                match response.bytes().await {
+                match bounded_body(response, crate::limits::max_message_bytes()).await {
                     Ok(body) if body.iter().all(u8::is_ascii_whitespace) => {}
                     Ok(body) => inner.deliver_json(&body).await,
                     Err(err) => {
@@ -241,7 +241,7 @@ impl Inner {
 
     /// Reads an SSE stream; returns true if it ended cleanly.
     async fn read_event_stream(&self, response: reqwest::Response) -> bool {
-        let mut events = sse_stream::SseStream::from_bytes_stream(response.bytes_stream());
+        let mut events = sse_stream::SseStream::from_bytes_stream(bounded_events(response));
         while let Some(event) = events.next().await {
             match event {
                 Ok(event) => {
@@ -312,14 +312,63 @@ pub(super) fn unreachable(
     LinkError::Http(reason)
 }
 
-/// An answer that is not a success, as an error (the body shortened).
+/// An answer that is not a success, as an error (the body shortened; no
+/// more of it is read than is shown).
 pub(super) async fn status_error(response: reqwest::Response) -> LinkError {
+    const SHOWN: usize = 500;
     let status = response.status().as_u16();
-    let body = response.text().await.unwrap_or_default();
+    let body = match bounded_body(response, SHOWN * 4).await {
+        Ok(body) => String::from_utf8_lossy(&body).into_owned(),
+        Err(_) => String::new(),
+    };
     LinkError::Status {
         status,
-        body: body.chars().take(500).collect(),
+        body: body.chars().take(SHOWN).collect(),
     }
+}
+
+/// Reads a response body of at most `max` bytes; a longer one is an error
+/// as soon as it passes the limit (never held whole).
+pub(super) async fn bounded_body(
+    mut response: reqwest::Response,
+    max: usize,
+) -> Result<Bytes, String> {
+    if response.content_length().is_some_and(|len| len > max as u64) {
+        return Err(format!("the body is larger than the {max} byte limit"));
+    }
+    let mut body = bytes::BytesMut::new();
+    while let Some(chunk) = response.chunk().await.map_err(|err| root_cause(&err))? {
+        if body.len() + chunk.len() > max {
+            return Err(format!("the body is larger than the {max} byte limit"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
+/// A response's bytes for an SSE parser, ending in an error once one event
+/// passes the message limit (the parser would otherwise buffer it whole).
+pub(super) fn bounded_events(
+    response: reqwest::Response,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send {
+    let max = crate::limits::max_message_bytes();
+    let mut check = crate::limits::EventSizeCheck::default();
+    response.bytes_stream().scan(false, move |failed, chunk| {
+        if *failed {
+            return std::future::ready(None);
+        }
+        let item = match chunk {
+            Err(err) => Err(std::io::Error::other(err)),
+            Ok(chunk) if check.feed(&chunk, max) => Ok(chunk),
+            Ok(_) => {
+                *failed = true;
+                Err(std::io::Error::other(format!(
+                    "an event larger than the {max} byte limit"
+                )))
+            }
+        };
+        std::future::ready(Some(item))
+    })
 }
 
 pub fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {

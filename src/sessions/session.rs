@@ -84,7 +84,62 @@ pub enum SessionEvent {
     PromptsChanged,
     /// Any other notification (progress, logging, resource updates), raw.
     Notification(Value),
+    /// Some list-changed notification could not be queued: list everything.
+    EverythingChanged,
 }
+
+/// The sending side of a session's events: bounded, so a server flooding
+/// notifications costs a bounded queue. Notifications that find it full are
+/// dropped; a list change that finds it full is remembered as a flag and
+/// becomes one `EverythingChanged`, so no change is ever lost.
+#[derive(Clone)]
+pub struct EventSender {
+    tx: mpsc::Sender<SessionEvent>,
+    missed_change: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// The supervisor's side of a session's events.
+pub struct EventReceiver {
+    rx: mpsc::Receiver<SessionEvent>,
+    missed_change: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// A bounded event channel for one session.
+pub fn event_channel() -> (EventSender, EventReceiver) {
+    let (tx, rx) = mpsc::channel(crate::limits::SERVER_NOTIFICATIONS);
+    let missed_change = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    (
+        EventSender {
+            tx,
+            missed_change: Arc::clone(&missed_change),
+        },
+        EventReceiver { rx, missed_change },
+    )
+}
+
+impl EventSender {
+    pub(super) fn send(&self, event: SessionEvent) {
+        if let Err(mpsc::error::TrySendError::Full(event)) = self.tx.try_send(event) {
+            match event {
+                SessionEvent::Notification(_) => {}
+                _ => self.missed_change.store(true, Ordering::Relaxed),
+            }
+        }
+    }
+}
+
+impl EventReceiver {
+    pub async fn recv(&mut self) -> Option<SessionEvent> {
+        if self.missed_change.swap(false, Ordering::Relaxed) {
+            return Some(SessionEvent::EverythingChanged);
+        }
+        self.rx.recv().await
+    }
+}
+
+/// A server's own requests (sampling, elicitation, roots) waiting on a
+/// client at once; beyond that the server gets an error at once.
+const SERVER_REQUESTS_IN_FLIGHT: usize = 64;
 
 /// A request waiting for its answer, and when it stops waiting.
 pub(super) struct Waiter {
@@ -101,7 +156,7 @@ pub(super) type Pending = Mutex<HashMap<u64, Waiter>>;
 const TIMEOUT_SWEEP: Duration = Duration::from_millis(250);
 /// Progress tokens we put on outgoing requests, and where their
 /// notifications go.
-pub(super) type ProgressRoutes = Mutex<HashMap<String, mpsc::UnboundedSender<Value>>>;
+pub(super) type ProgressRoutes = Mutex<HashMap<String, mpsc::Sender<Value>>>;
 
 /// Keeps a progress token routed; dropping it stops the routing (the
 /// receiver then ends once drained).
@@ -145,7 +200,7 @@ impl Session {
         server: &str,
         link: Link,
         inbound: mpsc::Receiver<Value>,
-        events: mpsc::UnboundedSender<SessionEvent>,
+        events: EventSender,
         handshake: Handshake,
     ) -> Result<Arc<Session>, RpcError> {
         let pending: Arc<Pending> = Arc::new(Mutex::new(HashMap::new()));
@@ -164,7 +219,9 @@ impl Session {
         };
         // The dispatcher needs to answer the server's requests (ping) while
         // we are still initializing, so it starts first and owns a sender.
-        let (reply_tx, mut reply_rx) = mpsc::unbounded_channel::<Bytes>();
+        // Bounded: a server that floods requests without reading our
+        // replies loses replies, not our memory.
+        let (reply_tx, mut reply_rx) = mpsc::channel::<Bytes>(crate::limits::PROGRESS_QUEUE);
         tokio::spawn(
             super::dispatch::Dispatcher {
                 server: server.to_owned(),
@@ -175,6 +232,7 @@ impl Session {
                 link_closed: session.link.state().token(),
                 closed: closed.clone(),
                 requests: handshake.requests.clone(),
+                asking: Arc::new(tokio::sync::Semaphore::new(SERVER_REQUESTS_IN_FLIGHT)),
             }
             .run(inbound),
         );
@@ -346,10 +404,12 @@ impl Session {
 
     /// A fresh progress token for an outgoing request; the server's progress
     /// notifications for it arrive on the subscription.
-    pub fn progress_subscription(&self) -> (Value, ProgressGuard, mpsc::UnboundedReceiver<Value>) {
+    /// Progress beyond `limits::PROGRESS_QUEUE` waiting notifications is
+    /// dropped (a client that does not read must not grow our memory).
+    pub fn progress_subscription(&self) -> (Value, ProgressGuard, mpsc::Receiver<Value>) {
         let n = self.next_progress.fetch_add(1, Ordering::Relaxed);
         let key = format!("mcp-aggregator-{n}");
-        let (tx, receiver) = mpsc::unbounded_channel();
+        let (tx, receiver) = mpsc::channel(crate::limits::PROGRESS_QUEUE);
         if let Ok(mut routes) = self.progress.lock() {
             routes.insert(key.clone(), tx);
         }

@@ -67,7 +67,8 @@ pub async fn open(
     let server_name = server.to_owned();
     let base = stream_url.clone();
     let reader = tokio::spawn(async move {
-        let mut events = sse_stream::SseStream::from_bytes_stream(response.bytes_stream());
+        let mut events =
+            sse_stream::SseStream::from_bytes_stream(super::http::bounded_events(response));
         let mut endpoint_tx = Some(endpoint_tx);
         let reason = loop {
             let Some(event) = events.next().await else {

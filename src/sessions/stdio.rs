@@ -8,15 +8,13 @@ use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWriteExt as _, BufReader};
+use tokio::io::{AsyncRead, AsyncWriteExt as _, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::link::{Inbound, LinkError, LinkState, split_messages};
 
-/// Longest line accepted from a server's stdout (a 1,000-tool list fits).
-pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 /// Longest stderr line kept in the log.
 const MAX_LOG_LINE: usize = 8 * 1024;
 /// How long a child gets between SIGTERM and SIGKILL.
@@ -104,13 +102,21 @@ pub fn open(server: &str, spec: &StdioSpec<'_>, inbound: Inbound) -> Result<Stdi
         let mut reader = BufReader::with_capacity(64 * 1024, stdout);
         let mut line = Vec::new();
         loop {
-            line.clear();
-            match read_bounded_line(&mut reader, &mut line, MAX_LINE_BYTES).await {
-                Ok(0) => {
+            let max = crate::limits::max_message_bytes();
+            match crate::limits::read_line(&mut reader, &mut line, max).await {
+                Ok(crate::limits::Line::End) => {
                     reader_state.close("the server closed its stdout");
                     break;
                 }
-                Ok(_) => {}
+                Ok(crate::limits::Line::Complete) => {}
+                Ok(crate::limits::Line::TooLong) => {
+                    tracing::warn!(
+                        server = %name,
+                        limit = max,
+                        "the server wrote a message larger than the limit (--max-message-bytes); ignored"
+                    );
+                    continue;
+                }
                 Err(err) => {
                     reader_state.close(format!("cannot read the server's stdout: {err}"));
                     break;
@@ -193,6 +199,27 @@ impl StdioLink {
     }
 }
 
+impl Drop for StdioLink {
+    /// A link dropped without `close` (a handshake that timed out, an
+    /// attempt cancelled by a disconnect or a removal) still ends its
+    /// process group: the waiter terminates and reaps it.
+    fn drop(&mut self) {
+        if !self.exited.is_cancelled() {
+            self.kill.notify_one();
+        }
+    }
+}
+
+/// Kills the group if the waiter itself is dropped before it reaped the
+/// child (the runtime shutting down): nothing the group started survives.
+struct GroupGuard(u32);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        signal_group(self.0, libc::SIGKILL);
+    }
+}
+
 async fn supervise_child(
     server: String,
     mut child: Child,
@@ -201,6 +228,9 @@ async fn supervise_child(
     exited: CancellationToken,
     state: Arc<LinkState>,
 ) {
+    // Whatever the leader left behind in its group is killed on every way
+    // out of here, including this task being dropped.
+    let group = GroupGuard(pgid);
     let status = tokio::select! {
         status = child.wait() => status,
         () = kill.notified() => {
@@ -214,8 +244,7 @@ async fn supervise_child(
             }
         }
     };
-    // Whatever the leader left behind in its group is now an orphan.
-    signal_group(pgid, libc::SIGKILL);
+    drop(group);
     let description = match &status {
         Ok(status) => format!("the server process exited ({status})"),
         Err(err) => format!("the server process could not be waited for: {err}"),
@@ -244,43 +273,14 @@ async fn log_stderr(server: String, stderr: impl AsyncRead + Unpin) {
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
     loop {
-        line.clear();
-        match read_bounded_line(&mut reader, &mut line, MAX_LOG_LINE).await {
-            Ok(0) | Err(_) => break,
+        match crate::limits::read_line(&mut reader, &mut line, MAX_LOG_LINE).await {
+            Ok(crate::limits::Line::End) | Err(_) => break,
             Ok(_) => {
                 let text = String::from_utf8_lossy(trim_line(&line));
                 if !text.is_empty() {
                     tracing::info!(target: "mcp_aggregator::server_stderr", server = %server, "{text}");
                 }
             }
-        }
-    }
-}
-
-/// Reads one line, keeping at most `max` bytes of it (the rest is skipped,
-/// so one huge line cannot exhaust memory). Returns the bytes consumed.
-async fn read_bounded_line<R: AsyncRead + Unpin>(
-    reader: &mut BufReader<R>,
-    out: &mut Vec<u8>,
-    max: usize,
-) -> std::io::Result<usize> {
-    let mut consumed = 0;
-    loop {
-        let available = reader.fill_buf().await?;
-        if available.is_empty() {
-            return Ok(consumed);
-        }
-        let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
-            Some(pos) => (&available[..=pos], true),
-            None => (available, false),
-        };
-        let room = max.saturating_sub(out.len());
-        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        let used = chunk.len();
-        reader.consume(used);
-        consumed += used;
-        if done {
-            return Ok(consumed);
         }
     }
 }

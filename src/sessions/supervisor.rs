@@ -7,7 +7,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::discovery::{self, What};
 use super::link::Link;
-use super::session::{Handshake, Session, SessionEvent, inbound_channel};
+use super::session::{EventSender, Handshake, Session, SessionEvent, event_channel, inbound_channel};
 use super::{Command, Shared, http, sse, stdio};
 use crate::model::{ServerId, ServerRecord, ServerStatus, StatusTrigger, Transport};
 use crate::registry::RegistryError;
@@ -63,7 +63,7 @@ pub(super) async fn run(
             set_status(&shared, id, ServerStatus::Connecting, trigger, None).await;
         }
 
-        let (events_tx, mut events) = mpsc::unbounded_channel();
+        let (events_tx, mut events) = event_channel();
         let attempt = open_session(&shared, &record, events_tx);
         tokio::pin!(attempt);
         let mut stop_reply = None;
@@ -161,6 +161,7 @@ pub(super) async fn run(
                         });
                     }
                     Some(SessionEvent::PromptsChanged) => discovery::discover(&session, id, &shared.catalog, What::Prompts).await,
+                    Some(SessionEvent::EverythingChanged) => discovery::discover(&session, id, &shared.catalog, What::Everything).await,
                     Some(SessionEvent::Notification(message)) => {
                         let _ = shared.notices.send(super::ServerNotice { server_id: id, message });
                     }
@@ -308,7 +309,7 @@ async fn set_status_with(
 async fn open_session(
     shared: &Shared,
     record: &ServerRecord,
-    events: mpsc::UnboundedSender<SessionEvent>,
+    events: EventSender,
 ) -> Result<Arc<Session>, String> {
     let timeout = shared.settings.connect_timeout;
     let attempt = async {

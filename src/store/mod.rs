@@ -130,6 +130,11 @@ impl Store {
             }
             Err(err) => return Err(StoreError::Db(err.into())),
         };
+        // Only the owner may read the store, whatever the umask.
+        restrict_to_owner(&path, 0o600).map_err(|source| StoreError::DataDir {
+            path: path.clone(),
+            source,
+        })?;
         let cipher = Cipher::load_or_create(&data_dir.join(KEY_FILE))?;
         let store = Store { db, cipher, path };
         store.migrate()?;
@@ -553,16 +558,30 @@ impl Store {
     }
 }
 
+/// Creates the data dir, or tightens an existing one, to 0700: it holds the
+/// store, the key that seals secrets, and the admin token.
 fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
     use std::os::unix::fs::DirBuilderExt as _;
+    let data_dir_error = |source| StoreError::DataDir {
+        path: dir.to_path_buf(),
+        source,
+    };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|source| StoreError::DataDir {
-            path: dir.to_path_buf(),
-            source,
-        })
+        .map_err(data_dir_error)?;
+    restrict_to_owner(dir, 0o700).map_err(data_dir_error)
+}
+
+/// Sets `mode` unless the permissions already are no wider.
+pub(crate) fn restrict_to_owner(path: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let current = std::fs::metadata(path)?.permissions().mode() & 0o777;
+    if current & !mode != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(())
 }
 
 pub(crate) fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {

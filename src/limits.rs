@@ -1,0 +1,180 @@
+//! Bounds on what a peer (a client, a server) can make the aggregator hold:
+//! the one message-size limit every reader shares (stdio lines both ways,
+//! `/mcp` bodies, downstream HTTP bodies and SSE events), the bounded line
+//! reader they use, and the capacities of the queues between servers and
+//! clients. Nothing a peer sends grows without bound.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt as _};
+
+/// Default for `--max-message-bytes`: a 1,000-tool list is ~2 MB; a large
+/// resource (base64) fits.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 32 * 1024 * 1024;
+/// Smallest accepted setting (a message must at least hold an envelope).
+pub const MIN_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// Messages queued for one client before it counts as falling behind:
+/// further notifications are dropped, and an answer that cannot be queued
+/// within `CLIENT_STALL` disconnects the client.
+pub const CLIENT_QUEUE: usize = 512;
+/// How long an answer may wait for room in a client's queue.
+pub const CLIENT_STALL: std::time::Duration = std::time::Duration::from_secs(30);
+/// Requests one client may have running at once; the next waits (a client
+/// that sends without reading is slowed down, never buffered without end).
+pub const CLIENT_CONCURRENCY: usize = 256;
+/// Progress notifications of one call queued between server and client.
+pub const PROGRESS_QUEUE: usize = 256;
+/// A server's notifications (log messages, resource updates) queued for the
+/// supervisor before they are dropped.
+pub const SERVER_NOTIFICATIONS: usize = 1024;
+
+static MAX_MESSAGE_BYTES: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_MESSAGE_BYTES);
+
+/// The largest message (line, body, event) accepted from any peer.
+pub fn max_message_bytes() -> usize {
+    MAX_MESSAGE_BYTES.load(Ordering::Relaxed)
+}
+
+/// Sets the limit for the whole process (at start, from the command line).
+pub fn set_max_message_bytes(bytes: usize) {
+    MAX_MESSAGE_BYTES.store(bytes.max(MIN_MESSAGE_BYTES), Ordering::Relaxed);
+}
+
+/// One line read by `read_line`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Line {
+    /// The input ended (nothing was read).
+    End,
+    /// A whole line is in the buffer (newline included when there was one).
+    Complete,
+    /// The line was longer than the limit: the buffer holds its first
+    /// `max` bytes, the rest was read and thrown away.
+    TooLong,
+}
+
+/// Reads one line into `out` (cleared first), holding at most `max` bytes
+/// of it however long it is: the rest is consumed and discarded, so a peer
+/// that sends a gigabyte without a newline costs `max` bytes, not a gigabyte.
+pub async fn read_line<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    out: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Line> {
+    out.clear();
+    let mut consumed = 0usize;
+    let mut too_long = false;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(match (consumed, too_long) {
+                (0, _) => Line::End,
+                (_, true) => Line::TooLong,
+                (_, false) => Line::Complete,
+            });
+        }
+        let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(pos) => (&available[..=pos], true),
+            None => (available, false),
+        };
+        let room = max.saturating_sub(out.len());
+        if chunk.len() > room {
+            too_long = true;
+        }
+        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        let used = chunk.len();
+        reader.consume(used);
+        consumed += used;
+        if done {
+            return Ok(if too_long {
+                Line::TooLong
+            } else {
+                Line::Complete
+            });
+        }
+    }
+}
+
+/// Counts bytes between SSE event boundaries (a blank line) and says when
+/// one event passes the limit, without keeping the bytes.
+#[derive(Debug, Default)]
+pub struct EventSizeCheck {
+    since_boundary: usize,
+    /// The previous byte ended a line (the next terminator is a blank line).
+    at_line_start: bool,
+    /// The previous byte was `\r` (a `\n` after it is the same terminator).
+    after_cr: bool,
+}
+
+impl EventSizeCheck {
+    /// Feeds a chunk; false once an event grew past `max` bytes.
+    pub fn feed(&mut self, chunk: &[u8], max: usize) -> bool {
+        for &b in chunk {
+            self.since_boundary += 1;
+            match b {
+                b'\n' if self.after_cr => self.after_cr = false,
+                b'\n' | b'\r' => {
+                    if self.at_line_start {
+                        self.since_boundary = 0;
+                    }
+                    self.at_line_start = true;
+                    self.after_cr = b == b'\r';
+                }
+                _ => {
+                    self.at_line_start = false;
+                    self.after_cr = false;
+                }
+            }
+        }
+        self.since_boundary <= max
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn lines(input: &[u8], max: usize) -> Vec<(Line, Vec<u8>)> {
+        let mut reader = tokio::io::BufReader::with_capacity(4, input);
+        let mut out = Vec::new();
+        let mut seen = Vec::new();
+        loop {
+            let line = read_line(&mut reader, &mut out, max).await.unwrap();
+            if line == Line::End {
+                return seen;
+            }
+            seen.push((line, out.clone()));
+        }
+    }
+
+    #[tokio::test]
+    async fn long_lines_are_cut_and_reported_and_the_next_line_is_whole() {
+        let got = lines(b"short\n0123456789abcdef\nok\nlast", 8).await;
+        assert_eq!(
+            got,
+            vec![
+                (Line::Complete, b"short\n".to_vec()),
+                (Line::TooLong, b"01234567".to_vec()),
+                (Line::Complete, b"ok\n".to_vec()),
+                (Line::Complete, b"last".to_vec()),
+            ]
+        );
+        assert_eq!(
+            lines(b"0123456789", 4).await,
+            vec![(Line::TooLong, b"0123".to_vec())]
+        );
+        assert!(lines(b"", 4).await.is_empty());
+    }
+
+    #[test]
+    fn event_sizes_are_counted_between_blank_lines_across_chunks() {
+        let mut check = EventSizeCheck::default();
+        assert!(check.feed(b"data: 12345\n", 20));
+        assert!(check.feed(b"\n", 20), "a boundary resets the count");
+        assert!(check.feed(b"data: 0123456789\n", 20));
+        assert!(!check.feed(b"data: more\n", 20), "one event past 20 bytes");
+        let mut crlf = EventSizeCheck::default();
+        assert!(crlf.feed(b"data: 0123456789\r\n\r", 20));
+        assert!(crlf.feed(b"\ndata: 0123456789\r\n", 20));
+        assert!(crlf.feed(b"\r\n", 20));
+    }
+}

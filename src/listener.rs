@@ -1,0 +1,177 @@
+//! The HTTP listener's accept loop (admin API and `/mcp` on one port),
+//! written out instead of `axum::serve` for what a slow or hostile peer
+//! must not be able to do: a connection that trickles its headers is cut
+//! after the header-read timeout (which also closes idle keep-alive
+//! connections), a request body that stops arriving is cut after the body
+//! timeout, and open connections are capped (a warning when the cap is
+//! reached; accepting resumes as connections close). The soft descriptor
+//! limit is raised at start so the cap, not the limit, is what binds.
+
+use axum::extract::ConnectInfo;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+use tokio_util::sync::CancellationToken;
+
+/// Default for `--header-timeout`.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default for `--max-connections`.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Default time a request body may pause between chunks.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What one peer can hold of the listener.
+#[derive(Debug, Clone, Copy)]
+pub struct ListenerLimits {
+    /// Time to send a request's headers; also how long a keep-alive
+    /// connection may sit idle between requests.
+    pub header_timeout: Duration,
+    /// Longest pause while a request body is read.
+    pub body_timeout: Duration,
+    /// Connections open at once.
+    pub max_connections: usize,
+}
+
+impl Default for ListenerLimits {
+    fn default() -> Self {
+        ListenerLimits {
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown`; then stops accepting, asks
+/// every connection to finish its current request, and returns once they
+/// have (the caller bounds that wait).
+pub async fn serve(
+    listener: TcpListener,
+    app: axum::Router,
+    limits: ListenerLimits,
+    shutdown: CancellationToken,
+) {
+    let app = app.layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+        limits.body_timeout,
+    ));
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    // Every connection task holds a receiver; all dropped = all closed.
+    let (open_tx, open_rx) = watch::channel(());
+    let mut at_cap = false;
+    loop {
+        let slot = match Arc::clone(&slots).try_acquire_owned() {
+            Ok(slot) => {
+                at_cap = false;
+                slot
+            }
+            Err(_) => {
+                if !at_cap {
+                    tracing::warn!(
+                        max = limits.max_connections,
+                        "connection cap reached (--max-connections); new connections wait until others close"
+                    );
+                    at_cap = true;
+                }
+                tokio::select! {
+                    slot = Arc::clone(&slots).acquire_owned() => match slot {
+                        Ok(slot) => slot,
+                        Err(_) => break,
+                    },
+                    () = shutdown.cancelled() => break,
+                }
+            }
+        };
+        let (stream, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // Out of descriptors or a connection reset before we
+                    // took it: wait a little rather than spin.
+                    tracing::debug!("accept failed: {err}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
+            request.extensions_mut().insert(ConnectInfo(remote));
+            let mut app = app.clone();
+            async move { tower_service::Service::call(&mut app, request).await }
+        });
+        let shutdown = shutdown.clone();
+        let open = open_rx.clone();
+        tokio::spawn(async move {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .max_buf_size(64 * 1024);
+            let connection = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades();
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                () = shutdown.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+            drop(slot);
+            drop(open);
+        });
+    }
+    drop(listener);
+    drop(open_rx);
+    open_tx.closed().await;
+}
+
+/// Raises the soft limit on open descriptors to the hard limit, so the
+/// connection cap is what binds; returns the new soft limit.
+pub fn raise_descriptor_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return None;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit reads the struct we own.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return Some(raised.rlim_cur);
+        }
+    }
+    Some(limit.rlim_cur)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_soft_descriptor_limit_is_raised_to_the_hard_one() {
+        let soft = raise_descriptor_limit().expect("getrlimit works");
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
+            0
+        );
+        assert_eq!(soft, limit.rlim_cur);
+        assert_eq!(limit.rlim_cur, limit.rlim_max);
+    }
+}

@@ -1,0 +1,152 @@
+//! The bounded queue of messages for one client (a stdio peer, an HTTP
+//! session's GET stream, one call's SSE response). A client that falls
+//! behind costs a bounded amount: notifications (progress, log messages,
+//! list changes) are dropped once the queue is full — counted, and logged
+//! once per client — and an answer that finds no room within
+//! `limits::CLIENT_STALL` marks the client stalled, which disconnects it.
+
+use serde_json::Value;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::limits;
+
+/// Notifications dropped for slow clients since the process started.
+static DROPPED_TOTAL: AtomicU64 = AtomicU64::new(0);
+
+/// Notifications dropped because a client did not keep up, process-wide.
+pub fn dropped_total() -> u64 {
+    DROPPED_TOTAL.load(Ordering::Relaxed)
+}
+
+/// The sending side of one client's queue.
+#[derive(Debug)]
+pub struct Outbound {
+    tx: mpsc::Sender<Value>,
+    dropped: AtomicU64,
+    warned: AtomicBool,
+    /// Cancelled when the client stopped taking its answers.
+    stalled: CancellationToken,
+    /// How long an answer waits for room.
+    stall_after: std::time::Duration,
+}
+
+impl Outbound {
+    /// A queue of `capacity` messages whose answers wait at most
+    /// `stall_after` for room, and its receiving end.
+    pub fn channel(
+        capacity: usize,
+        stall_after: std::time::Duration,
+    ) -> (Outbound, mpsc::Receiver<Value>) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        let outbound = Outbound {
+            tx,
+            dropped: AtomicU64::new(0),
+            warned: AtomicBool::new(false),
+            stalled: CancellationToken::new(),
+            stall_after,
+        };
+        (outbound, rx)
+    }
+
+    /// The usual per-client queue.
+    pub fn for_client() -> (Outbound, mpsc::Receiver<Value>) {
+        Outbound::channel(limits::CLIENT_QUEUE, limits::CLIENT_STALL)
+    }
+
+    /// Queues a notification, or drops it when the client is behind;
+    /// false once the client is gone.
+    pub fn notify(&self, message: Value) -> bool {
+        match self.tx.try_send(message) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                DROPPED_TOTAL.fetch_add(1, Ordering::Relaxed);
+                if !self.warned.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        queued = limits::CLIENT_QUEUE,
+                        dropped,
+                        "a client is not reading its messages; its notifications are dropped until it catches up"
+                    );
+                }
+                true
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+
+    /// Queues an answer (or a request for the client), waiting for room up
+    /// to `limits::CLIENT_STALL`; a client that does not make room by then
+    /// is marked stalled (and disconnected by its front door). False when
+    /// the message was not queued.
+    pub async fn deliver(&self, message: Value) -> bool {
+        if self.stalled.is_cancelled() {
+            return false;
+        }
+        match tokio::time::timeout(self.stall_after, self.tx.send(message)).await {
+            Ok(Ok(())) => true,
+            Ok(Err(_)) => false,
+            Err(_) => {
+                tracing::warn!(
+                    waited = ?self.stall_after,
+                    "a client has not taken its answers; disconnecting it"
+                );
+                self.stalled.cancel();
+                false
+            }
+        }
+    }
+
+    /// Whether the client went away or stalled.
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed() || self.stalled.is_cancelled()
+    }
+
+    /// Resolves when the client stopped taking its answers.
+    pub async fn stalled(&self) {
+        self.stalled.cancelled().await;
+    }
+
+    /// Notifications dropped for this client.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+impl crate::router::ProgressSink for Outbound {
+    fn send(&self, message: Value) -> bool {
+        self.notify(message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn a_full_queue_drops_notifications_and_counts_them() {
+        let (outbound, mut rx) = Outbound::channel(2, limits::CLIENT_STALL);
+        for n in 0..5 {
+            assert!(outbound.notify(json!(n)));
+        }
+        assert_eq!(outbound.dropped(), 3);
+        assert_eq!(rx.recv().await, Some(json!(0)));
+        assert_eq!(rx.recv().await, Some(json!(1)));
+        assert!(outbound.notify(json!(5)), "room again once read");
+        assert_eq!(rx.recv().await, Some(json!(5)));
+        drop(rx);
+        assert!(!outbound.notify(json!(6)), "the client is gone");
+        assert!(outbound.is_closed());
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_finds_no_room_stalls_the_client() {
+        let (outbound, _rx) = Outbound::channel(1, std::time::Duration::from_millis(20));
+        assert!(outbound.deliver(json!("first")).await);
+        assert!(!outbound.deliver(json!("second")).await);
+        assert!(outbound.is_closed());
+        assert!(!outbound.deliver(json!("third")).await, "stays stalled");
+    }
+}
