@@ -102,7 +102,10 @@ impl ServerView {
             transport_type: record.transport.transport_type(),
             connection_config: redacted_config(&record.transport),
             status: record.status,
-            error_message: record.error_message.clone(),
+            error_message: record
+                .error_message
+                .as_deref()
+                .map(crate::model::redact::redact_text),
             health_check_url: record.health_check_url.clone(),
             auto_connect: record.auto_connect,
             priority: record.priority,
@@ -117,26 +120,16 @@ impl ServerView {
     }
 }
 
-/// The connection settings with secret values replaced and any password in
-/// a URL removed.
+/// The connection settings with secret values replaced and any credential
+/// in a URL (userinfo, secret query parameters) hidden.
 pub fn redacted_config(transport: &Transport) -> Value {
     let mut shown = transport.connection_config(true);
     for field in ["url", "base_url"] {
         if let Some(Value::String(url)) = shown.get_mut(field) {
-            *url = redact_url(url);
+            *url = crate::model::redact::redact_url(url);
         }
     }
     shown
-}
-
-fn redact_url(raw: &str) -> String {
-    match url::Url::parse(raw) {
-        Ok(mut url) if url.password().is_some() => {
-            let _ = url.set_password(Some(REDACTED));
-            url.to_string()
-        }
-        _ => raw.to_owned(),
-    }
 }
 
 #[cfg(test)]

@@ -121,6 +121,15 @@ impl Transport {
         }
     }
 
+    /// The server's URL (SSE and HTTP), which may carry credentials.
+    pub fn url_mut(&mut self) -> Option<&mut String> {
+        match self {
+            Transport::Stdio { .. } => None,
+            Transport::Sse { url, .. } => Some(url),
+            Transport::Http { base_url, .. } => Some(base_url),
+        }
+    }
+
     pub fn secrets_mut(&mut self) -> &mut BTreeMap<String, String> {
         match self {
             Transport::Stdio { env, .. } => env,

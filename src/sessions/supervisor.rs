@@ -105,6 +105,9 @@ pub(super) async fn run(
         let session = match result {
             Ok(session) => session,
             Err(reason) => {
+                // Shown in the API, the history and the log: no credential
+                // a URL carried may be in it.
+                let reason = crate::model::redact::redact_text(&reason);
                 tracing::warn!(server = %name, "connection failed: {reason}");
                 let message = reason.clone();
                 set_status_with(
@@ -202,6 +205,7 @@ pub(super) async fn run(
             Connected::Disconnected => want = false,
             Connected::Stopped => return,
             Connected::Lost(reason) => {
+                let reason = crate::model::redact::redact_text(&reason);
                 publish.send_replace(None);
                 session.close().await;
                 tracing::warn!(server = %name, "connection lost: {reason}");

@@ -535,6 +535,12 @@ impl Store {
         for value in sealed.transport.secrets_mut().values_mut() {
             *value = self.cipher.seal(value);
         }
+        // A URL with a credential in it is sealed whole.
+        if let Some(url) = sealed.transport.url_mut()
+            && crate::model::redact::url_has_secrets(url)
+        {
+            *url = self.cipher.seal(url);
+        }
         let bytes = encode(&sealed)?;
         txn.open_table(SERVERS)?
             .insert(record.id.as_u128(), bytes.as_slice())?;
@@ -543,6 +549,15 @@ impl Store {
 
     fn decode_server(&self, bytes: &[u8]) -> Result<ServerRecord, StoreError> {
         let mut record: ServerRecord = decode(bytes)?;
+        if let Some(url) = record.transport.url_mut() {
+            match self.cipher.open(url) {
+                Some(plain) => *url = plain,
+                None => tracing::error!(
+                    server = %record.name,
+                    "cannot decrypt the stored URL (was {KEY_FILE} replaced?)"
+                ),
+            }
+        }
         for (key, value) in record.transport.secrets_mut().iter_mut() {
             match self.cipher.open(value) {
                 Some(plain) => *value = plain,

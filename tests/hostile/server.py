@@ -1,0 +1,357 @@
+#!/usr/bin/env python3
+"""A hostile MCP server for the safety tests: each tool misbehaves in one way
+a real server might (by bug or by design), so the tests can check that the
+aggregator stays responsive, bounded in memory and leaves no process behind.
+
+Standard library only. Speaks newline-delimited JSON-RPC on stdio, or, with
+--http PORT, Streamable HTTP on 127.0.0.1:PORT.
+
+  --pid-file FILE   append this process's pid (and each grandchild's) to FILE
+  --silent          never answer anything (not even initialize)
+  --tools N         offer N extra tools (a huge list)
+  --http PORT       serve Streamable HTTP instead of stdio
+
+Tools: fds, flood, huge_line, malformed, wrong_id, hang, exit, grandchild,
+sample, ask_later, last_ask, echo, huge_body (HTTP), endless_event (HTTP).
+"""
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+ARGS = None
+# What the descriptors were before this script opened anything of its own.
+FDS_AT_START = []
+WRITE_LOCK = threading.Lock()
+PENDING = {}  # our request id -> (event, [answer])
+LAST_ASK = {"outcome": None}
+NEXT_ID = [1]
+
+
+def open_fds():
+    found = []
+    for name in sorted(os.listdir("/proc/self/fd"), key=int):
+        try:
+            found.append({"fd": int(name), "target": os.readlink(f"/proc/self/fd/{name}")})
+        except OSError:
+            pass  # the directory handle listdir itself used
+    return found
+
+
+TOOLS = [
+    ("echo", "Echo the arguments back"),
+    ("fds", "List the descriptors this process had when it started"),
+    ("flood", "Send `count` progress and log notifications of `size` bytes, then answer"),
+    ("huge_line", "Write one line of `mb` megabytes (not JSON), then answer"),
+    ("malformed", "Write lines that are not JSON-RPC, then answer"),
+    ("wrong_id", "Answer with an id that was never asked"),
+    ("hang", "Never answer"),
+    ("exit", "Exit the process in the middle of the call"),
+    ("grandchild", "Start a grandchild that ignores SIGTERM; answer its pid"),
+    ("sample", "Ask the client for a sampling/createMessage during the call"),
+    ("ask_later", "Answer at once, then ask the client for sampling outside any call"),
+    ("last_ask", "What the last ask_later request got back"),
+    ("huge_body", "HTTP only: answer with a body of `mb` megabytes"),
+    ("endless_event", "HTTP only: answer with an SSE event that never ends"),
+]
+
+
+def tool_list():
+    tools = [
+        {"name": name, "description": desc, "inputSchema": {"type": "object"}}
+        for name, desc in TOOLS
+    ]
+    for n in range(ARGS.tools):
+        tools.append({
+            "name": f"extra_{n}",
+            "description": "An extra tool " + "x" * 200,
+            "inputSchema": {"type": "object", "properties": {"a": {"type": "string"}}},
+        })
+    return tools
+
+
+def text_result(text):
+    return {"content": [{"type": "text", "text": text}]}
+
+
+def record_pid(pid):
+    if ARGS.pid_file:
+        with open(ARGS.pid_file, "a") as f:
+            f.write(f"{pid}\n")
+
+
+def start_grandchild():
+    pid = os.fork()
+    if pid == 0:
+        # The grandchild: ignores SIGTERM, outlives its parent if allowed.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            os.closerange(0, 3)
+        except OSError:
+            pass
+        while True:
+            time.sleep(3600)
+    record_pid(pid)
+    return pid
+
+
+class StdioPeer:
+    """Writes to the client on stdout."""
+
+    def write_bytes(self, data):
+        with WRITE_LOCK:
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+
+    def send(self, message):
+        self.write_bytes(json.dumps(message).encode() + b"\n")
+
+
+def ask_client(peer, method, params, timeout=60):
+    with WRITE_LOCK:
+        rid = f"hostile-{NEXT_ID[0]}"
+        NEXT_ID[0] += 1
+    event = threading.Event()
+    slot = []
+    PENDING[rid] = (event, slot)
+    peer.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+    if not event.wait(timeout):
+        PENDING.pop(rid, None)
+        return {"timeout": True}
+    return slot[0]
+
+
+def sampling_params():
+    return {
+        "messages": [{"role": "user", "content": {"type": "text", "text": "hello"}}],
+        "maxTokens": 10,
+    }
+
+
+def call_tool(peer, rid, name, arguments, meta):
+    """Runs one tool; returns the result, or None when it answers itself."""
+    token = (meta or {}).get("progressToken")
+    if name == "echo":
+        return text_result(json.dumps(arguments))
+    if name == "fds":
+        return text_result(json.dumps(FDS_AT_START))
+    if name == "flood":
+        count = int(arguments.get("count", 1000))
+        pad = "p" * int(arguments.get("size", 1000))
+        for n in range(count):
+            if token is not None:
+                peer.send({"jsonrpc": "2.0", "method": "notifications/progress",
+                           "params": {"progressToken": token, "progress": n, "message": pad}})
+            peer.send({"jsonrpc": "2.0", "method": "notifications/message",
+                       "params": {"level": "info", "data": pad}})
+        return text_result(f"sent {count}")
+    if name == "huge_line":
+        megabytes = int(arguments.get("mb", 100))
+        chunk = b"z" * (1024 * 1024)
+        with WRITE_LOCK:
+            for _ in range(megabytes):
+                sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.write(b"\n")
+            sys.stdout.buffer.flush()
+        return text_result("after the huge line")
+    if name == "malformed":
+        for junk in [b"not json at all", b"{\"jsonrpc\": \"2.0\", \"id\": ", b"[1, 2, 3]",
+                     b"{\"jsonrpc\": \"2.0\", \"id\": \"nobody-asked\", \"result\": {}}",
+                     b"{\"jsonrpc\": \"2.0\", \"method\": 42}", b"\xff\xfe\x00binary",
+                     b"{" * 10000, b"null", b"{\"id\": 1, \"result\": {}}"]:
+            peer.write_bytes(junk + b"\n")
+        return text_result("after the junk")
+    if name == "wrong_id":
+        wrong = (rid + 100000) if isinstance(rid, int) else f"{rid}-wrong"
+        peer.send({"jsonrpc": "2.0", "id": wrong, "result": text_result("for someone else")})
+        return None
+    if name == "hang":
+        return None
+    if name == "exit":
+        os._exit(3)
+    if name == "grandchild":
+        return text_result(str(start_grandchild()))
+    if name == "sample":
+        return text_result(json.dumps(ask_client(peer, "sampling/createMessage", sampling_params())))
+    if name == "ask_later":
+        delay = float(arguments.get("delay_ms", 200)) / 1000
+
+        def later():
+            time.sleep(delay)
+            LAST_ASK["outcome"] = ask_client(peer, "sampling/createMessage", sampling_params())
+
+        LAST_ASK["outcome"] = None
+        threading.Thread(target=later, daemon=True).start()
+        return text_result("will ask later")
+    if name == "last_ask":
+        return text_result(json.dumps(LAST_ASK["outcome"]))
+    raise KeyError(name)
+
+
+def handle(peer, message):
+    """Handles one message; returns the answer (or None)."""
+    if not isinstance(message, dict):
+        return None
+    method = message.get("method")
+    rid = message.get("id")
+    if method is None:
+        waiter = PENDING.pop(rid, None)
+        if waiter:
+            waiter[1].append(message)
+            waiter[0].set()
+        return None
+    if rid is None:
+        return None
+    if ARGS.silent:
+        return None
+    params = message.get("params") or {}
+    if method == "initialize":
+        result = {
+            "protocolVersion": params.get("protocolVersion", "2025-06-18"),
+            "capabilities": {"tools": {}, "logging": {}},
+            "serverInfo": {"name": "hostile", "version": "1.0"},
+        }
+    elif method == "ping":
+        result = {}
+    elif method == "tools/list":
+        result = {"tools": tool_list()}
+    elif method == "tools/call":
+        try:
+            result = call_tool(peer, rid, params.get("name"), params.get("arguments") or {},
+                               params.get("_meta"))
+        except KeyError:
+            return {"jsonrpc": "2.0", "id": rid,
+                    "error": {"code": -32602, "message": f"unknown tool {params.get('name')}"}}
+        if result is None:
+            return None
+    else:
+        return {"jsonrpc": "2.0", "id": rid,
+                "error": {"code": -32601, "message": f"no method {method}"}}
+    return {"jsonrpc": "2.0", "id": rid, "result": result}
+
+
+def serve_stdio():
+    peer = StdioPeer()
+
+    def work(message):
+        answer = handle(peer, message)
+        if answer is not None:
+            peer.send(answer)
+
+    for line in sys.stdin.buffer:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        # Answers to our own requests are taken at once; everything else
+        # runs on its own thread so one hanging tool blocks nothing.
+        if isinstance(message, dict) and message.get("method") is None:
+            handle(peer, message)
+        else:
+            threading.Thread(target=work, args=(message,), daemon=True).start()
+
+
+def serve_http(port):
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(405)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_DELETE(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length", "0"))
+            message = json.loads(self.rfile.read(length) or b"null")
+            params = (message or {}).get("params") or {}
+            name = params.get("name") if message.get("method") == "tools/call" else None
+            if name == "huge_body":
+                megabytes = int((params.get("arguments") or {}).get("mb", 100))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(megabytes * 1024 * 1024))
+                self.end_headers()
+                chunk = b" " * (1024 * 1024)
+                try:
+                    for _ in range(megabytes):
+                        self.wfile.write(chunk)
+                except OSError:
+                    pass
+                return
+            if name == "endless_event":
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.end_headers()
+                try:
+                    self.wfile.write(b"event: message\ndata: ")
+                    chunk = b"y" * 65536
+                    deadline = time.time() + 120
+                    while time.time() < deadline:
+                        self.wfile.write(chunk)
+                except OSError:
+                    pass
+                self.close_connection = True
+                return
+            answer = handle(HttpPeer(), message)
+            if answer is None:
+                self.send_response(202)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            body = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            if message.get("method") == "initialize":
+                self.send_header("Mcp-Session-Id", "hostile-session")
+            self.end_headers()
+            self.wfile.write(body)
+
+    class HttpPeer:
+        def send(self, message):
+            pass
+
+        def write_bytes(self, data):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    server.serve_forever()
+
+
+def main():
+    global ARGS, FDS_AT_START
+    FDS_AT_START = open_fds()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pid-file")
+    parser.add_argument("--silent", action="store_true")
+    parser.add_argument("--tools", type=int, default=0)
+    parser.add_argument("--http", type=int)
+    ARGS = parser.parse_args()
+    record_pid(os.getpid())
+    if ARGS.http:
+        serve_http(ARGS.http)
+    else:
+        serve_stdio()
+
+
+if __name__ == "__main__":
+    main()
