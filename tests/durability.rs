@@ -77,7 +77,7 @@ async fn acknowledged_registrations_survive_sigkill() {
         );
     }
     let audited = store
-        .audit(usize::MAX)
+        .audit(usize::MAX, None)
         .unwrap()
         .iter()
         .filter(|e| e.action == "register" && e.result == "ok")

@@ -55,6 +55,15 @@ pub struct LimitQuery {
     pub limit: Option<usize>,
 }
 
+/// A page of the audit log.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct AuditQuery {
+    /// How many entries to return (default 100, at most 10000).
+    pub limit: Option<usize>,
+    /// Only entries older than this `seq` (pass the last `seq` of a page to get the next).
+    pub before: Option<u64>,
+}
+
 const DEFAULT_LIMIT: usize = 100;
 const MAX_LIMIT: usize = 10_000;
 
@@ -348,13 +357,13 @@ pub async fn aggregator_state(
     get,
     path = "/api/v1/aggregator/audit",
     tag = "servers",
-    params(LimitQuery),
+    params(AuditQuery),
     responses((status = 200, body = Vec<AuditEntry>))
 )]
 pub async fn audit_log(
     State(state): State<AppState>,
-    QueryParams(query): QueryParams<LimitQuery>,
+    QueryParams(query): QueryParams<AuditQuery>,
 ) -> Result<Json<Vec<AuditEntry>>, ApiError> {
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT);
-    Ok(Json(state.registry.audit(limit).await?))
+    Ok(Json(state.registry.audit(limit, query.before).await?))
 }

@@ -111,9 +111,11 @@ pub(super) async fn admin(command: Command) -> Result<ExitCode, CliError> {
         }
         Command::Audit(args) => {
             let client = connect(&args.client);
-            let entries: Vec<Value> = client
-                .get(&format!("/api/v1/aggregator/audit?limit={}", args.limit))
-                .await?;
+            let mut path = format!("/api/v1/aggregator/audit?limit={}", args.limit);
+            if let Some(before) = args.before {
+                path.push_str(&format!("&before={before}"));
+            }
+            let entries: Vec<Value> = client.get(&path).await?;
             if args.client.json {
                 println!("{}", Value::from(entries));
             } else {

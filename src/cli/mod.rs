@@ -426,6 +426,9 @@ struct AuditArgs {
     /// How many entries.
     #[arg(long, default_value_t = 50)]
     limit: usize,
+    /// Only entries older than this sequence number (the `seq` of the last entry of a page, with --json).
+    #[arg(long, value_name = "SEQ")]
+    before: Option<u64>,
     #[command(flatten)]
     client: ClientArgs,
 }

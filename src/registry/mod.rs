@@ -276,8 +276,14 @@ impl Registry {
         .await
     }
 
-    pub async fn audit(&self, limit: usize) -> Result<Vec<AuditEntry>, RegistryError> {
-        self.blocking(move |store| Ok(store.audit(limit)?)).await
+    /// Audit entries, newest first, older than `before` when given.
+    pub async fn audit(
+        &self,
+        limit: usize,
+        before: Option<u64>,
+    ) -> Result<Vec<AuditEntry>, RegistryError> {
+        self.blocking(move |store| Ok(store.audit(limit, before)?))
+            .await
     }
 
     pub async fn state(&self) -> Result<AggregatorState, RegistryError> {

@@ -30,6 +30,10 @@ pub const SCHEMA_VERSION: u64 = 2;
 pub const HISTORY_PER_SERVER: u64 = 500;
 /// Audit entries kept in all; older entries are dropped.
 pub const AUDIT_LIMIT: u64 = 100_000;
+/// Bytes the audit log may take (encoded entries), whatever their number.
+pub const AUDIT_MAX_BYTES: u64 = 16 * 1024 * 1024;
+/// Longest audit field kept (a 1 MB server name is cut here).
+pub const AUDIT_FIELD_CHARS: usize = 512;
 
 const STORE_FILE: &str = "store.redb";
 /// redb's page cache. Its default (1 GiB) lets a daemon that read its whole
@@ -48,6 +52,7 @@ const META_SCHEMA_VERSION: &str = "schema_version";
 const META_GENERATION: &str = "generation";
 const META_CATALOG_GENERATION: &str = "catalog_generation";
 const META_AUDIT_SEQ: &str = "audit_seq";
+const META_AUDIT_BYTES: &str = "audit_bytes";
 pub(crate) const META_LAST_SYNC_MS: &str = "last_sync_ms";
 
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +115,8 @@ pub struct Store {
     db: Database,
     cipher: Cipher,
     path: PathBuf,
+    /// `AUDIT_MAX_BYTES`, smaller in tests.
+    audit_max_bytes: u64,
 }
 
 impl Store {
@@ -136,13 +143,23 @@ impl Store {
             source,
         })?;
         let cipher = Cipher::load_or_create(&data_dir.join(KEY_FILE))?;
-        let store = Store { db, cipher, path };
+        let store = Store {
+            db,
+            cipher,
+            path,
+            audit_max_bytes: AUDIT_MAX_BYTES,
+        };
         store.migrate()?;
         Ok(store)
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_audit_max_bytes(&mut self, bytes: u64) {
+        self.audit_max_bytes = bytes;
     }
 
     /// Brings an older layout up to `SCHEMA_VERSION`, one step at a time.
@@ -237,7 +254,7 @@ impl Store {
             record.id,
             registered_entry(record, "REGISTERED", None),
         )?;
-        append_audit(&txn, audit_entry(actor, "register", &record.name, "ok"))?;
+        append_audit(&txn, self.audit_max_bytes, audit_entry(actor, "register", &record.name, "ok"))?;
         bump_generation(&txn)?;
         txn.commit()?;
         Ok(())
@@ -318,7 +335,7 @@ impl Store {
                 UpsertOutcome::Updated => "update",
                 UpsertOutcome::Unchanged => "verify",
             };
-            append_audit(&txn, audit_entry(actor, action, &incoming.name, "ok"))?;
+            append_audit(&txn, self.audit_max_bytes, audit_entry(actor, action, &incoming.name, "ok"))?;
             outcomes.push(outcome);
         }
         if outcomes.iter().any(|o| *o != UpsertOutcome::Unchanged) {
@@ -415,7 +432,7 @@ impl Store {
         txn.open_table(HISTORY)?
             .retain_in((key, 0)..=(key, u64::MAX), |_, _| false)?;
         catalog::delete_server_catalog(&txn, key)?;
-        append_audit(&txn, audit_entry(actor, "remove", &record.name, "ok"))?;
+        append_audit(&txn, self.audit_max_bytes, audit_entry(actor, "remove", &record.name, "ok"))?;
         bump_generation(&txn)?;
         bump_catalog_generation(&txn)?;
         txn.commit()?;
@@ -433,7 +450,7 @@ impl Store {
         result: &str,
     ) -> Result<(), StoreError> {
         let txn = self.db.begin_write()?;
-        append_audit(&txn, audit_entry(actor, action, server, result))?;
+        append_audit(&txn, self.audit_max_bytes, audit_entry(actor, action, server, result))?;
         txn.commit()?;
         Ok(())
     }
@@ -492,12 +509,14 @@ impl Store {
         Ok(entries)
     }
 
-    /// The newest `limit` audit entries, newest first.
-    pub fn audit(&self, limit: usize) -> Result<Vec<AuditEntry>, StoreError> {
+    /// The newest `limit` audit entries older than `before` (a `seq`; all
+    /// when `None`), newest first: pass the last `seq` seen to page back.
+    pub fn audit(&self, limit: usize, before: Option<u64>) -> Result<Vec<AuditEntry>, StoreError> {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(AUDIT)?;
         let mut entries = Vec::new();
-        for entry in table.iter()?.rev().take(limit) {
+        let upper = before.unwrap_or(u64::MAX);
+        for entry in table.range(..upper)?.rev().take(limit) {
             let (_, bytes) = entry?;
             entries.push(decode(bytes.value())?);
         }
@@ -626,10 +645,22 @@ fn audit_entry(actor: &str, action: &str, server: &str, result: &str) -> AuditEn
     AuditEntry {
         seq: 0,
         timestamp: Utc::now(),
-        actor: actor.to_owned(),
-        action: action.to_owned(),
-        server: server.to_owned(),
-        result: result.to_owned(),
+        actor: bounded_field(actor),
+        action: bounded_field(action),
+        server: bounded_field(server),
+        result: bounded_field(result),
+    }
+}
+
+/// A value cut to `AUDIT_FIELD_CHARS` characters, saying how much was cut.
+fn bounded_field(value: &str) -> String {
+    match value.char_indices().nth(AUDIT_FIELD_CHARS) {
+        None => value.to_owned(),
+        Some((cut, _)) => format!(
+            "{}… ({} more bytes)",
+            &value[..cut],
+            value.len() - cut
+        ),
     }
 }
 
@@ -656,16 +687,38 @@ fn append_history(
     Ok(())
 }
 
-fn append_audit(txn: &WriteTransaction, mut entry: AuditEntry) -> Result<(), StoreError> {
+fn append_audit(
+    txn: &WriteTransaction,
+    max_bytes: u64,
+    mut entry: AuditEntry,
+) -> Result<(), StoreError> {
     let mut meta = txn.open_table(META)?;
     let seq = meta.get(META_AUDIT_SEQ)?.map(|v| v.value()).unwrap_or(0) + 1;
     meta.insert(META_AUDIT_SEQ, seq)?;
     entry.seq = seq;
     let mut table = txn.open_table(AUDIT)?;
-    table.insert(seq, encode(&entry)?.as_slice())?;
-    if table.len()? > AUDIT_LIMIT {
-        table.pop_first()?;
+    let bytes = encode(&entry)?;
+    // The byte count is kept beside the log; a store from before it existed
+    // counts once.
+    let mut total = match meta.get(META_AUDIT_BYTES)?.map(|v| v.value()) {
+        Some(total) => total,
+        None => {
+            let mut sum = 0u64;
+            for row in table.iter()? {
+                sum += row?.1.value().len() as u64;
+            }
+            sum
+        }
+    };
+    table.insert(seq, bytes.as_slice())?;
+    total += bytes.len() as u64;
+    while table.len()? > AUDIT_LIMIT || (total > max_bytes && table.len()? > 1) {
+        let Some((_, oldest)) = table.pop_first()? else {
+            break;
+        };
+        total = total.saturating_sub(oldest.value().len() as u64);
     }
+    meta.insert(META_AUDIT_BYTES, total)?;
     Ok(())
 }
 

@@ -247,7 +247,7 @@ fn upsert_inserts_updates_and_keeps_identity() {
     assert_eq!(stored.id, original.id, "the id survives an update");
     assert_eq!(stored.description.as_deref(), Some("new"));
     let actions: Vec<_> = store
-        .audit(10)
+        .audit(10, None)
         .unwrap()
         .into_iter()
         .map(|e| e.action)
@@ -274,12 +274,38 @@ fn audit_records_every_operation_with_increasing_sequence() {
         )
         .unwrap();
     store.remove_server(a.id, "cli:me").unwrap();
-    let audit = store.audit(10).unwrap();
+    let audit = store.audit(10, None).unwrap();
     assert_eq!(audit.len(), 3);
     assert_eq!(audit[0].action, "remove");
     assert_eq!(audit[0].actor, "cli:me");
     assert_eq!(audit[1].result, "Server already exists: alpha");
     assert!(audit[0].seq > audit[1].seq && audit[1].seq > audit[2].seq);
+}
+
+#[test]
+fn the_audit_log_is_bounded_in_bytes_and_each_entry_in_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path()).unwrap();
+    store.set_audit_max_bytes(64 * 1024);
+    let huge = "n".repeat(1_000_000);
+    for _ in 0..200 {
+        store
+            .record_audit("api:127.0.0.1", "register", &huge, "name too long")
+            .unwrap();
+    }
+    let all = store.audit(usize::MAX, None).unwrap();
+    let bytes: usize = all.iter().map(|e| serde_json::to_vec(e).unwrap().len()).sum();
+    assert!(bytes <= 64 * 1024, "{bytes} bytes kept");
+    assert!(all.len() > 10, "recent entries are kept: {}", all.len());
+    assert!(all[0].server.len() < 1000, "{}", all[0].server.len());
+    assert!(all[0].server.ends_with("more bytes)"), "says it was cut");
+    assert_eq!(all[0].seq, 200, "the newest is kept");
+    // Paging: entries before a seq, newest first.
+    let page = store.audit(3, Some(all[0].seq)).unwrap();
+    assert_eq!(
+        page.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![199, 198, 197]
+    );
 }
 
 mod catalog {
