@@ -169,10 +169,27 @@ pub async fn post(
         Value::Array(items) => items,
         single => vec![single],
     };
-    let is_initialize = messages
-        .iter()
-        .any(|m| m.get("method").and_then(Value::as_str) == Some("initialize"));
-    // `_in_use` keeps the session from expiring or being evicted while
+    let mut requests = Vec::new();
+    let mut others = Vec::new();
+    let mut answers = Vec::new();
+    for message in messages {
+        match handler::classify(message) {
+            Incoming::Request { id, method, params } => requests.push((id, method, params)),
+            Incoming::Other(message) => others.push(message),
+            Incoming::Invalid(answer) => answers.push(answer),
+        }
+    }
+    if requests.is_empty() && others.is_empty() {
+        // Nothing valid: the errors need no session.
+        let body = if batch {
+            Value::Array(answers)
+        } else {
+            answers.pop().unwrap_or(Value::Null)
+        };
+        return axum::Json(body).into_response();
+    }
+    let is_initialize = requests.iter().any(|(_, method, _)| method == "initialize");
+    // `in_use` keeps the session from expiring or being evicted while
     // this request runs (and, for a stream, while the stream is open).
     let (session_id, session, in_use) = if is_initialize {
         match mcp.open_session(remote) {
@@ -186,15 +203,8 @@ pub async fn post(
         }
     };
     let connection = Arc::clone(&session.connection);
-
-    let mut requests = Vec::new();
-    let mut answers = Vec::new();
-    for message in messages {
-        match handler::classify(message) {
-            Incoming::Request { id, method, params } => requests.push((id, method, params)),
-            Incoming::Other(message) => mcp.server.handle_other(&connection, &message),
-            Incoming::Invalid(answer) => answers.push(answer),
-        }
+    for message in &others {
+        mcp.server.handle_other(&connection, message);
     }
     if requests.is_empty() && answers.is_empty() {
         return with_session(StatusCode::ACCEPTED.into_response(), session_id);

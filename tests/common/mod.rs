@@ -310,3 +310,94 @@ impl Drop for Everything {
         self.stop();
     }
 }
+
+/// The hostile fixture server (stdlib Python): tools that misbehave on
+/// purpose (see its docstring).
+pub fn hostile_py() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile/server.py")
+}
+
+/// A STDIO registration of the hostile server; `extra` are its flags.
+pub fn hostile_server(name: &str, extra: &[&str]) -> Value {
+    let mut args = vec![hostile_py().display().to_string()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    json!({
+        "name": name,
+        "transport_type": "STDIO",
+        "connection_config": {"command": "python3", "args": args},
+        "auto_connect": true
+    })
+}
+
+/// Resident memory of a process in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Every pid written to a fixture's pid file so far.
+pub fn pids_in(path: &Path) -> Vec<u32> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// One HTTP/1.1 exchange written by hand, exactly as given (a browser's
+/// headers, a wrong Host): returns the status and the body.
+pub fn raw_http(url: &str, request: &str) -> (u16, String) {
+    use std::io::{Read as _, Write as _};
+    let addr = url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    stream.write_all(request.as_bytes()).expect("write");
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// A request with `Connection: close` and a body, for `raw_http`.
+pub fn raw_request(method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> String {
+    let mut request = format!("{method} {path} HTTP/1.1\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    request
+}
+
+/// Calls a tool through the REST API; returns the status and the JSON body.
+pub async fn rest_call(d: &Daemon, name: &str, arguments: Value) -> (u16, Value) {
+    let response = http()
+        .post(d.api("/api/v1/tools/call"))
+        .json(&json!({"name": name, "arguments": arguments}))
+        .timeout(Duration::from_secs(120))
+        .send()
+        .await
+        .expect("POST /tools/call");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}

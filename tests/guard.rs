@@ -1,0 +1,286 @@
+//! The listener as a web page, a careless client or a local attacker meets
+//! it: cross-site and rebound requests are refused on every route before
+//! anything runs, every error is `{"detail"}` JSON, files in the data dir
+//! are private, `/mcp` sessions expire, and a server that never answers is
+//! reported as a timeout that names it.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use std::os::unix::fs::PermissionsExt as _;
+use std::time::Duration;
+
+const UP: Duration = Duration::from_secs(30);
+
+/// The registration a malicious page would send: run a command at once.
+fn command_running_registration(marker: &std::path::Path) -> String {
+    json!({
+        "name": "pwned",
+        "transport_type": "STDIO",
+        "connection_config": {"command": "sh", "args": ["-c", format!("id > {}", marker.display())]},
+        "auto_connect": true
+    })
+    .to_string()
+}
+
+fn detail(body: &str) -> String {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| v["detail"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("not a {{\"detail\"}} body: {body}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_site_and_rebound_requests_reach_no_route() {
+    let d = Daemon::start();
+    let marker = d.data_dir.with_extension("pwned");
+    let body = command_running_registration(&marker);
+    let local = d.url.trim_start_matches("http://").to_owned();
+    let servers = "/api/v1/aggregator/servers";
+
+    // DNS rebinding: a page on evil.com whose name now points at us; the
+    // browser's "simple" cross-site POST (text/plain).
+    let (status, text) = raw_http(
+        &d.url,
+        &raw_request(
+            "POST",
+            servers,
+            &[
+                ("Host", "evil.com:8765"),
+                ("Origin", "http://evil.com:8765"),
+                ("Content-Type", "text/plain"),
+            ],
+            &body,
+        ),
+    );
+    assert_eq!(status, 403, "{text}");
+    assert!(detail(&text).contains("evil.com"), "{text}");
+    // Reading is refused to a rebound name as well.
+    let (status, text) = raw_http(
+        &d.url,
+        &raw_request("GET", servers, &[("Host", "evil.com")], ""),
+    );
+    assert_eq!(status, 403, "{text}");
+    // A foreign Origin with the right Host and even the right type.
+    let (status, text) = raw_http(
+        &d.url,
+        &raw_request(
+            "POST",
+            servers,
+            &[
+                ("Host", &local),
+                ("Origin", "https://evil.com"),
+                ("Content-Type", "application/json"),
+            ],
+            &body,
+        ),
+    );
+    assert_eq!(status, 403, "{text}");
+    // No Origin (a form in an old browser, a careless tool) but not JSON.
+    for content_type in ["text/plain", "application/x-www-form-urlencoded"] {
+        let (status, text) = raw_http(
+            &d.url,
+            &raw_request(
+                "POST",
+                servers,
+                &[("Host", &local), ("Content-Type", content_type)],
+                &body,
+            ),
+        );
+        assert_eq!(status, 415, "{content_type}: {text}");
+        assert!(detail(&text).contains("application/json"), "{text}");
+    }
+    // A sandboxed iframe (Origin: null) posting a batch to /mcp.
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "page", "version": "0"}}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    ])
+    .to_string();
+    for content_type in ["text/plain", "application/json"] {
+        let (status, text) = raw_http(
+            &d.url,
+            &raw_request(
+                "POST",
+                "/mcp",
+                &[
+                    ("Host", &local),
+                    ("Origin", "null"),
+                    ("Content-Type", content_type),
+                ],
+                &batch,
+            ),
+        );
+        assert_eq!(status, 403, "Origin null with {content_type}: {text}");
+    }
+
+    // Nothing ran and nothing was stored.
+    let listed: Value = get_json(&d.api(servers)).await;
+    assert_eq!(listed, json!([]), "{listed}");
+    assert!(!marker.exists(), "the command ran");
+
+    // The CLI and plain curl (loopback Host, no Origin, JSON) still work,
+    // and so does a page served from loopback itself.
+    let (code, out, err) = cli(&d.data_dir, &["servers", "list"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let harmless = json!({"name": "fine", "transport_type": "STDIO", "connection_config": {"command": "true"}, "auto_connect": false}).to_string();
+    let (status, text) = raw_http(
+        &d.url,
+        &raw_request(
+            "POST",
+            servers,
+            &[
+                ("Host", &local),
+                ("Origin", "http://localhost:6274"),
+                ("Content-Type", "application/json"),
+            ],
+            &harmless,
+        ),
+    );
+    assert_eq!(status, 201, "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_error_is_json_and_bad_messages_get_jsonrpc_errors() {
+    let temp = tempfile::tempdir().unwrap();
+    let data = temp.path().join("data");
+    let d = Daemon::start_in(&data, &["--max-message-bytes", "65536"]);
+    let local = d.url.trim_start_matches("http://").to_owned();
+
+    // Over the /mcp body limit: 413 with a detail.
+    let big = format!(
+        "{{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"ping\", \"params\": {{\"x\": \"{}\"}}}}",
+        "a".repeat(70_000)
+    );
+    let (status, text) = raw_http(
+        &d.url,
+        &raw_request(
+            "POST",
+            "/mcp",
+            &[("Host", &local), ("Content-Type", "application/json")],
+            &big,
+        ),
+    );
+    assert_eq!(status, 413, "{text}");
+    detail(&text);
+    // Unknown route, wrong method, a body that is not JSON.
+    let (status, text) = raw_http(
+        &d.url,
+        &raw_request("GET", "/nope", &[("Host", &local)], ""),
+    );
+    assert_eq!(status, 404);
+    detail(&text);
+    let (status, text) = raw_http(
+        &d.url,
+        &raw_request("PUT", "/healthz", &[("Host", &local)], ""),
+    );
+    assert_eq!(status, 405);
+    detail(&text);
+
+    // JSON-RPC that is not 2.0.
+    let response = http()
+        .post(d.api("/mcp"))
+        .json(&json!({"jsonrpc": "1.0", "id": 5, "method": "initialize", "params": {}}))
+        .send()
+        .await
+        .unwrap();
+    let body: Value = response.json().await.unwrap();
+    let answer = if body.is_array() {
+        body[0].clone()
+    } else {
+        body
+    };
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+
+    // The data dir and what is in it are the owner's alone.
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700);
+    assert_eq!(mode(&data.join("store.redb")), 0o600);
+    assert_eq!(mode(&data.join("daemon.json")), 0o600);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bearer_scheme_is_case_insensitive() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_with_env(
+        &temp.path().join("data"),
+        &["--require-token"],
+        &[("MCP_AGGREGATOR_TOKEN", "t0ken-value")],
+    );
+    let url = d.api("/api/v1/aggregator/servers");
+    for (value, expected) in [
+        ("Bearer t0ken-value", 200),
+        ("bearer t0ken-value", 200),
+        ("BEARER t0ken-value", 200),
+        ("Bearer wrong", 401),
+        ("Basic t0ken-value", 401),
+    ] {
+        let status = http()
+            .get(&url)
+            .header("authorization", value)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, expected, "{value}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_mcp_sessions_expire() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(
+        &temp.path().join("data"),
+        &["--session-idle-timeout", "1"],
+    );
+    let response = http()
+        .post(d.api("/mcp"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}))
+        .send()
+        .await
+        .unwrap();
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    // Used now, the session is there; left alone, it goes.
+    let ping = || async {
+        http()
+            .post(d.api("/mcp"))
+            .header("mcp-session-id", &session)
+            .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    };
+    assert_eq!(ping().await, 200);
+    let end = std::time::Instant::now() + UP;
+    loop {
+        // Only a probe every 2 s, so the session is idle in between.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let status = ping().await;
+        if status == 404 {
+            break;
+        }
+        assert!(std::time::Instant::now() < end, "the session never expired");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_answers_the_wrong_id_is_a_timeout_that_names_it() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(&temp.path().join("data"), &["--request-timeout", "2"]);
+    register(&d, hostile_server("liar", &[])).await;
+    wait_status(&d, "liar", "CONNECTED", UP).await;
+
+    let (status, body) = rest_call(&d, "liar.wrong_id", json!({})).await;
+    assert_eq!(status, 504, "{body}");
+    let text = body["detail"].as_str().unwrap_or_default();
+    assert!(text.contains("liar") && text.contains("did not answer"), "{body}");
+
+    let (code, out, err) = cli(&d.data_dir, &["call", "liar.hang", "{}"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("liar") && err.contains("did not answer"), "{err}");
+    assert!(!err.contains("no mcp-aggregator daemon"), "{err}");
+}
