@@ -436,6 +436,9 @@ struct AuditArgs {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before any thread or child exists: whatever descriptors whoever
+    // started us left open must not reach the servers we start.
+    crate::sessions::stdio::close_inherited_on_exec();
     crate::tls::init();
     // The stdio front door serves one client: a single-threaded runtime
     // keeps every hop of a call on one thread (no cross-thread wake-ups),

@@ -254,6 +254,31 @@ async fn supervise_child(
     exited.cancel();
 }
 
+/// Marks every descriptor above stderr close-on-exec. Ours are opened that
+/// way already; this covers the ones inherited from whoever started us (a
+/// client that leaked its pipes, a build tool's jobserver), which the
+/// servers we spawn must never see.
+pub fn close_inherited_on_exec() {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<i32> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: fcntl on a descriptor number has no memory-safety
+        // preconditions; a closed one (the directory listing's own) fails
+        // with EBADF, which is fine.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
+}
+
 /// Sends `signal` to every process of the group (ESRCH, "already gone", is fine).
 pub fn signal_group(pgid: u32, signal: i32) {
     let Ok(pgid) = i32::try_from(pgid) else {

@@ -401,3 +401,18 @@ pub async fn rest_call(d: &Daemon, name: &str, arguments: Value) -> (u16, Value)
     let status = response.status().as_u16();
     (status, response.json().await.unwrap_or(Value::Null))
 }
+
+/// Waits until the search index is idle (model loaded or given up, every
+/// tool indexed), so memory measured after it is not the model loading.
+pub async fn wait_index_settled(d: &Daemon) {
+    let end = Instant::now() + Duration::from_secs(120);
+    loop {
+        let status: Value = get_json(&d.api("/api/v1/search/status")).await;
+        let model_done = status["semantic"] == true || status.get("warning").is_some();
+        if model_done && status["syncing"] == false && status["indexed_tools"] == status["total_tools"] {
+            return;
+        }
+        assert!(Instant::now() < end, "the index did not settle: {status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,571 @@
+//! The aggregator against a hostile server and careless clients, on the
+//! real binary: memory stays bounded when nobody reads, no process outlives
+//! its server, downstream servers inherit none of our descriptors, slow
+//! headers cannot take the listener down, oversized messages are refused
+//! without being held, credentials in URLs never show, and a server's
+//! request outside a call reaches nobody.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use std::io::{Read as _, Write as _};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+
+const UP: Duration = Duration::from_secs(30);
+/// Growth of the aggregator's memory that counts as bounded in these tests
+/// (each floods at least three times as much).
+const BOUNDED_GROWTH_KIB: u64 = 60 * 1024;
+
+/// Waits until a fixture's flood is written whole (its done file exists).
+fn wait_file(path: &std::path::Path) {
+    assert!(
+        wait_for(Duration::from_secs(120), || path.exists().then_some(())).is_some(),
+        "{} never appeared",
+        path.display()
+    );
+}
+
+async fn initialize_http(d: &Daemon) -> String {
+    let response = http()
+        .post(d.api("/mcp"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}}, "clientInfo": {"name": "t", "version": "0"}}}))
+        .send()
+        .await
+        .unwrap();
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    http()
+        .post(d.api("/mcp"))
+        .header("mcp-session-id", &session)
+        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .unwrap();
+    session
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_do_not_read_cost_bounded_memory() {
+    let d = Daemon::start();
+    register(&d, hostile_server("flood", &[])).await;
+    wait_status(&d, "flood", "CONNECTED", UP).await;
+    wait_index_settled(&d).await;
+    let pid = d.pid() as u32;
+    let before = rss_kib(pid);
+
+    // 1. An HTTP client that never opens its GET stream: the progress of
+    // its call has nowhere to go.
+    let session = initialize_http(&d).await;
+    let done = d.data_dir.with_extension("flood1");
+    let answer: Value = http()
+        .post(d.api("/mcp"))
+        .header("mcp-session-id", &session)
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "flood__flood", "arguments": {"count": 20000, "size": 8000, "done_file": done}, "_meta": {"progressToken": "p1"}}}))
+        .timeout(Duration::from_secs(120))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "sent 20000",
+        "{answer}"
+    );
+    let grown = rss_kib(pid).saturating_sub(before);
+    assert!(
+        grown < BOUNDED_GROWTH_KIB,
+        "160 MB of progress for a client without a stream grew the daemon by {grown} KiB"
+    );
+
+    // 2. A client whose SSE response is never read.
+    let done = d.data_dir.with_extension("flood2");
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "flood__flood", "arguments": {"count": 20000, "size": 8000, "done_file": done}, "_meta": {"progressToken": "p2"}}}).to_string();
+    let mut unread = std::net::TcpStream::connect(d.url.trim_start_matches("http://")).unwrap();
+    unread
+        .write_all(
+            raw_request(
+                "POST",
+                "/mcp",
+                &[
+                    ("Host", "127.0.0.1"),
+                    ("Content-Type", "application/json"),
+                    ("Accept", "application/json, text/event-stream"),
+                    ("Mcp-Session-Id", &session),
+                ],
+                &body,
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    wait_file(&done);
+    let grown = rss_kib(pid).saturating_sub(before);
+    assert!(
+        grown < BOUNDED_GROWTH_KIB,
+        "an unread SSE response grew the daemon by {grown} KiB"
+    );
+    // Other clients are served meanwhile.
+    let health = http().get(d.api("/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    drop(unread);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_client_that_never_reads_is_disconnected_with_bounded_memory() {
+    let temp = tempfile::tempdir().unwrap();
+    let done = temp.path().join("done");
+    let config = temp.path().join("servers.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"flood": {"command": "python3", "args": [hostile_py()]}}}).to_string(),
+    )
+    .unwrap();
+    let mut child = tokio::process::Command::new(BIN)
+        .args(["stdio", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(temp.path().join("data"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let send = |message: Value| format!("{message}\n");
+    stdin
+        .write_all(send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})).as_bytes())
+        .await
+        .unwrap();
+    stdout.next_line().await.unwrap();
+    stdin
+        .write_all(send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).as_bytes())
+        .await
+        .unwrap();
+    // Wait until the server is there, reading while we do.
+    let end = Instant::now() + UP;
+    let mut id = 10;
+    loop {
+        id += 1;
+        stdin
+            .write_all(send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"})).as_bytes())
+            .await
+            .unwrap();
+        let mut listed = false;
+        while let Some(line) = stdout.next_line().await.unwrap() {
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                listed = message.to_string().contains("flood__flood");
+                break;
+            }
+        }
+        if listed {
+            break;
+        }
+        assert!(Instant::now() < end, "the server never showed up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let before = rss_kib(pid);
+    // From now on stdout is never read.
+    stdin
+        .write_all(send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "flood__flood", "arguments": {"count": 20000, "size": 8000, "done_file": done}, "_meta": {"progressToken": 7}}})).as_bytes())
+        .await
+        .unwrap();
+    wait_file(&done);
+    let grown = rss_kib(pid).saturating_sub(before);
+    assert!(
+        grown < BOUNDED_GROWTH_KIB,
+        "a client that never reads grew the front door by {grown} KiB"
+    );
+    // Its answer cannot be delivered: it is disconnected, and the process
+    // (with its server) ends on its own.
+    let status = tokio::time::timeout(Duration::from_secs(120), child.wait())
+        .await
+        .expect("the stdio front door kept a client that does not read")
+        .unwrap();
+    assert!(status.success() || status.code().is_some(), "{status:?}");
+    drop(stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_child_process_outlives_its_server() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(&temp.path().join("data"), &["--connect-timeout", "1"]);
+
+    // A server that never answers initialize: every timed-out attempt ends
+    // its process; removing it while it connects ends the last one.
+    let silent_pids = temp.path().join("silent.pids");
+    register(
+        &d,
+        hostile_server(
+            "silent",
+            &["--silent", "--pid-file", silent_pids.to_str().unwrap()],
+        ),
+    )
+    .await;
+    wait_for(Duration::from_secs(60), || {
+        (pids_in(&silent_pids).len() >= 3).then_some(())
+    })
+    .expect("three connect attempts");
+    let alive = |pids: &[u32]| pids.iter().copied().filter(|p| process_alive(*p)).collect::<Vec<_>>();
+    let live = wait_for(UP, || {
+        let live = alive(&pids_in(&silent_pids));
+        (live.len() <= 1).then_some(live)
+    });
+    assert!(
+        live.is_some(),
+        "timed-out attempts left processes: {:?}",
+        alive(&pids_in(&silent_pids))
+    );
+    let status = http()
+        .delete(d.api("/api/v1/aggregator/servers/silent"))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 204);
+    assert!(
+        wait_for(UP, || alive(&pids_in(&silent_pids)).is_empty().then_some(())).is_some(),
+        "removal left {:?} alive",
+        alive(&pids_in(&silent_pids))
+    );
+
+    // A grandchild that ignores SIGTERM dies with its server's group.
+    let pids = temp.path().join("forks.pids");
+    register(
+        &d,
+        hostile_server("forks", &["--pid-file", pids.to_str().unwrap()]),
+    )
+    .await;
+    wait_status(&d, "forks", "CONNECTED", UP).await;
+    let (status, body) = rest_call(&d, "forks.grandchild", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let grandchild: u32 = body["content"][0]["text"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("{body}"));
+    assert!(process_alive(grandchild));
+    let status = http()
+        .post(d.api("/api/v1/aggregator/servers/forks/disconnect"))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert!(status.is_success(), "{status}");
+    assert!(
+        wait_for(UP, || alive(&pids_in(&pids)).is_empty().then_some(())).is_some(),
+        "left alive after disconnect: {:?}",
+        alive(&pids_in(&pids))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn downstream_servers_inherit_none_of_our_descriptors() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("servers.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"h": {"command": "python3", "args": [hostile_py()]}}}).to_string(),
+    )
+    .unwrap();
+    let mut child = tokio::process::Command::new(BIN)
+        .args(["stdio", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(temp.path().join("data"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = async |message: Value| {
+        stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+    };
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})).await;
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    let end = Instant::now() + UP;
+    let mut id = 100;
+    let descriptors = loop {
+        id += 1;
+        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "h__fds", "arguments": {}}})).await;
+        let answer = loop {
+            let line = tokio::time::timeout(UP, stdout.next_line())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap();
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                break message;
+            }
+        };
+        if let Some(text) = answer["result"]["content"][0]["text"].as_str()
+            && answer["result"]["isError"] != true
+        {
+            break serde_json::from_str::<Vec<Value>>(text).unwrap();
+        }
+        assert!(Instant::now() < end, "the server never connected: {answer}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let foreign: Vec<&Value> = descriptors
+        .iter()
+        .filter(|d| d["fd"].as_u64().unwrap_or(0) > 2)
+        .collect();
+    assert!(
+        foreign.is_empty(),
+        "the downstream server inherited descriptors: {foreign:?}"
+    );
+    let _ = child.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trickled_headers_cannot_exhaust_the_listener() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(
+        &temp.path().join("data"),
+        &["--header-timeout", "1", "--max-connections", "32"],
+    );
+    let addr = d.url.trim_start_matches("http://").to_owned();
+    // Far more slow connections than the cap, each sending half a request.
+    let mut slow = Vec::new();
+    for _ in 0..200 {
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        let _ = stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ");
+        slow.push(stream);
+    }
+    // The daemon answers again as the header timeout frees the slots.
+    let healthy = wait_for(Duration::from_secs(60), || {
+        let (status, _) = raw_http(
+            &d.url,
+            &raw_request("GET", "/healthz", &[("Host", "127.0.0.1")], ""),
+        );
+        (status == 200).then_some(())
+    });
+    assert!(healthy.is_some(), "/healthz stopped answering");
+    // The slow connections were cut, not kept.
+    let mut first = slow.remove(0);
+    first
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut buffer = [0u8; 256];
+    match first.read(&mut buffer) {
+        // Closed, or answered 408: either way the slot is free again.
+        Ok(_) => {}
+        Err(err) => assert!(
+            !matches!(
+                err.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
+            "a connection trickling its headers was kept open: {err}"
+        ),
+    }
+    let log = std::fs::read_to_string(log_path(&d.data_dir)).unwrap_or_default();
+    assert!(log.contains("connection cap reached"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_messages_are_refused_without_being_held() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(
+        &temp.path().join("data"),
+        &["--max-message-bytes", "1048576", "--request-timeout", "5"],
+    );
+    let pid = d.pid() as u32;
+    register(&d, hostile_server("big", &[])).await;
+    let port = free_port();
+    let mut http_server = std::process::Command::new("python3")
+        .arg(hostile_py())
+        .args(["--http", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(UP, || std::net::TcpStream::connect(("127.0.0.1", port)).ok())
+        .expect("the HTTP server listens");
+    register(
+        &d,
+        json!({"name": "bighttp", "transport_type": "HTTP", "connection_config": {"base_url": format!("http://127.0.0.1:{port}/mcp")}, "auto_connect": true}),
+    )
+    .await;
+    wait_status(&d, "big", "CONNECTED", UP).await;
+    wait_status(&d, "bighttp", "CONNECTED", UP).await;
+    wait_index_settled(&d).await;
+    let before = rss_kib(pid);
+
+    // A server line of 200 MB: dropped as it streams, and the answer after
+    // it still arrives.
+    let (status, body) = rest_call(&d, "big.huge_line", json!({"mb": 200})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["content"][0]["text"], "after the huge line",
+        "{body}"
+    );
+    // A 200 MB HTTP body and an SSE event that never ends: refused.
+    for tool in ["bighttp.huge_body", "bighttp.endless_event"] {
+        let (status, body) = rest_call(&d, tool, json!({"mb": 200})).await;
+        assert_ne!(status, 200, "{tool}: {body}");
+    }
+    let grown = rss_kib(pid).saturating_sub(before);
+    assert!(
+        grown < BOUNDED_GROWTH_KIB,
+        "oversized messages grew the daemon by {grown} KiB"
+    );
+    let health = http().get(d.api("/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    let _ = http_server.kill();
+    let _ = http_server.wait();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_line_without_end_is_cut_at_the_limit() {
+    let temp = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(BIN)
+        .args(["stdio", "--max-message-bytes", "1048576", "--data-dir"])
+        .arg(temp.path().join("data"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    // Memory is measured once the model is in (it loads in the background).
+    let stderr = child.stderr.take().unwrap();
+    let (loaded_tx, loaded) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+            if line.contains("search model loaded") || line.contains("keywords only") {
+                let _ = loaded_tx.send(());
+            }
+        }
+    });
+    loaded
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the model loaded (or was given up)");
+    let baseline = rss_kib(pid);
+    let reader = std::thread::spawn(move || {
+        let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+        let mut seen = Vec::new();
+        while let Some(Ok(line)) = lines.next() {
+            let done = line.contains("\"id\":9");
+            seen.push(line);
+            if done {
+                break;
+            }
+        }
+        seen
+    });
+    let chunk = vec![b'x'; 1024 * 1024];
+    let mut peak = 0;
+    for _ in 0..300 {
+        stdin.write_all(&chunk).unwrap();
+        peak = peak.max(rss_kib(pid));
+    }
+    stdin
+        .write_all(b"\n{\"jsonrpc\": \"2.0\", \"id\": 9, \"method\": \"ping\"}\n")
+        .unwrap();
+    let seen = reader.join().unwrap();
+    assert!(
+        seen.iter().any(|l| l.contains("-32700") && l.contains("limit")),
+        "{seen:?}"
+    );
+    assert!(seen.last().unwrap().contains("\"result\""), "{seen:?}");
+    let grown = peak.saturating_sub(baseline);
+    assert!(
+        grown < BOUNDED_GROWTH_KIB,
+        "a 300 MB line grew the front door by {grown} KiB"
+    );
+    drop(stdin);
+    let _ = child.wait();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_in_urls_never_show_and_are_sealed_at_rest() {
+    let d = Daemon::start();
+    let port = free_port();
+    let url = format!("http://alice:hunter2secret@127.0.0.1:{port}/sse?token=t0psecretvalue&page=1");
+    register(
+        &d,
+        json!({"name": "leaky", "transport_type": "SSE", "connection_config": {"url": url}, "auto_connect": true}),
+    )
+    .await;
+    let server = wait_status(&d, "leaky", "ERROR", UP).await;
+    let history: Value = get_json(&d.api("/api/v1/aggregator/servers/leaky/history")).await;
+    let (_, shown, _) = cli(&d.data_dir, &["servers", "show", "leaky"]);
+    let log = std::fs::read_to_string(log_path(&d.data_dir)).unwrap_or_default();
+    let store = std::fs::read(d.data_dir.join("store.redb")).unwrap();
+    let store = String::from_utf8_lossy(&store);
+    for (place, text) in [
+        ("the server's JSON", server.to_string()),
+        ("the history", history.to_string()),
+        ("servers show", shown),
+        ("the log", log),
+        ("the store file", store.into_owned()),
+    ] {
+        assert!(
+            !text.contains("hunter2secret") && !text.contains("t0psecretvalue"),
+            "a credential shows in {place}"
+        );
+    }
+    assert!(
+        server["error_message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{server}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_request_outside_a_call_reaches_no_client() {
+    let d = Daemon::start();
+    register(&d, hostile_server("asker", &[])).await;
+    wait_status(&d, "asker", "CONNECTED", UP).await;
+    // Two clients that both accept sampling, with their streams open.
+    let mut streams = Vec::new();
+    for _ in 0..2 {
+        let session = initialize_http(&d).await;
+        let stream = http()
+            .get(d.api("/mcp"))
+            .header("mcp-session-id", &session)
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stream.status(), 200);
+        streams.push((session, stream));
+    }
+    let (status, body) = rest_call(&d, "asker.ask_later", json!({"delay_ms": 300})).await;
+    assert_eq!(status, 200, "{body}");
+    // The request comes after the call ended: whoever it reached would
+    // have to answer; it must be refused at once instead.
+    let end = Instant::now() + UP;
+    let outcome = loop {
+        let (_, body) = rest_call(&d, "asker.last_ask", json!({})).await;
+        let text = body["content"][0]["text"]
+            .as_str()
+            .unwrap_or("null")
+            .to_owned();
+        if text != "null" {
+            break text;
+        }
+        assert!(Instant::now() < end, "the server's request got no answer");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        outcome.contains("error") && outcome.contains("during a tool call"),
+        "{outcome}"
+    );
+    drop(streams);
+}
