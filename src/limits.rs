@@ -106,12 +106,20 @@ pub struct EventSizeCheck {
 }
 
 impl EventSizeCheck {
-    /// Feeds a chunk; false once an event grew past `max` bytes.
+    /// Feeds a chunk; false if an event in it grew past `max` bytes.
     pub fn feed(&mut self, chunk: &[u8], max: usize) -> bool {
+        let mut within = true;
         for &b in chunk {
             self.since_boundary += 1;
+            within &= self.since_boundary <= max;
             match b {
-                b'\n' if self.after_cr => self.after_cr = false,
+                b'\n' if self.after_cr => {
+                    self.after_cr = false;
+                    // The `\n` of a `\r\n` that ended an event belongs to it.
+                    if self.since_boundary == 1 {
+                        self.since_boundary = 0;
+                    }
+                }
                 b'\n' | b'\r' => {
                     if self.at_line_start {
                         self.since_boundary = 0;
@@ -125,7 +133,7 @@ impl EventSizeCheck {
                 }
             }
         }
-        self.since_boundary <= max
+        within
     }
 }
 
