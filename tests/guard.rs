@@ -229,10 +229,7 @@ async fn the_bearer_scheme_is_case_insensitive() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_mcp_sessions_expire() {
     let temp = tempfile::tempdir().unwrap();
-    let d = Daemon::start_in(
-        &temp.path().join("data"),
-        &["--session-idle-timeout", "1"],
-    );
+    let d = Daemon::start_in(&temp.path().join("data"), &["--session-idle-timeout", "1"]);
     let response = http()
         .post(d.api("/mcp"))
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}))
@@ -277,10 +274,16 @@ async fn a_server_that_answers_the_wrong_id_is_a_timeout_that_names_it() {
     let (status, body) = rest_call(&d, "liar.wrong_id", json!({})).await;
     assert_eq!(status, 504, "{body}");
     let text = body["detail"].as_str().unwrap_or_default();
-    assert!(text.contains("liar") && text.contains("did not answer"), "{body}");
+    assert!(
+        text.contains("liar") && text.contains("did not answer"),
+        "{body}"
+    );
 
     let (code, out, err) = cli(&d.data_dir, &["call", "liar.hang", "{}"]);
     assert_eq!(code, 1, "{out}{err}");
-    assert!(err.contains("liar") && err.contains("did not answer"), "{err}");
+    assert!(
+        err.contains("liar") && err.contains("did not answer"),
+        "{err}"
+    );
     assert!(!err.contains("no mcp-aggregator daemon"), "{err}");
 }

@@ -122,7 +122,8 @@ async fn a_stdio_client_that_never_reads_is_disconnected_with_bounded_memory() {
     let config = temp.path().join("servers.json");
     std::fs::write(
         &config,
-        json!({"mcpServers": {"flood": {"command": "python3", "args": [hostile_py()]}}}).to_string(),
+        json!({"mcpServers": {"flood": {"command": "python3", "args": [hostile_py()]}}})
+            .to_string(),
     )
     .unwrap();
     let mut child = tokio::process::Command::new(BIN)
@@ -146,7 +147,9 @@ async fn a_stdio_client_that_never_reads_is_disconnected_with_bounded_memory() {
         .unwrap();
     stdout.next_line().await.unwrap();
     stdin
-        .write_all(send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).as_bytes())
+        .write_all(
+            send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).as_bytes(),
+        )
         .await
         .unwrap();
     // Wait until the server is there, reading while we do.
@@ -214,7 +217,12 @@ async fn no_child_process_outlives_its_server() {
         (pids_in(&silent_pids).len() >= 3).then_some(())
     })
     .expect("three connect attempts");
-    let alive = |pids: &[u32]| pids.iter().copied().filter(|p| process_alive(*p)).collect::<Vec<_>>();
+    let alive = |pids: &[u32]| {
+        pids.iter()
+            .copied()
+            .filter(|p| process_alive(*p))
+            .collect::<Vec<_>>()
+    };
     let live = wait_for(UP, || {
         let live = alive(&pids_in(&silent_pids));
         (live.len() <= 1).then_some(live)
@@ -232,7 +240,10 @@ async fn no_child_process_outlives_its_server() {
         .status();
     assert_eq!(status, 204);
     assert!(
-        wait_for(UP, || alive(&pids_in(&silent_pids)).is_empty().then_some(())).is_some(),
+        wait_for(UP, || alive(&pids_in(&silent_pids))
+            .is_empty()
+            .then_some(()))
+        .is_some(),
         "removal left {:?} alive",
         alive(&pids_in(&silent_pids))
     );
@@ -393,8 +404,10 @@ async fn oversized_messages_are_refused_without_being_held() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_for(UP, || std::net::TcpStream::connect(("127.0.0.1", port)).ok())
-        .expect("the HTTP server listens");
+    wait_for(UP, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    })
+    .expect("the HTTP server listens");
     register(
         &d,
         json!({"name": "bighttp", "transport_type": "HTTP", "connection_config": {"base_url": format!("http://127.0.0.1:{port}/mcp")}, "auto_connect": true}),
@@ -409,10 +422,7 @@ async fn oversized_messages_are_refused_without_being_held() {
     // it still arrives.
     let (status, body) = rest_call(&d, "big.huge_line", json!({"mb": 200})).await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(
-        body["content"][0]["text"], "after the huge line",
-        "{body}"
-    );
+    assert_eq!(body["content"][0]["text"], "after the huge line", "{body}");
     // A 200 MB HTTP body and an SSE event that never ends: refused.
     for tool in ["bighttp.huge_body", "bighttp.endless_event"] {
         let (status, body) = rest_call(&d, tool, json!({"mb": 200})).await;
@@ -480,7 +490,8 @@ async fn a_client_line_without_end_is_cut_at_the_limit() {
         .unwrap();
     let seen = reader.join().unwrap();
     assert!(
-        seen.iter().any(|l| l.contains("-32700") && l.contains("limit")),
+        seen.iter()
+            .any(|l| l.contains("-32700") && l.contains("limit")),
         "{seen:?}"
     );
     assert!(seen.last().unwrap().contains("\"result\""), "{seen:?}");
@@ -497,7 +508,8 @@ async fn a_client_line_without_end_is_cut_at_the_limit() {
 async fn credentials_in_urls_never_show_and_are_sealed_at_rest() {
     let d = Daemon::start();
     let port = free_port();
-    let url = format!("http://alice:hunter2secret@127.0.0.1:{port}/sse?token=t0psecretvalue&page=1");
+    let url =
+        format!("http://alice:hunter2secret@127.0.0.1:{port}/sse?token=t0psecretvalue&page=1");
     register(
         &d,
         json!({"name": "leaky", "transport_type": "SSE", "connection_config": {"url": url}, "auto_connect": true}),
@@ -522,7 +534,9 @@ async fn credentials_in_urls_never_show_and_are_sealed_at_rest() {
         );
     }
     assert!(
-        server["error_message"].as_str().is_some_and(|m| !m.is_empty()),
+        server["error_message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
         "{server}"
     );
 }

@@ -94,7 +94,8 @@ impl HostPolicy {
                 return Err(Refusal::Origin(printable(text)));
             }
         }
-        if changes_state(method) && (has_body(headers) || headers.contains_key(header::CONTENT_TYPE))
+        if changes_state(method)
+            && (has_body(headers) || headers.contains_key(header::CONTENT_TYPE))
         {
             let content_type = headers
                 .get(header::CONTENT_TYPE)

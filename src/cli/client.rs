@@ -124,22 +124,19 @@ impl AdminClient {
         if let Some(body) = body {
             request = request.json(body);
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|err| {
-                if err.is_timeout() {
-                    ClientError::TimedOut {
-                        url: self.base.clone(),
-                        after: timeout,
-                    }
-                } else {
-                    ClientError::Unreachable {
-                        url: self.base.clone(),
-                        reason: root_cause(&err),
-                    }
+        let response = request.send().await.map_err(|err| {
+            if err.is_timeout() {
+                ClientError::TimedOut {
+                    url: self.base.clone(),
+                    after: timeout,
                 }
-            })?;
+            } else {
+                ClientError::Unreachable {
+                    url: self.base.clone(),
+                    reason: root_cause(&err),
+                }
+            }
+        })?;
         let status = response.status();
         let bytes = response
             .bytes()

@@ -125,7 +125,12 @@ struct ServeArgs {
     /// Host name or address the listener accepts in `Host` and `Origin` besides loopback (repeatable;
     /// needed when clients reach the daemon by another name; `*` accepts any, for a reverse proxy).
     /// Every other name is refused, which stops DNS-rebinding attacks from web pages.
-    #[arg(long = "allow-host", value_name = "HOST", env = "MCP_AGGREGATOR_ALLOW_HOSTS", value_delimiter = ',')]
+    #[arg(
+        long = "allow-host",
+        value_name = "HOST",
+        env = "MCP_AGGREGATOR_ALLOW_HOSTS",
+        value_delimiter = ','
+    )]
     allow_hosts: Vec<String>,
     #[command(flatten)]
     routing: RoutingArgs,

@@ -362,7 +362,8 @@ impl McpServer {
     }
 
     pub(super) fn is_single_client(&self) -> bool {
-        self.single_client.load(std::sync::atomic::Ordering::Relaxed)
+        self.single_client
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Handles a notification (or a response) from the client.

@@ -67,10 +67,8 @@ impl McpHttp {
     /// Expires idle sessions until `shutdown`.
     pub fn spawn_expiry(&self, shutdown: tokio_util::sync::CancellationToken) {
         let sessions = Arc::clone(&self.sessions);
-        let every = (sessions.limits().idle_timeout / 4).clamp(
-            Duration::from_millis(250),
-            Duration::from_secs(60),
-        );
+        let every = (sessions.limits().idle_timeout / 4)
+            .clamp(Duration::from_millis(250), Duration::from_secs(60));
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -94,15 +92,12 @@ impl McpHttp {
                 "missing Mcp-Session-Id header; send initialize first",
             ));
         };
-        self.sessions.get(id).ok_or_else(|| {
-            ApiError::new(StatusCode::NOT_FOUND, "unknown or expired MCP session")
-        })
+        self.sessions
+            .get(id)
+            .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown or expired MCP session"))
     }
 
-    fn open_session(
-        &self,
-        remote: IpAddr,
-    ) -> Result<(String, Arc<HttpSession>, InUse), ApiError> {
+    fn open_session(&self, remote: IpAddr) -> Result<(String, Arc<HttpSession>, InUse), ApiError> {
         let (outbound, notifications) = Outbound::for_client();
         let connection = ClientConnection::new(Arc::new(outbound));
         // Until the client opens its GET stream, nothing we send reaches it.

@@ -8,8 +8,8 @@ pub mod handler;
 pub mod http;
 pub mod meta;
 pub mod outbound;
-pub mod session_table;
 mod requests;
+pub mod session_table;
 pub mod stdio;
 
 pub use handler::{ClientConnection, McpServer};

@@ -84,6 +84,12 @@ impl Outbound {
         if self.stalled.is_cancelled() {
             return false;
         }
+        // The usual case, room at once, takes no timer.
+        let message = match self.tx.try_send(message) {
+            Ok(()) => return true,
+            Err(mpsc::error::TrySendError::Closed(_)) => return false,
+            Err(mpsc::error::TrySendError::Full(message)) => message,
+        };
         match tokio::time::timeout(self.stall_after, self.tx.send(message)).await {
             Ok(Ok(())) => true,
             Ok(Err(_)) => false,

@@ -72,7 +72,9 @@ impl crate::sessions::ServerRequestHandler for ForwardToClients {
                 }
             };
             let Some(server) = server.upgrade() else {
-                return Err(json!({"code": METHOD_NOT_FOUND, "message": "the aggregator is shutting down"}));
+                return Err(
+                    json!({"code": METHOD_NOT_FOUND, "message": "the aggregator is shutting down"}),
+                );
             };
             match server.client_for(server_id, capability) {
                 Ok(client) => client.ask(&method, params).await,

@@ -131,10 +131,10 @@ impl<T> SessionTable<T> {
             }
             // The address holding the most sessions gives one up.
             let mut hogs: Vec<(IpAddr, usize)> = counts.into_iter().collect();
-            hogs.sort_by(|a, b| b.1.cmp(&a.1));
-            let victim = hogs.iter().find_map(|(hog, _)| {
-                lru_idle(entries.iter().filter(|(_, e)| e.remote == *hog))
-            });
+            hogs.sort_by_key(|hog| std::cmp::Reverse(hog.1));
+            let victim = hogs
+                .iter()
+                .find_map(|(hog, _)| lru_idle(entries.iter().filter(|(_, e)| e.remote == *hog)));
             match victim {
                 Some(id) => {
                     entries.remove(&id);
@@ -211,7 +211,9 @@ impl<T> SessionTable<T> {
     }
 }
 
-fn lru_idle<'a, T: 'a>(entries: impl Iterator<Item = (&'a String, &'a Entry<T>)>) -> Option<String> {
+fn lru_idle<'a, T: 'a>(
+    entries: impl Iterator<Item = (&'a String, &'a Entry<T>)>,
+) -> Option<String> {
     entries
         .filter(|(_, e)| e.is_idle())
         .min_by_key(|(_, e)| e.last_used())

@@ -62,7 +62,10 @@ pub async fn serve(
         let message: Value = match serde_json::from_slice(text) {
             Ok(message) => message,
             Err(err) => {
-                if !outbound.deliver(handler::parse_error(&err.to_string())).await {
+                if !outbound
+                    .deliver(handler::parse_error(&err.to_string()))
+                    .await
+                {
                     break;
                 }
                 continue;

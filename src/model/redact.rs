@@ -122,7 +122,9 @@ pub fn redact_text(text: &str) -> String {
         out.push_str(&rest[..start]);
         let tail = &rest[start..];
         let end = tail
-            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | '`' | ')' | ']'))
+            .find(|c: char| {
+                c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | '`' | ')' | ']')
+            })
             .unwrap_or(tail.len());
         // A trailing sentence mark is not part of the URL.
         let url = tail[..end].trim_end_matches(['.', ',', ';', ':']);
@@ -145,7 +147,8 @@ mod tests {
             redact_url("https://ghp_token@example.com/sse"),
             "https://***@example.com/sse"
         );
-        let shown = redact_url("http://h:1/sse?token=abc&x=1&api_key=k2&X-Api-Key=k3&client_secret=s");
+        let shown =
+            redact_url("http://h:1/sse?token=abc&x=1&api_key=k2&X-Api-Key=k3&client_secret=s");
         for secret in ["abc", "k2", "k3", "=s"] {
             assert!(!shown.contains(secret), "{shown}");
         }
@@ -161,8 +164,14 @@ mod tests {
     fn urls_inside_messages_are_redacted() {
         let message = "cannot reach https://u:hunter2@h.example/mcp?token=t0k: connection refused (see http://docs.example/x).";
         let shown = redact_text(message);
-        assert!(!shown.contains("hunter2") && !shown.contains("t0k"), "{shown}");
-        assert!(shown.ends_with("connection refused (see http://docs.example/x)."), "{shown}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("t0k"),
+            "{shown}"
+        );
+        assert!(
+            shown.ends_with("connection refused (see http://docs.example/x)."),
+            "{shown}"
+        );
         assert_eq!(redact_text("no url here"), "no url here");
         assert_eq!(redact_text("HTTPS://a:b@h/"), "https://***:***@h/");
     }
@@ -174,7 +183,15 @@ mod tests {
 
     #[test]
     fn secret_parameter_names() {
-        for name in ["token", "access_token", "api-key", "APIKEY", "sig", "refreshToken", "x_secret"] {
+        for name in [
+            "token",
+            "access_token",
+            "api-key",
+            "APIKEY",
+            "sig",
+            "refreshToken",
+            "x_secret",
+        ] {
             assert!(is_secret_param(name), "{name}");
         }
         for name in ["page", "limit", "q", "cursor", "format"] {

@@ -333,7 +333,10 @@ pub(super) async fn bounded_body(
     mut response: reqwest::Response,
     max: usize,
 ) -> Result<Bytes, String> {
-    if response.content_length().is_some_and(|len| len > max as u64) {
+    if response
+        .content_length()
+        .is_some_and(|len| len > max as u64)
+    {
         return Err(format!("the body is larger than the {max} byte limit"));
     }
     let mut body = bytes::BytesMut::new();

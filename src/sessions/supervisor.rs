@@ -7,7 +7,9 @@ use tokio::sync::{mpsc, watch};
 
 use super::discovery::{self, What};
 use super::link::Link;
-use super::session::{EventSender, Handshake, Session, SessionEvent, event_channel, inbound_channel};
+use super::session::{
+    EventSender, Handshake, Session, SessionEvent, event_channel, inbound_channel,
+};
 use super::{Command, Shared, http, sse, stdio};
 use crate::model::{ServerId, ServerRecord, ServerStatus, StatusTrigger, Transport};
 use crate::registry::RegistryError;

@@ -254,7 +254,11 @@ impl Store {
             record.id,
             registered_entry(record, "REGISTERED", None),
         )?;
-        append_audit(&txn, self.audit_max_bytes, audit_entry(actor, "register", &record.name, "ok"))?;
+        append_audit(
+            &txn,
+            self.audit_max_bytes,
+            audit_entry(actor, "register", &record.name, "ok"),
+        )?;
         bump_generation(&txn)?;
         txn.commit()?;
         Ok(())
@@ -335,7 +339,11 @@ impl Store {
                 UpsertOutcome::Updated => "update",
                 UpsertOutcome::Unchanged => "verify",
             };
-            append_audit(&txn, self.audit_max_bytes, audit_entry(actor, action, &incoming.name, "ok"))?;
+            append_audit(
+                &txn,
+                self.audit_max_bytes,
+                audit_entry(actor, action, &incoming.name, "ok"),
+            )?;
             outcomes.push(outcome);
         }
         if outcomes.iter().any(|o| *o != UpsertOutcome::Unchanged) {
@@ -432,7 +440,11 @@ impl Store {
         txn.open_table(HISTORY)?
             .retain_in((key, 0)..=(key, u64::MAX), |_, _| false)?;
         catalog::delete_server_catalog(&txn, key)?;
-        append_audit(&txn, self.audit_max_bytes, audit_entry(actor, "remove", &record.name, "ok"))?;
+        append_audit(
+            &txn,
+            self.audit_max_bytes,
+            audit_entry(actor, "remove", &record.name, "ok"),
+        )?;
         bump_generation(&txn)?;
         bump_catalog_generation(&txn)?;
         txn.commit()?;
@@ -450,7 +462,11 @@ impl Store {
         result: &str,
     ) -> Result<(), StoreError> {
         let txn = self.db.begin_write()?;
-        append_audit(&txn, self.audit_max_bytes, audit_entry(actor, action, server, result))?;
+        append_audit(
+            &txn,
+            self.audit_max_bytes,
+            audit_entry(actor, action, server, result),
+        )?;
         txn.commit()?;
         Ok(())
     }
@@ -656,11 +672,7 @@ fn audit_entry(actor: &str, action: &str, server: &str, result: &str) -> AuditEn
 fn bounded_field(value: &str) -> String {
     match value.char_indices().nth(AUDIT_FIELD_CHARS) {
         None => value.to_owned(),
-        Some((cut, _)) => format!(
-            "{}… ({} more bytes)",
-            &value[..cut],
-            value.len() - cut
-        ),
+        Some((cut, _)) => format!("{}… ({} more bytes)", &value[..cut], value.len() - cut),
     }
 }
 

@@ -294,7 +294,10 @@ fn the_audit_log_is_bounded_in_bytes_and_each_entry_in_size() {
             .unwrap();
     }
     let all = store.audit(usize::MAX, None).unwrap();
-    let bytes: usize = all.iter().map(|e| serde_json::to_vec(e).unwrap().len()).sum();
+    let bytes: usize = all
+        .iter()
+        .map(|e| serde_json::to_vec(e).unwrap().len())
+        .sum();
     assert!(bytes <= 64 * 1024, "{bytes} bytes kept");
     assert!(all.len() > 10, "recent entries are kept: {}", all.len());
     assert!(all[0].server.len() < 1000, "{}", all[0].server.len());

@@ -409,7 +409,10 @@ pub async fn wait_index_settled(d: &Daemon) {
     loop {
         let status: Value = get_json(&d.api("/api/v1/search/status")).await;
         let model_done = status["semantic"] == true || status.get("warning").is_some();
-        if model_done && status["syncing"] == false && status["indexed_tools"] == status["total_tools"] {
+        if model_done
+            && status["syncing"] == false
+            && status["indexed_tools"] == status["total_tools"]
+        {
             return;
         }
         assert!(Instant::now() < end, "the index did not settle: {status}");
