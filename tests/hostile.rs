@@ -512,7 +512,8 @@ async fn credentials_in_urls_never_show_and_are_sealed_at_rest() {
         format!("http://alice:hunter2secret@127.0.0.1:{port}/sse?token=t0psecretvalue&page=1");
     register(
         &d,
-        json!({"name": "leaky", "transport_type": "SSE", "connection_config": {"url": url}, "auto_connect": true}),
+        json!({"name": "leaky", "transport_type": "SSE", "connection_config": {"url": url}, "auto_connect": true,
+            "health_check_url": format!("http://probe:healthsecret9@127.0.0.1:{port}/health?api_key=healthkey9")}),
     )
     .await;
     let server = wait_status(&d, "leaky", "ERROR", UP).await;
@@ -529,7 +530,14 @@ async fn credentials_in_urls_never_show_and_are_sealed_at_rest() {
         ("the store file", store.into_owned()),
     ] {
         assert!(
-            !text.contains("hunter2secret") && !text.contains("t0psecretvalue"),
+            ![
+                "hunter2secret",
+                "t0psecretvalue",
+                "healthsecret9",
+                "healthkey9"
+            ]
+            .iter()
+            .any(|secret| text.contains(secret)),
             "a credential shows in {place}"
         );
     }
@@ -582,4 +590,90 @@ async fn a_servers_request_outside_a_call_reaches_no_client() {
         "{outcome}"
     );
     drop(streams);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_misbehaviour_leaves_the_aggregator_responsive_and_bounded() {
+    const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(&temp.path().join("data"), &["--request-timeout", "3"]);
+    let pids = temp.path().join("bad.pids");
+    // A huge list (1,000 tools) from the hostile server, and a well-behaved
+    // server beside it.
+    register(
+        &d,
+        hostile_server(
+            "bad",
+            &["--tools", "1000", "--pid-file", pids.to_str().unwrap()],
+        ),
+    )
+    .await;
+    register(
+        &d,
+        json!({"name": "good", "transport_type": "STDIO", "connection_config": {"command": FIXTURE}, "auto_connect": true}),
+    )
+    .await;
+    wait_status(&d, "good", "CONNECTED", UP).await;
+    let end = Instant::now() + UP;
+    loop {
+        let bad = wait_status(&d, "bad", "CONNECTED", UP).await;
+        if bad["tool_count"].as_u64().unwrap_or(0) >= 1000 {
+            break;
+        }
+        assert!(Instant::now() < end, "the huge list never arrived: {bad}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Routable once the routing table has caught up with the store.
+    let end = Instant::now() + UP;
+    while rest_call(&d, "bad.echo", json!({})).await.0 != 200 {
+        assert!(Instant::now() < end, "bad.echo never became callable");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    wait_index_settled(&d).await;
+    let before = rss_kib(d.pid() as u32);
+
+    for (tool, arguments) in [
+        ("malformed", json!({})),
+        ("wrong_id", json!({})),
+        ("hang", json!({})),
+        ("huge_line", json!({"mb": 64})),
+        ("flood", json!({"count": 5000, "size": 2000})),
+        ("grandchild", json!({})),
+        ("exit", json!({})),
+    ] {
+        let (status, body) = rest_call(&d, &format!("bad.{tool}"), arguments).await;
+        assert!(
+            [200, 502, 503, 504].contains(&status),
+            "bad.{tool}: {status} {body}"
+        );
+        // Everyone else is still served.
+        let (status, body) = rest_call(&d, "good.echo", json!({"after": tool})).await;
+        assert_eq!(status, 200, "good.echo after bad.{tool}: {body}");
+        let health = http().get(d.api("/healthz")).send().await.unwrap();
+        assert_eq!(health.status(), 200, "after bad.{tool}");
+        let grown = rss_kib(d.pid() as u32).saturating_sub(before);
+        assert!(
+            grown < BOUNDED_GROWTH_KIB,
+            "after bad.{tool} the daemon grew by {grown} KiB"
+        );
+    }
+    // No process of the hostile server (nor its grandchild) outlives it.
+    let status = http()
+        .delete(d.api("/api/v1/aggregator/servers/bad"))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 204);
+    let alive = || {
+        pids_in(&pids)
+            .into_iter()
+            .filter(|p| process_alive(*p))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        wait_for(UP, || alive().is_empty().then_some(())).is_some(),
+        "left alive: {:?}",
+        alive()
+    );
 }

@@ -106,7 +106,10 @@ impl ServerView {
                 .error_message
                 .as_deref()
                 .map(crate::model::redact::redact_text),
-            health_check_url: record.health_check_url.clone(),
+            health_check_url: record
+                .health_check_url
+                .as_deref()
+                .map(crate::model::redact::redact_url),
             auto_connect: record.auto_connect,
             priority: record.priority,
             tool_count: record.tool_count,

@@ -571,10 +571,13 @@ impl Store {
             *value = self.cipher.seal(value);
         }
         // A URL with a credential in it is sealed whole.
-        if let Some(url) = sealed.transport.url_mut()
-            && crate::model::redact::url_has_secrets(url)
+        for url in [sealed.transport.url_mut(), sealed.health_check_url.as_mut()]
+            .into_iter()
+            .flatten()
         {
-            *url = self.cipher.seal(url);
+            if crate::model::redact::url_has_secrets(url) {
+                *url = self.cipher.seal(url);
+            }
         }
         let bytes = encode(&sealed)?;
         txn.open_table(SERVERS)?
@@ -584,11 +587,15 @@ impl Store {
 
     fn decode_server(&self, bytes: &[u8]) -> Result<ServerRecord, StoreError> {
         let mut record: ServerRecord = decode(bytes)?;
-        if let Some(url) = record.transport.url_mut() {
+        let name = record.name.clone();
+        for url in [record.transport.url_mut(), record.health_check_url.as_mut()]
+            .into_iter()
+            .flatten()
+        {
             match self.cipher.open(url) {
                 Some(plain) => *url = plain,
                 None => tracing::error!(
-                    server = %record.name,
+                    server = %name,
                     "cannot decrypt the stored URL (was {KEY_FILE} replaced?)"
                 ),
             }

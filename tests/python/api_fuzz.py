@@ -73,6 +73,7 @@ def main():
                  "--no-color"],
                 env={**os.environ, "NO_COLOR": "1", "SCHEMATHESIS_TELEMETRY": "false"},
                 stdin=subprocess.DEVNULL,
+                cwd=temp,  # its cache directory goes with the temp dir
             )
             alive = daemon.poll() is None
         finally:
