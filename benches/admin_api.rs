@@ -7,15 +7,12 @@
 //! output is a Markdown table for BENCHMARKS.md.
 
 use serde_json::json;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{free_port, ms, rss_kib, stop};
+use common::{BIN, free_port, ms, rss_kib, spawn_daemon as spawn, stop, wait_healthz};
 
-const BIN: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
 const STARTS: usize = 10;
 const REGISTRATIONS: usize = 1000;
 
@@ -119,37 +116,6 @@ fn main() {
         ms(list_time)
     );
     println!("| request guard (Host, Origin, content type), per request | {guard_ns:.0} ns |");
-}
-
-fn spawn(data_dir: &Path, port: u16) -> Child {
-    Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--data-dir",
-        ])
-        .arg(data_dir)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn")
-}
-
-async fn wait_healthz(port: u16) {
-    let client = reqwest::Client::new();
-    let url = format!("http://127.0.0.1:{port}/healthz");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if let Ok(response) = client.get(&url).send().await
-            && response.status().is_success()
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    panic!("no /healthz within 20 s");
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {

@@ -150,18 +150,7 @@ fn main() {
     // The daemon itself on this data dir: its memory once the model is
     // loaded and all 10,000 tools are indexed (from the cache).
     let port = common::free_port();
-    let mut daemon = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-aggregator"))
-        .args([
-            "serve",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--data-dir",
-        ])
-        .arg(data_dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("serve");
+    let mut daemon = common::spawn_daemon(data_dir, port);
     let began = Instant::now();
     let status_url = format!("http://127.0.0.1:{port}/api/v1/search/status");
     let daemon_ready = loop {

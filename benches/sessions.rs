@@ -7,14 +7,13 @@
 
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 mod common;
 
 use common::{free_port, ms, rss_kib, stop};
 
-const BIN: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
 const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
 const RUNS: usize = 5;
 
@@ -91,26 +90,8 @@ async fn ten_servers() -> (Duration, u64) {
 
 async fn start(data_dir: &Path) -> (Child, String) {
     let port = free_port();
-    let child = Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--data-dir",
-        ])
-        .arg(data_dir)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
-    let base = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while reqwest::get(format!("{base}/healthz")).await.is_err() {
-        assert!(Instant::now() < deadline, "daemon did not start");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    (child, base)
+    let child = common::start_daemon(data_dir, port).await;
+    (child, format!("http://127.0.0.1:{port}"))
 }
 
 async fn register(base: &str, name: &str, args: &[&str]) {

@@ -11,17 +11,17 @@
 
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{free_port, rss_kib, stop};
+use common::{free_port, rss_kib, start_daemon as start, stop};
 
-const BIN: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
 const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
 const SERVERS: usize = 4;
+/// Registrations that come and go, at most this many at a time.
+const EXTRA: usize = 12;
 const SAMPLE_EVERY: Duration = Duration::from_secs(30);
 /// Hard cap on operations, whatever the duration.
 const MAX_OPERATIONS: u64 = 5_000_000;
@@ -41,6 +41,9 @@ fn main() {
 struct Sample {
     at: Duration,
     rss_kib: u64,
+    /// Heap and other anonymous memory (RSS less the mapped files).
+    anon_kib: u64,
+    servers: usize,
     fds: usize,
     children: usize,
     operations: u64,
@@ -69,7 +72,7 @@ async fn soak(length: Duration) {
         rng
     };
     let began = Instant::now();
-    let mut samples = vec![sample(&daemon, began, 0, 0)];
+    let mut samples = vec![sample(&daemon, began, SERVERS, 0, 0)];
     let mut next_sample = SAMPLE_EVERY;
     let (mut operations, mut failures) = (0u64, 0u64);
     let mut present: BTreeSet<String> = BTreeSet::new();
@@ -130,7 +133,8 @@ async fn soak(length: Duration) {
                 .await
                 .is_some()
             }
-            90..=94 => {
+            // Registrations come and go; at most `EXTRA` at a time.
+            90..=94 if present.len() < EXTRA => {
                 extra += 1;
                 let name = format!("extra{extra}");
                 let body = json!({"name": name, "transport_type": "STDIO", "auto_connect": next() % 2 == 0,
@@ -165,11 +169,23 @@ async fn soak(length: Duration) {
             failures += 1;
         }
         if began.elapsed() >= next_sample {
-            samples.push(sample(&daemon, began, operations, failures));
+            samples.push(sample(
+                &daemon,
+                began,
+                SERVERS + present.len(),
+                operations,
+                failures,
+            ));
             next_sample += SAMPLE_EVERY;
         }
     }
-    samples.push(sample(&daemon, began, operations, failures));
+    samples.push(sample(
+        &daemon,
+        began,
+        SERVERS + present.len(),
+        operations,
+        failures,
+    ));
 
     // Restart on the same data dir: every acknowledged write is there.
     stop(&mut daemon);
@@ -191,13 +207,17 @@ async fn soak(length: Duration) {
     let resurrected: Vec<&String> = removed.iter().filter(|n| names.contains(*n)).collect();
     stop(&mut daemon);
 
-    println!("| elapsed | RSS | open fds | child processes | operations | failed |");
-    println!("| --- | --- | --- | --- | --- | --- |");
+    println!(
+        "| elapsed | RSS | of which anonymous | servers registered | open fds | child processes | operations | failed |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for s in &samples {
         println!(
-            "| {:.0} s | {:.1} MiB | {} | {} | {} | {} |",
+            "| {:.0} s | {:.1} MiB | {:.1} MiB | {} | {} | {} | {} | {} |",
             s.at.as_secs_f64(),
             s.rss_kib as f64 / 1024.0,
+            s.anon_kib as f64 / 1024.0,
+            s.servers,
             s.fds,
             s.children,
             s.operations,
@@ -224,11 +244,28 @@ async fn soak(length: Duration) {
     );
 }
 
-fn sample(daemon: &Child, began: Instant, operations: u64, failures: u64) -> Sample {
+fn sample(
+    daemon: &Child,
+    began: Instant,
+    servers: usize,
+    operations: u64,
+    failures: u64,
+) -> Sample {
     let pid = daemon.id();
+    let anon = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("RssAnon:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0);
     Sample {
         at: began.elapsed(),
         rss_kib: rss_kib(pid),
+        anon_kib: anon,
+        servers,
         fds: std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count()),
         children: children_of(pid),
         operations,
@@ -266,29 +303,6 @@ fn processes() -> impl Iterator<Item = (u32, u32, String, String)> {
                 .unwrap_or_default();
             Some((pid, ppid, state, cmdline))
         })
-}
-
-async fn start(data_dir: &Path, port: u16) -> Child {
-    let child = Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--data-dir",
-        ])
-        .arg(data_dir)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
-    let base = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while reqwest::get(format!("{base}/healthz")).await.is_err() {
-        assert!(Instant::now() < deadline, "daemon did not start");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    child
 }
 
 async fn register(http: &reqwest::Client, base: &str, name: &str) {

@@ -230,16 +230,7 @@ async fn the_bearer_scheme_is_case_insensitive() {
 async fn idle_mcp_sessions_expire() {
     let temp = tempfile::tempdir().unwrap();
     let d = Daemon::start_in(&temp.path().join("data"), &["--session-idle-timeout", "1"]);
-    let response = http()
-        .post(d.api("/mcp"))
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}))
-        .send()
-        .await
-        .unwrap();
-    let session = response.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let session = mcp_session_with(&d, json!({})).await;
     // Used now, the session is there; left alone, it goes.
     let ping = || async {
         http()

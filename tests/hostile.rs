@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use std::io::{Read as _, Write as _};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::io::AsyncWriteExt as _;
 
 const UP: Duration = Duration::from_secs(30);
 /// Growth of the aggregator's memory that counts as bounded in these tests
@@ -29,24 +29,7 @@ fn wait_file(path: &std::path::Path) {
 }
 
 async fn initialize_http(d: &Daemon) -> String {
-    let response = http()
-        .post(d.api("/mcp"))
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}}, "clientInfo": {"name": "t", "version": "0"}}}))
-        .send()
-        .await
-        .unwrap();
-    let session = response.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    http()
-        .post(d.api("/mcp"))
-        .header("mcp-session-id", &session)
-        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .send()
-        .await
-        .unwrap();
-    session
+    mcp_session_with(d, json!({"sampling": {}})).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -126,20 +109,9 @@ async fn a_stdio_client_that_never_reads_is_disconnected_with_bounded_memory() {
             .to_string(),
     )
     .unwrap();
-    let mut child = tokio::process::Command::new(BIN)
-        .args(["stdio", "--config"])
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(temp.path().join("data"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let (mut child, mut stdin, mut stdout) =
+        spawn_stdio(&config, &temp.path().join("data"), Stdio::null());
     let pid = child.id().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
     let send = |message: Value| format!("{message}\n");
     stdin
         .write_all(send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})).as_bytes())
@@ -286,19 +258,8 @@ async fn downstream_servers_inherit_none_of_our_descriptors() {
         json!({"mcpServers": {"h": {"command": "python3", "args": [hostile_py()]}}}).to_string(),
     )
     .unwrap();
-    let mut child = tokio::process::Command::new(BIN)
-        .args(["stdio", "--config"])
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(temp.path().join("data"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut child, mut stdin, mut stdout) =
+        spawn_stdio(&config, &temp.path().join("data"), Stdio::null());
     let mut send = async |message: Value| {
         stdin
             .write_all(format!("{message}\n").as_bytes())

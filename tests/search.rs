@@ -572,26 +572,7 @@ async fn meta_tools_over_http_with_expose_all_and_auto() {
 }
 
 async fn mcp_session(d: &Daemon) -> String {
-    let response = http()
-        .post(d.api("/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
-        .send()
-        .await
-        .unwrap();
-    let session = response.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    http()
-        .post(d.api("/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", &session)
-        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .send()
-        .await
-        .unwrap();
-    session
+    common::mcp_session_with(d, json!({})).await
 }
 
 async fn mcp_call(d: &Daemon, session: &str, message: Value) -> Value {

@@ -4,8 +4,52 @@
 
 #![allow(dead_code)]
 
-use std::process::Child;
-use std::time::Duration;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The release binary under measurement.
+pub const BIN: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
+
+/// Starts `serve` on a loopback port (logs at `warn`, output discarded).
+pub fn spawn_daemon(data_dir: &Path, port: u16) -> Child {
+    Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
+        .arg(data_dir)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn mcp-aggregator serve")
+}
+
+/// Waits until the daemon on `port` answers `/healthz` (20 s at most).
+pub async fn wait_healthz(port: u16) {
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{port}/healthz");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(response) = client.get(&url).send().await
+            && response.status().is_success()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("no /healthz within 20 s");
+}
+
+/// Starts a daemon and waits until it answers.
+pub async fn start_daemon(data_dir: &Path, port: u16) -> Child {
+    let child = spawn_daemon(data_dir, port);
+    wait_healthz(port).await;
+    child
+}
 
 /// `cargo test --all-targets` runs bench targets without `--bench`; the
 /// figures only mean something from the release build under `cargo bench`.

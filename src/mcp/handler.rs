@@ -252,6 +252,15 @@ pub fn classify(message: Value) -> Incoming {
     }
 }
 
+/// A JSON-RPC invalid-request answer (no id to answer to).
+pub fn invalid_request(detail: &str) -> Value {
+    error_response(
+        Value::Null,
+        INVALID_REQUEST,
+        &format!("Invalid request: {detail}"),
+    )
+}
+
 /// A JSON-RPC parse error answer.
 pub fn parse_error(detail: &str) -> Value {
     error_response(Value::Null, PARSE_ERROR, &format!("Parse error: {detail}"))

@@ -176,7 +176,9 @@ pub async fn post(
     }
     if requests.is_empty() && others.is_empty() {
         // Nothing valid: the errors need no session.
-        let body = if batch {
+        let body = if batch && answers.is_empty() {
+            handler::invalid_request("an empty batch")
+        } else if batch {
             Value::Array(answers)
         } else {
             answers.pop().unwrap_or(Value::Null)

@@ -39,12 +39,22 @@ impl Outbound {
         capacity: usize,
         stall_after: std::time::Duration,
     ) -> (Outbound, mpsc::Receiver<Value>) {
+        Outbound::with_stall_token(capacity, stall_after, CancellationToken::new())
+    }
+
+    /// Like `channel`, cancelling `stalled` when the client stalls (a front
+    /// door waits on one token for that and its own shutdown).
+    pub fn with_stall_token(
+        capacity: usize,
+        stall_after: std::time::Duration,
+        stalled: CancellationToken,
+    ) -> (Outbound, mpsc::Receiver<Value>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let outbound = Outbound {
             tx,
             dropped: AtomicU64::new(0),
             warned: AtomicBool::new(false),
-            stalled: CancellationToken::new(),
+            stalled,
             stall_after,
         };
         (outbound, rx)

@@ -21,8 +21,14 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     server.set_single_client(true);
-    let (outbound, queue) = Outbound::for_client();
+    // One token ends the loop: shutdown, or a client that stopped taking
+    // its answers. Waited on through one pinned future, registered once.
+    let stop = shutdown.child_token();
+    let (outbound, queue) =
+        Outbound::with_stall_token(limits::CLIENT_QUEUE, limits::CLIENT_STALL, stop.clone());
     let outbound = Arc::new(outbound);
+    let stopped = stop.cancelled();
+    tokio::pin!(stopped);
     let client = ClientConnection::new(Arc::clone(&outbound));
 
     let writer = spawn_line_writer(output, queue);
@@ -40,8 +46,7 @@ pub async fn serve(
         let max = limits::max_message_bytes();
         let read = tokio::select! {
             read = limits::read_line(&mut reader, &mut line, max) => read,
-            () = shutdown.cancelled() => break,
-            () = outbound.stalled() => break,
+            () = &mut stopped => break,
         };
         match read {
             Ok(Line::Complete) => {}
@@ -76,12 +81,17 @@ pub async fn serve(
             single => vec![single],
         };
         for message in messages {
-            let permit = tokio::select! {
-                permit = Arc::clone(&running).acquire_owned() => permit,
-                () = shutdown.cancelled() => break,
-                () = outbound.stalled() => break,
+            let permit = match Arc::clone(&running).try_acquire_owned() {
+                Ok(permit) => permit,
+                Err(_) => {
+                    let permit = tokio::select! {
+                        permit = Arc::clone(&running).acquire_owned() => permit,
+                        () = &mut stopped => break,
+                    };
+                    let Ok(permit) = permit else { break };
+                    permit
+                }
             };
-            let Ok(permit) = permit else { break };
             dispatch(&server, &client, message, permit);
         }
     }

@@ -419,3 +419,56 @@ pub async fn wait_index_settled(d: &Daemon) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Opens an `/mcp` session (initialize, then initialized) with these client
+/// capabilities; returns its id.
+pub async fn mcp_session_with(d: &Daemon, capabilities: Value) -> String {
+    let response = http()
+        .post(d.api("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": capabilities, "clientInfo": {"name": "t", "version": "1"}}}))
+        .send()
+        .await
+        .expect("initialize over /mcp");
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .expect("a session id")
+        .to_owned();
+    http()
+        .post(d.api("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .expect("initialized");
+    session
+}
+
+/// `mcp-aggregator stdio` on a config file, as an MCP client starts it:
+/// the child and a line reader on its stdout (stderr is `stderr`).
+pub fn spawn_stdio(
+    config: &Path,
+    data_dir: &Path,
+    stderr: Stdio,
+) -> (
+    tokio::process::Child,
+    tokio::process::ChildStdin,
+    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+) {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut child = tokio::process::Command::new(BIN)
+        .args(["stdio", "--config"])
+        .arg(config)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn mcp-aggregator stdio");
+    let stdin = child.stdin.take().expect("stdin");
+    let lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    (child, stdin, lines)
+}
