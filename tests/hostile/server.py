@@ -45,7 +45,7 @@ def open_fds():
 TOOLS = [
     ("echo", "Echo the arguments back"),
     ("fds", "List the descriptors this process had when it started"),
-    ("flood", "Send `count` progress and log notifications of `size` bytes, touch `done_file`, answer"),
+    ("flood", "Send `count` progress (and, unless `logs` is false, log) notifications of `size` bytes, touch `done_file`, answer"),
     ("huge_line", "Write one line of `mb` megabytes (not JSON), then answer"),
     ("malformed", "Write lines that are not JSON-RPC, then answer"),
     ("wrong_id", "Answer with an id that was never asked"),
@@ -142,12 +142,14 @@ def call_tool(peer, rid, name, arguments, meta):
     if name == "flood":
         count = int(arguments.get("count", 1000))
         pad = "p" * int(arguments.get("size", 1000))
+        logs = arguments.get("logs", True)
         for n in range(count):
             if token is not None:
                 peer.send({"jsonrpc": "2.0", "method": "notifications/progress",
                            "params": {"progressToken": token, "progress": n, "message": pad}})
-            peer.send({"jsonrpc": "2.0", "method": "notifications/message",
-                       "params": {"level": "info", "data": pad}})
+            if logs:
+                peer.send({"jsonrpc": "2.0", "method": "notifications/message",
+                           "params": {"level": "info", "data": pad}})
         if arguments.get("done_file"):
             with open(arguments["done_file"], "w") as f:
                 f.write("done")
