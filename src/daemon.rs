@@ -359,6 +359,11 @@ fn host_policy(options: &ServeOptions) -> api::guard::HostPolicy {
     let mut hosts = options.allowed_hosts.clone();
     if !options.listen.ip().is_unspecified() {
         hosts.push(options.listen.ip().to_string());
+    } else if hosts.is_empty() {
+        tracing::warn!(
+            listen = %options.listen,
+            "listening on every address, but only loopback Host names are accepted: give the names clients use with --allow-host (or `*` behind a proxy)"
+        );
     }
     api::guard::HostPolicy::new(hosts)
 }
