@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-cargo test --all-targets --features fixture "$@"
+# Every test binary runs even when one fails, so one failure hides no other.
+cargo test --all-targets --features fixture --no-fail-fast "$@"

@@ -93,6 +93,9 @@ pub struct FrontDoorOptions {
     pub connect_timeout: Duration,
     /// How long a server gets to answer a request (a tool call).
     pub request_timeout: Duration,
+    /// How long a list or call made while `auto_connect` servers are still
+    /// starting waits for them.
+    pub startup_wait: Duration,
 }
 
 impl Default for FrontDoorOptions {
@@ -103,6 +106,7 @@ impl Default for FrontDoorOptions {
             expose: Expose::default(),
             connect_timeout: sessions.connect_timeout,
             request_timeout: sessions.request_timeout,
+            startup_wait: crate::router::STARTUP_WAIT,
         }
     }
 }
@@ -155,7 +159,12 @@ impl Stack {
             ..SessionSettings::default()
         };
         let sessions = SessionManager::new(registry.clone(), catalog, settings);
-        let router = Router::start(sessions.clone(), front_door.conflict_strategy).await;
+        let router = Router::start(
+            sessions.clone(),
+            front_door.conflict_strategy,
+            front_door.startup_wait,
+        )
+        .await;
         let search = {
             let (store, dir) = (Arc::clone(&store), data_dir.to_path_buf());
             tokio::task::spawn_blocking(move || SearchIndex::open(store, &dir))
@@ -181,18 +190,16 @@ impl Stack {
     }
 
     /// Starts connecting the auto-connect servers in the background: the
-    /// front doors serve at once and servers join as they come up.
-    pub fn connect_in_background(&self) {
-        let sessions = self.sessions.clone();
-        tokio::spawn(async move {
-            match sessions.connect_auto().await {
-                Ok(count) if count > 0 => {
-                    tracing::info!(servers = count, "connecting auto-connect servers")
-                }
-                Ok(_) => {}
-                Err(err) => tracing::error!("cannot start auto-connect: {err}"),
+    /// front doors serve at once and servers join as they come up (a
+    /// client's first list waits for them, bounded).
+    pub async fn connect_in_background(&self) {
+        match self.sessions.connect_auto().await {
+            Ok(count) if count > 0 => {
+                tracing::info!(servers = count, "connecting auto-connect servers")
             }
-        });
+            Ok(_) => {}
+            Err(err) => tracing::error!("cannot start auto-connect: {err}"),
+        }
     }
 
     /// Closes every session (child processes terminated and reaped).
@@ -253,7 +260,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         info.url,
         info.url
     );
-    stack.connect_in_background();
+    stack.connect_in_background().await;
 
     let server = crate::listener::serve(listener, app, options.listener, shutdown.clone());
     let result = tokio::select! {
@@ -307,7 +314,7 @@ pub async fn stdio(
         }
         Err(err) => return Err(err),
     };
-    stack.connect_in_background();
+    stack.connect_in_background().await;
     mcp::stdio::serve(
         Arc::clone(&stack.mcp),
         mcp::stdio::stdin(),

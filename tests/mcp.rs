@@ -226,12 +226,22 @@ impl RawClient {
         data_dir: &std::path::Path,
         capabilities: Value,
     ) -> RawClient {
+        RawClient::start_args(config, data_dir, capabilities, &[]).await
+    }
+
+    async fn start_args(
+        config: &std::path::Path,
+        data_dir: &std::path::Path,
+        capabilities: Value,
+        extra: &[&str],
+    ) -> RawClient {
         let mut child = tokio::process::Command::new(BIN)
             .arg("stdio")
             .arg("--config")
             .arg(config)
             .arg("--data-dir")
             .arg(data_dir)
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -761,6 +771,64 @@ async fn resources_templates_prompts_and_subscriptions_of_the_reference_server()
         assert!(Instant::now() < end, "no update notification");
     };
     assert_eq!(updated["params"]["uri"], uri.as_str());
+    let _ = client.child.kill().await;
+}
+
+/// Desktop clients launch the aggregator, list once and ignore
+/// `list_changed`: that first list (and a call made before the server is
+/// up) waits for the servers still starting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_lists_once_at_start_sees_a_slow_starting_server() {
+    let temp = tempfile::tempdir().unwrap();
+    let gate = temp.path().join("gate");
+    let pids = temp.path().join("pids");
+    let config = temp.path().join("servers.json");
+    let hostile = common::hostile_py().display().to_string();
+    let gate_arg = gate.display().to_string();
+    let pids_arg = pids.display().to_string();
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"slow": {"command": "python3",
+            "args": [hostile, "--wait-for", gate_arg, "--pid-file", pids_arg]}}})
+        .to_string(),
+    )
+    .unwrap();
+    // A start-up wait longer than any machine needs: the test must not
+    // depend on how fast the server comes up.
+    let mut client = RawClient::start_args(
+        &config,
+        &temp.path().join("data"),
+        json!({}),
+        &["--startup-wait", "600"],
+    )
+    .await;
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .await;
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "slow__echo", "arguments": {"said": "early"}}}))
+        .await;
+    // The server is running and held at its gate; only now may it start.
+    let end = Instant::now() + UP;
+    while common::pids_in(&pids).is_empty() {
+        assert!(Instant::now() < end, "the server never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    std::fs::write(&gate, "").unwrap();
+    let listed = client.answer(1).await;
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"slow__echo"), "{names:?}");
+    let called = client.answer(2).await;
+    assert_eq!(
+        called["result"]["content"][0]["text"], r#"{"said": "early"}"#,
+        "{called}"
+    );
     let _ = client.child.kill().await;
 }
 

@@ -155,6 +155,9 @@ struct LimitArgs {
     /// Seconds a server gets to answer a request (a tool call) before the caller gets a timeout.
     #[arg(long, env = "MCP_AGGREGATOR_REQUEST_TIMEOUT", value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     request_timeout: u64,
+    /// Seconds a client's list (or call to a tool nobody offers yet) waits, right after start, for auto-connect servers still connecting — for clients that list once and ignore list_changed. 0 answers at once.
+    #[arg(long, env = "MCP_AGGREGATOR_STARTUP_WAIT", value_name = "SECONDS", default_value_t = crate::router::STARTUP_WAIT.as_secs(), value_parser = clap::value_parser!(u64).range(0..=3600))]
+    startup_wait: u64,
 }
 
 /// How much of the HTTP listener one peer can hold.
@@ -227,6 +230,7 @@ impl RoutingArgs {
             },
             connect_timeout: std::time::Duration::from_secs(limits.connect_timeout),
             request_timeout: std::time::Duration::from_secs(limits.request_timeout),
+            startup_wait: std::time::Duration::from_secs(limits.startup_wait),
         }
     }
 }

@@ -469,6 +469,7 @@ impl McpServer {
             // The whole list in one page: some clients (MCP Inspector CLI)
             // do not follow cursors.
             "tools/list" => {
+                self.router.settle_startup().await;
                 let table = table();
                 let meta = super::meta::meta_tools().iter();
                 let tools: Vec<&Value> = if self.expose.lists_all(table.tools.len()) {
@@ -478,11 +479,18 @@ impl McpServer {
                 };
                 Ok(json!({"tools": tools}))
             }
-            "resources/list" => Ok(json!({"resources": table().resources.as_ref()})),
+            "resources/list" => {
+                self.router.settle_startup().await;
+                Ok(json!({"resources": table().resources.as_ref()}))
+            }
             "resources/templates/list" => {
+                self.router.settle_startup().await;
                 Ok(json!({"resourceTemplates": table().resource_templates.as_ref()}))
             }
-            "prompts/list" => Ok(json!({"prompts": table().prompts.as_ref()})),
+            "prompts/list" => {
+                self.router.settle_startup().await;
+                Ok(json!({"prompts": table().prompts.as_ref()}))
+            }
             "tools/call" => {
                 let mut params = params.ok_or_else(|| invalid("tools/call needs params"))?;
                 let mut name = params
@@ -527,9 +535,10 @@ impl McpServer {
                 // Note who the server works for while the call runs.
                 let server_id = self
                     .router
-                    .resolve(&self.router.table(), &name, None)
+                    .resolve_settled(&name, None)
+                    .await
                     .ok()
-                    .map(|r| r.server_id);
+                    .map(|(_, route)| route.server_id);
                 let _caller =
                     server_id.map(|id| super::requests::CallerGuard::new(self, id, client));
                 match self

@@ -77,11 +77,24 @@ pub struct Router {
     changes: watch::Sender<Fingerprints>,
     strategy: ConflictStrategy,
     cache: Arc<cache::ResourceCache>,
+    /// One rebuild at a time, so an older snapshot never replaces a newer.
+    rebuilding: Arc<tokio::sync::Mutex<()>>,
+    startup_wait: Duration,
 }
+
+/// How long, by default, a list or call made while `auto_connect` servers
+/// are still starting waits for them.
+pub const STARTUP_WAIT: Duration = Duration::from_secs(5);
 
 impl Router {
     /// Builds the first table from the store and keeps it current.
-    pub async fn start(sessions: SessionManager, strategy: ConflictStrategy) -> Router {
+    /// `startup_wait` bounds how long a list or call made while
+    /// `auto_connect` servers are still starting waits for them.
+    pub async fn start(
+        sessions: SessionManager,
+        strategy: ConflictStrategy,
+        startup_wait: Duration,
+    ) -> Router {
         let (changes, _) = watch::channel(Fingerprints::default());
         let router = Router {
             table: Arc::new(ArcSwap::from_pointee(RouteTable::default())),
@@ -89,6 +102,8 @@ impl Router {
             changes,
             strategy,
             cache: Arc::new(cache::ResourceCache::new(cache::CacheSettings::default())),
+            rebuilding: Arc::new(tokio::sync::Mutex::new(())),
+            startup_wait,
         };
         router.rebuild().await;
         router.spawn_maintainer();
@@ -110,8 +125,19 @@ impl Router {
         &self.sessions
     }
 
+    /// Many clients list once when they start and ignore `list_changed`:
+    /// while `auto_connect` servers are still on their first attempt, wait
+    /// for them (bounded) and answer from a table that includes them.
+    /// Free once start-up is over.
+    pub async fn settle_startup(&self) {
+        if self.sessions.wait_started(self.startup_wait).await {
+            self.rebuild().await;
+        }
+    }
+
     /// Rebuilds the table from the store.
     pub async fn rebuild(&self) {
+        let _one_at_a_time = self.rebuilding.lock().await;
         let store = Arc::clone(self.sessions.registry().store());
         let strategy = self.strategy;
         let built =
@@ -170,7 +196,11 @@ impl Router {
         &self,
         uri: &str,
     ) -> Result<(table::ItemRoute, Arc<Session>), CallError> {
-        let table = self.table();
+        let mut table = self.table();
+        if table.resource_route(uri).is_none() {
+            self.settle_startup().await;
+            table = self.table();
+        }
         let route = table
             .resource_route(uri)
             .cloned()
@@ -297,6 +327,25 @@ impl Router {
         }
     }
 
+    /// `resolve`, except that a name nobody offers yet is looked up again
+    /// once the servers still starting have started.
+    pub async fn resolve_settled(
+        &self,
+        name: &str,
+        server: Option<&str>,
+    ) -> Result<(Arc<RouteTable>, Arc<Route>), CallError> {
+        let table = self.table();
+        match self.resolve(&table, name, server) {
+            Err(CallError::UnknownTool(_) | CallError::UnknownServer(_)) => {
+                self.settle_startup().await;
+                let table = self.table();
+                let route = self.resolve(&table, name, server)?;
+                Ok((table, route))
+            }
+            other => other.map(|route| (table, route)),
+        }
+    }
+
     /// Calls a tool; `arguments` and `meta` pass through unchanged, except
     /// that a progress token is swapped for one of ours and the server's
     /// progress notifications go to `progress` with the client's token.
@@ -309,8 +358,7 @@ impl Router {
         progress: Option<Arc<dyn ProgressSink>>,
     ) -> Result<CallOutcome, CallError> {
         let started = Instant::now();
-        let table = self.table();
-        let route = self.resolve(&table, name, server)?;
+        let (table, route) = self.resolve_settled(name, server).await?;
         let session = self.session_for(&table, route.server_id).await?;
         let routing = started.elapsed();
         let client_token = meta.as_ref().and_then(|m| m.get("progressToken")).cloned();
@@ -399,7 +447,11 @@ impl Router {
         arguments: Option<Value>,
         meta: Option<Value>,
     ) -> Result<Value, CallError> {
-        let table = self.table();
+        let mut table = self.table();
+        if table.prompt_route(name).is_none() {
+            self.settle_startup().await;
+            table = self.table();
+        }
         let route = table
             .prompt_route(name)
             .cloned()

@@ -71,81 +71,109 @@ pub enum What {
 
 /// Lists and stores what the server offers. A list the server does not
 /// support is stored as empty; a failure is logged and leaves the stored
-/// list as it was.
+/// list as it was. The lists are fetched together and the tools stored
+/// last: a client that sees a server's tools sees its resources and
+/// prompts too.
 pub async fn discover(session: &Session, server_id: ServerId, catalog: &Catalog, what: What) {
     let server = session.server();
-    if matches!(what, What::Tools | What::Everything) {
-        match fetch(session, "tools", "tools/list", "tools").await {
-            Ok(tools) => {
-                if tools.is_empty() {
-                    tracing::warn!(server, "the server offers no tools");
-                }
-                let count = tools.len();
-                match catalog.apply_tools(server_id, tools).await {
-                    // Servers often repeat list_changed; say so only when
-                    // something changed.
-                    Ok(diff) if diff.changed() => tracing::info!(
-                        server,
-                        tools = count,
-                        added = diff.added,
-                        updated = diff.updated,
-                        removed = diff.removed,
-                        rejected = diff.rejected,
-                        "tools discovered"
-                    ),
-                    Ok(_) => tracing::debug!(server, tools = count, "tools unchanged"),
-                    Err(err) => tracing::error!(server, "cannot store the tools: {err}"),
-                }
-            }
-            Err(err) => tracing::warn!(server, "tools/list failed: {err}"),
+    let wants = |part: What| what == part || what == What::Everything;
+    let tools = async {
+        if wants(What::Tools) {
+            Some(fetch(session, "tools", "tools/list", "tools").await)
+        } else {
+            None
         }
-    }
-    if matches!(what, What::Resources | What::Everything) {
-        for (method, field, kind) in [
-            ("resources/list", "resources", CatalogKind::Resource),
-            (
-                "resources/templates/list",
-                "resourceTemplates",
-                CatalogKind::ResourceTemplate,
-            ),
-        ] {
-            store_items(
-                session,
-                server_id,
-                catalog,
-                "resources",
-                method,
-                field,
-                kind,
-            )
-            .await;
+    };
+    let resources = async {
+        if wants(What::Resources) {
+            Some(tokio::join!(
+                fetch(session, "resources", "resources/list", "resources"),
+                fetch(
+                    session,
+                    "resources",
+                    "resources/templates/list",
+                    "resourceTemplates"
+                ),
+            ))
+        } else {
+            None
         }
-    }
-    if matches!(what, What::Prompts | What::Everything) {
+    };
+    let prompts = async {
+        if wants(What::Prompts) {
+            Some(fetch(session, "prompts", "prompts/list", "prompts").await)
+        } else {
+            None
+        }
+    };
+    let (tools, resources, prompts) = tokio::join!(tools, resources, prompts);
+    if let Some((listed, templates)) = resources {
         store_items(
-            session,
+            server,
             server_id,
             catalog,
-            "prompts",
-            "prompts/list",
-            "prompts",
-            CatalogKind::Prompt,
+            "resources/list",
+            CatalogKind::Resource,
+            listed,
         )
         .await;
+        store_items(
+            server,
+            server_id,
+            catalog,
+            "resources/templates/list",
+            CatalogKind::ResourceTemplate,
+            templates,
+        )
+        .await;
+    }
+    if let Some(listed) = prompts {
+        store_items(
+            server,
+            server_id,
+            catalog,
+            "prompts/list",
+            CatalogKind::Prompt,
+            listed,
+        )
+        .await;
+    }
+    match tools {
+        Some(Ok(tools)) => {
+            if tools.is_empty() {
+                tracing::warn!(server, "the server offers no tools");
+            }
+            let count = tools.len();
+            match catalog.apply_tools(server_id, tools).await {
+                // Servers often repeat list_changed; say so only when
+                // something changed.
+                Ok(diff) if diff.changed() => tracing::info!(
+                    server,
+                    tools = count,
+                    added = diff.added,
+                    updated = diff.updated,
+                    removed = diff.removed,
+                    rejected = diff.rejected,
+                    "tools discovered"
+                ),
+                Ok(_) => tracing::debug!(server, tools = count, "tools unchanged"),
+                Err(err) => tracing::error!(server, "cannot store the tools: {err}"),
+            }
+        }
+        Some(Err(err)) => tracing::warn!(server, "tools/list failed: {err}"),
+        None => {}
     }
 }
 
 async fn store_items(
-    session: &Session,
+    server: &str,
     server_id: ServerId,
     catalog: &Catalog,
-    capability: &str,
     method: &str,
-    field: &str,
     kind: CatalogKind,
+    listed: Result<Vec<Value>, RpcError>,
 ) {
-    let server = session.server();
-    match fetch(session, capability, method, field).await {
+    match listed {
         Ok(items) => {
             let count = items.len();
             if let Err(err) = catalog.apply_items(server_id, kind, items).await {

@@ -16,7 +16,7 @@ pub mod sse;
 pub mod stdio;
 mod supervisor;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -105,6 +105,18 @@ pub(crate) struct Shared {
     http: reqwest::Client,
     notices: tokio::sync::broadcast::Sender<ServerNotice>,
     request_handler: std::sync::RwLock<Option<Arc<dyn session::ServerRequestHandler>>>,
+    /// `auto_connect` servers whose first attempt has not ended yet (neither
+    /// connected and discovered, nor failed): what a client that lists right
+    /// after start-up waits for.
+    starting: watch::Sender<HashSet<ServerId>>,
+}
+
+impl Shared {
+    /// The server's first attempt is over, whichever way it went.
+    fn started(&self, id: ServerId) {
+        self.starting
+            .send_if_modified(|starting| starting.remove(&id));
+    }
 }
 
 /// A notification a server sent that the front doors may pass on
@@ -139,6 +151,7 @@ impl SessionManager {
                 http,
                 notices,
                 request_handler: std::sync::RwLock::new(None),
+                starting: watch::Sender::new(HashSet::new()),
             }),
             handles: Arc::new(Mutex::new(HashMap::new())),
             closing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
@@ -167,19 +180,41 @@ impl SessionManager {
     }
 
     /// Starts connecting every `auto_connect` server, in parallel, without
-    /// waiting for any of them.
+    /// waiting for any of them. They count as starting (see `wait_started`)
+    /// from before this returns.
     pub async fn connect_auto(&self) -> Result<usize, SessionsError> {
         let servers = self.shared.registry.list(None).await?;
-        let mut started = 0;
-        for server in servers.into_iter().filter(|s| s.auto_connect) {
-            match self.connect(server.id).await {
-                Ok(_) => started += 1,
-                Err(err) => {
-                    tracing::error!(server = %server.name, "cannot start connecting: {err}")
+        let auto: Vec<_> = servers.into_iter().filter(|s| s.auto_connect).collect();
+        self.shared
+            .starting
+            .send_modify(|starting| starting.extend(auto.iter().map(|s| s.id)));
+        let manager = self.clone();
+        let count = auto.len();
+        tokio::spawn(async move {
+            for server in auto {
+                match manager.connect(server.id).await {
+                    Ok(ConnectOutcome::Initiated) => {}
+                    Ok(ConnectOutcome::AlreadyConnected) => manager.shared.started(server.id),
+                    Err(err) => {
+                        manager.shared.started(server.id);
+                        tracing::error!(server = %server.name, "cannot start connecting: {err}")
+                    }
                 }
             }
+        });
+        Ok(count)
+    }
+
+    /// Waits, at most `limit`, until every `auto_connect` server's first
+    /// attempt is over — connected with its lists discovered, or failed.
+    /// Returns at once when nothing is starting; true if it had to wait.
+    pub async fn wait_started(&self, limit: Duration) -> bool {
+        if self.shared.starting.borrow().is_empty() {
+            return false;
         }
-        Ok(started)
+        let mut starting = self.shared.starting.subscribe();
+        let _ = tokio::time::timeout(limit, starting.wait_for(HashSet::is_empty)).await;
+        true
     }
 
     /// Asks for a connection (idempotent). The status moves to `CONNECTING`

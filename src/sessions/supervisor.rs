@@ -29,6 +29,8 @@ pub(super) async fn run(
     mut commands: mpsc::UnboundedReceiver<Command>,
     publish: watch::Sender<Option<Arc<Session>>>,
 ) {
+    // However the task ends, nobody waits on this server's start-up.
+    let _started = StartedOnDrop(Arc::clone(&shared), id);
     let mut want = false;
     let mut failures: usize = 0;
     loop {
@@ -96,6 +98,7 @@ pub(super) async fn run(
                 Some("connection attempt cancelled".into()),
             )
             .await;
+            shared.started(id);
             want = false;
             if let Some(reply) = stop_reply {
                 let _ = reply.send(());
@@ -121,6 +124,7 @@ pub(super) async fn run(
                     move |r| r.error_message = Some(message),
                 )
                 .await;
+                shared.started(id);
                 match wait_before_retry(&shared, &mut commands, failures, id).await {
                     Retry::Now => {
                         failures += 1;
@@ -152,6 +156,7 @@ pub(super) async fn run(
         // Always list right after connecting: a list_changed sent before we
         // were listening would otherwise be lost.
         discovery::discover(&session, id, &shared.catalog, What::Everything).await;
+        shared.started(id);
 
         let outcome = loop {
             tokio::select! {
@@ -248,6 +253,14 @@ async fn stop_reply_close(
         Some("stopped".into()),
     )
     .await;
+}
+
+struct StartedOnDrop(Arc<Shared>, ServerId);
+
+impl Drop for StartedOnDrop {
+    fn drop(&mut self) {
+        self.0.started(self.1);
+    }
 }
 
 enum Retry {

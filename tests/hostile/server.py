@@ -9,6 +9,7 @@ Standard library only. Speaks newline-delimited JSON-RPC on stdio, or, with
   --pid-file FILE   append this process's pid (and each grandchild's) to FILE
   --silent          never answer anything (not even initialize)
   --tools N         offer N extra tools (a huge list)
+  --wait-for FILE   answer initialize only once FILE exists (a slow start)
   --http PORT       serve Streamable HTTP instead of stdio
 
 Tools: fds, flood, huge_line, malformed, wrong_id, hang, exit, grandchild,
@@ -215,6 +216,8 @@ def handle(peer, message):
         return None
     params = message.get("params") or {}
     if method == "initialize":
+        while ARGS.wait_for and not os.path.exists(ARGS.wait_for):
+            time.sleep(0.02)
         result = {
             "protocolVersion": params.get("protocolVersion", "2025-06-18"),
             "capabilities": {"tools": {}, "logging": {}},
@@ -350,6 +353,7 @@ def main():
     parser.add_argument("--silent", action="store_true")
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--http", type=int)
+    parser.add_argument("--wait-for")
     ARGS = parser.parse_args()
     record_pid(os.getpid())
     if ARGS.http:
