@@ -774,6 +774,57 @@ async fn resources_templates_prompts_and_subscriptions_of_the_reference_server()
     let _ = client.child.kill().await;
 }
 
+/// A server's log messages during a call reach the caller before the
+/// result, filtered by the level the client set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_messages_during_a_call_reach_the_caller_at_its_level() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = write_config(temp.path(), &["--extra-tool", "log"]);
+    let mut client = RawClient::start(&config, &temp.path().join("data")).await;
+    client.wait_for_tool("fx__log").await;
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": "info"}}))
+        .await;
+    assert_eq!(client.answer(1).await["result"], json!({}));
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "loud"}}))
+        .await;
+    assert_eq!(client.answer(2).await["error"]["code"], -32602);
+
+    client.backlog.clear();
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "fx__log", "arguments": {}}}))
+        .await;
+    let mut logged = Vec::new();
+    let answer = loop {
+        let message = client.next().await;
+        if message["id"] == 3 {
+            break message;
+        }
+        if message["method"] == "notifications/message" {
+            logged.push((
+                message["params"]["level"].as_str().unwrap().to_owned(),
+                message["params"]["data"].clone(),
+                message["params"]["logger"].clone(),
+            ));
+        }
+    };
+    assert_eq!(answer["result"]["content"][0]["text"], "logged", "{answer}");
+    assert_eq!(
+        logged,
+        vec![
+            ("info".to_owned(), json!("an info line"), json!("fixture")),
+            (
+                "warning".to_owned(),
+                json!("a warning line"),
+                json!("fixture")
+            ),
+        ],
+        "the debug line is below the level set; the others come before the result"
+    );
+    let _ = client.child.kill().await;
+}
+
 /// Desktop clients launch the aggregator, list once and ignore
 /// `list_changed`: that first list (and a call made before the server is
 /// up) waits for the servers still starting.

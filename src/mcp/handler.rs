@@ -55,6 +55,44 @@ pub struct ClientConnection {
     /// once it opened its GET stream).
     pub(super) accepts_requests: std::sync::atomic::AtomicBool,
     next_ask: std::sync::atomic::AtomicU64,
+    /// The least severe log message the client wants (`logging/setLevel`),
+    /// as an index into `LOG_LEVELS`; everything until it says.
+    log_level: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// MCP's log levels (RFC 5424), least severe first.
+const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+fn log_level_index(level: &str) -> Option<usize> {
+    LOG_LEVELS.iter().position(|known| *known == level)
+}
+
+/// A call's notifications go to the client's queue; log messages below the
+/// level the client set are left out.
+impl crate::sessions::CallSink for ClientConnection {
+    fn send(&self, message: Value) -> bool {
+        if message.get("method").and_then(Value::as_str) == Some("notifications/message") {
+            let wanted = self.log_level.load(std::sync::atomic::Ordering::Relaxed);
+            let level = message
+                .get("params")
+                .and_then(|p| p.get("level"))
+                .and_then(Value::as_str)
+                .and_then(log_level_index);
+            if level.is_some_and(|level| level < wanted) {
+                return true;
+            }
+        }
+        self.outbound.notify(message)
+    }
 }
 
 /// How long a client gets to answer a server's request (a person may be
@@ -72,6 +110,7 @@ impl ClientConnection {
             asked: Arc::new(Mutex::new(HashMap::new())),
             accepts_requests: std::sync::atomic::AtomicBool::new(true),
             next_ask: std::sync::atomic::AtomicU64::new(1),
+            log_level: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
         })
     }
 
@@ -91,6 +130,7 @@ impl ClientConnection {
             asked: Arc::clone(&self.asked),
             accepts_requests: std::sync::atomic::AtomicBool::new(true),
             next_ask: std::sync::atomic::AtomicU64::new(1 << 32),
+            log_level: Arc::clone(&self.log_level),
         })
     }
 
@@ -465,7 +505,23 @@ impl McpServer {
                 }))
             }
             "ping" => Ok(json!({})),
-            "logging/setLevel" => Ok(json!({})),
+            "logging/setLevel" => {
+                let level = params
+                    .as_ref()
+                    .and_then(|p| p.get("level"))
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid("logging/setLevel needs a string `level`"))?;
+                let index = log_level_index(level).ok_or_else(|| {
+                    invalid(&format!(
+                        "unknown log level `{level}`; one of {}",
+                        LOG_LEVELS.join(", ")
+                    ))
+                })?;
+                client
+                    .log_level
+                    .store(index, std::sync::atomic::Ordering::Relaxed);
+                Ok(json!({}))
+            }
             // The whole list in one page: some clients (MCP Inspector CLI)
             // do not follow cursors.
             "tools/list" => {
@@ -530,8 +586,7 @@ impl McpServer {
                     }
                 }
                 let meta = params.get_mut("_meta").map(Value::take);
-                let progress: Option<Arc<dyn crate::router::ProgressSink>> =
-                    Some(client.outbound.clone());
+                let sink: Option<Arc<dyn crate::sessions::CallSink>> = Some(client.clone());
                 // Note who the server works for while the call runs.
                 let server_id = self
                     .router
@@ -543,7 +598,7 @@ impl McpServer {
                     server_id.map(|id| super::requests::CallerGuard::new(self, id, client));
                 match self
                     .router
-                    .call_tool(&name, arguments, meta, None, progress)
+                    .call_tool(&name, arguments, meta, None, sink)
                     .await
                 {
                     Ok(outcome) => Ok(outcome.result),

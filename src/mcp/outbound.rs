@@ -130,7 +130,7 @@ impl Outbound {
     }
 }
 
-impl crate::router::ProgressSink for Outbound {
+impl crate::sessions::CallSink for Outbound {
     fn send(&self, message: Value) -> bool {
         self.notify(message)
     }

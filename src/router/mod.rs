@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use crate::model::{CatalogKind, ServerId, ServerStatus};
 use crate::registry::RegistryEvent;
-use crate::sessions::{RpcError, Session, SessionManager};
+use crate::sessions::{CallSink, RpcError, Session, SessionManager};
 pub use conflicts::{Conflict, ConflictStrategy};
 use table::{Fingerprints, Route, RouteTable, Snapshot};
 
@@ -51,13 +51,6 @@ pub enum CallError {
     UnknownResource(String),
     #[error("Prompt not found: {0}")]
     UnknownPrompt(String),
-}
-
-/// Where a call's progress notifications go (already in client form). A
-/// sink may drop what its client is too slow to take; `send` is false once
-/// nobody listens any more.
-pub trait ProgressSink: Send + Sync {
-    fn send(&self, message: Value) -> bool;
 }
 
 /// A resolved call, with how long each part took.
@@ -347,37 +340,29 @@ impl Router {
     }
 
     /// Calls a tool; `arguments` and `meta` pass through unchanged, except
-    /// that a progress token is swapped for one of ours and the server's
-    /// progress notifications go to `progress` with the client's token.
+    /// that a progress token is swapped for one of ours. With a `sink`, the
+    /// server's progress (with the client's token) and log messages during
+    /// the call go to it, before the result.
     pub async fn call_tool(
         &self,
         name: &str,
         arguments: Option<Value>,
         mut meta: Option<Value>,
         server: Option<&str>,
-        progress: Option<Arc<dyn ProgressSink>>,
+        sink: Option<Arc<dyn CallSink>>,
     ) -> Result<CallOutcome, CallError> {
         let started = Instant::now();
         let (table, route) = self.resolve_settled(name, server).await?;
         let session = self.session_for(&table, route.server_id).await?;
         let routing = started.elapsed();
-        let client_token = meta.as_ref().and_then(|m| m.get("progressToken")).cloned();
-        let forwarding = match (client_token, progress, meta.as_mut()) {
-            (Some(client_token), Some(sink), Some(meta)) => {
-                let (token, guard, mut receiver) = session.progress_subscription();
-                meta["progressToken"] = token;
-                let task = tokio::spawn(async move {
-                    while let Some(mut params) = receiver.recv().await {
-                        params["progressToken"] = client_token.clone();
-                        if !sink.send(json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})) {
-                            break;
-                        }
-                    }
-                });
-                Some((guard, task))
+        let _routed = sink.map(|sink| {
+            let client_token = meta.as_ref().and_then(|m| m.get("progressToken")).cloned();
+            let (ours, guard) = session.route_call(sink, client_token);
+            if let (Some(ours), Some(meta)) = (ours, meta.as_mut()) {
+                meta["progressToken"] = ours;
             }
-            _ => None,
-        };
+            guard
+        });
         let mut params = serde_json::Map::with_capacity(3);
         params.insert(
             "name".to_owned(),
@@ -392,13 +377,7 @@ impl Router {
         let result = session
             .request("tools/call", Some(Value::Object(params)))
             .await
-            .map_err(|err| self.call_failure(&route.server_name, err));
-        if let Some((guard, task)) = forwarding {
-            // Progress sent before the result reaches the client before it.
-            drop(guard);
-            let _ = task.await;
-        }
-        let result = result?;
+            .map_err(|err| self.call_failure(&route.server_name, err))?;
         Ok(CallOutcome {
             route,
             result,

@@ -10,8 +10,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::session::{
-    EventSender, Pending, ProgressRoutes, RpcError, ServerRequestHandler, SessionEvent, Waiter,
-    line,
+    CallRoutes, EventSender, Pending, RpcError, ServerRequestHandler, SessionEvent, Waiter, line,
 };
 
 /// Routes the server's messages: responses to their waiting requests,
@@ -21,7 +20,7 @@ use super::session::{
 pub(super) struct Dispatcher {
     pub(super) server: String,
     pub(super) pending: Arc<Pending>,
-    pub(super) progress: Arc<ProgressRoutes>,
+    pub(super) calls: Arc<CallRoutes>,
     pub(super) events: EventSender,
     pub(super) replies: mpsc::Sender<Bytes>,
     pub(super) link_closed: CancellationToken,
@@ -36,7 +35,7 @@ impl Dispatcher {
         let Dispatcher {
             server,
             pending,
-            progress,
+            calls,
             events,
             replies,
             link_closed,
@@ -126,18 +125,16 @@ impl Dispatcher {
                     }
                 }
                 (Some("notifications/progress"), None) => {
-                    let token = message.get("params").and_then(|p| p.get("progressToken"));
-                    let route = token
-                        .and_then(Value::as_str)
-                        .and_then(|key| progress.lock().ok().and_then(|r| r.get(key).cloned()));
-                    match (route, message.get("params")) {
-                        (Some(route), Some(params)) => {
-                            // Full: the client is behind; progress is dropped.
-                            let _ = route.try_send(params.clone());
-                        }
-                        _ => {
-                            events.send(SessionEvent::Notification(message));
-                        }
+                    if !route_progress(&calls, &message) {
+                        events.send(SessionEvent::Notification(message));
+                    }
+                }
+                // A log message while calls are under way belongs to them
+                // (which one the protocol cannot say): their clients get it
+                // before the answer. Outside a call it is the server's own.
+                (Some("notifications/message"), None) => {
+                    if !route_log(&calls, &message) {
+                        events.send(SessionEvent::Notification(message));
                     }
                 }
                 (Some(method), None) => {
@@ -166,4 +163,43 @@ impl Dispatcher {
             )));
         }
     }
+}
+
+/// Hands a progress notification to the call it is for, with the client's
+/// token; false if no call under way has that token.
+fn route_progress(calls: &CallRoutes, message: &Value) -> bool {
+    let Some(token) = message
+        .get("params")
+        .and_then(|p| p.get("progressToken"))
+        .and_then(Value::as_str)
+    else {
+        return false;
+    };
+    let Some(key) = super::session::call_key(token) else {
+        return false;
+    };
+    let Some((client_token, sink)) = calls.lock().ok().and_then(|routes| {
+        let route = routes.get(&key)?;
+        let (_, client) = route.progress.as_ref()?;
+        Some((client.clone(), Arc::clone(&route.sink)))
+    }) else {
+        return false;
+    };
+    let mut message = message.clone();
+    message["params"]["progressToken"] = client_token;
+    // Full: the client is behind; progress is dropped.
+    sink.send(message);
+    true
+}
+
+/// Hands a log message to every call under way; false if there is none.
+fn route_log(calls: &CallRoutes, message: &Value) -> bool {
+    let sinks: Vec<_> = match calls.lock() {
+        Ok(routes) => routes.values().map(|r| Arc::clone(&r.sink)).collect(),
+        Err(_) => return false,
+    };
+    for sink in &sinks {
+        sink.send(message.clone());
+    }
+    !sinks.is_empty()
 }

@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 use crate::catalog::Catalog;
 use crate::model::{ServerId, ServerStatus, StatusTrigger};
 use crate::registry::{Registry, RegistryError};
-pub use session::{RpcError, ServerRequestHandler, Session, SessionEvent};
+pub use session::{CallSink, RpcError, ServerRequestHandler, Session, SessionEvent};
 
 /// Timeouts and retry policy (design §4).
 #[derive(Debug, Clone)]

@@ -154,18 +154,38 @@ pub(super) type Pending = Mutex<HashMap<u64, Waiter>>;
 /// of one per request: registering a timer wakes the runtime's driver, a
 /// whole extra epoll round on every call.
 const TIMEOUT_SWEEP: Duration = Duration::from_millis(250);
-/// Progress tokens we put on outgoing requests, and where their
-/// notifications go.
-pub(super) type ProgressRoutes = Mutex<HashMap<String, mpsc::Sender<Value>>>;
-
-/// Keeps a progress token routed; dropping it stops the routing (the
-/// receiver then ends once drained).
-pub struct ProgressGuard {
-    routes: Arc<ProgressRoutes>,
-    key: String,
+/// Where a server's notifications about one call go, already in the
+/// client's form: its progress, and the log messages it sends while the
+/// call runs. A sink may drop what its client is too slow to take (it never
+/// blocks the session); `send` is false once nobody listens any more.
+pub trait CallSink: Send + Sync {
+    fn send(&self, message: Value) -> bool;
 }
 
-impl Drop for ProgressGuard {
+/// A call under way that a client is waiting on.
+pub(super) struct CallRoute {
+    /// Our progress token on the request, and the client's it stands for.
+    pub(super) progress: Option<(String, Value)>,
+    pub(super) sink: Arc<dyn CallSink>,
+}
+
+const PROGRESS_PREFIX: &str = "mcp-aggregator-";
+
+/// The route key a progress token of ours stands for.
+pub(super) fn call_key(token: &str) -> Option<u64> {
+    token.strip_prefix(PROGRESS_PREFIX)?.parse().ok()
+}
+
+/// The calls under way with a sink, by a key of our own.
+pub(super) type CallRoutes = Mutex<HashMap<u64, CallRoute>>;
+
+/// Keeps a call routed; dropping it stops the routing.
+pub struct CallGuard {
+    routes: Arc<CallRoutes>,
+    key: u64,
+}
+
+impl Drop for CallGuard {
     fn drop(&mut self) {
         if let Ok(mut routes) = self.routes.lock() {
             routes.remove(&self.key);
@@ -179,8 +199,8 @@ pub struct Session {
     link: Link,
     next_id: AtomicU64,
     pending: Arc<Pending>,
-    progress: Arc<ProgressRoutes>,
-    next_progress: AtomicU64,
+    calls: Arc<CallRoutes>,
+    next_call: AtomicU64,
     closed: CancellationToken,
     initialize_result: Value,
     request_timeout: Duration,
@@ -204,15 +224,15 @@ impl Session {
         handshake: Handshake,
     ) -> Result<Arc<Session>, RpcError> {
         let pending: Arc<Pending> = Arc::new(Mutex::new(HashMap::new()));
-        let progress: Arc<ProgressRoutes> = Arc::new(Mutex::new(HashMap::new()));
+        let calls: Arc<CallRoutes> = Arc::new(Mutex::new(HashMap::new()));
         let closed = CancellationToken::new();
         let mut session = Session {
             server: server.to_owned(),
             link,
             next_id: AtomicU64::new(1),
             pending: Arc::clone(&pending),
-            progress: Arc::clone(&progress),
-            next_progress: AtomicU64::new(1),
+            calls: Arc::clone(&calls),
+            next_call: AtomicU64::new(1),
             closed: closed.clone(),
             initialize_result: Value::Null,
             request_timeout: handshake.request_timeout,
@@ -226,7 +246,7 @@ impl Session {
             super::dispatch::Dispatcher {
                 server: server.to_owned(),
                 pending: Arc::clone(&pending),
-                progress,
+                calls,
                 events,
                 replies: reply_tx,
                 link_closed: session.link.state().token(),
@@ -402,22 +422,29 @@ impl Session {
         self.link.send(bytes).await.map_err(Into::into)
     }
 
-    /// A fresh progress token for an outgoing request; the server's progress
-    /// notifications for it arrive on the subscription.
-    /// Progress beyond `limits::PROGRESS_QUEUE` waiting notifications is
-    /// dropped (a client that does not read must not grow our memory).
-    pub fn progress_subscription(&self) -> (Value, ProgressGuard, mpsc::Receiver<Value>) {
-        let n = self.next_progress.fetch_add(1, Ordering::Relaxed);
-        let key = format!("mcp-aggregator-{n}");
-        let (tx, receiver) = mpsc::channel(crate::limits::PROGRESS_QUEUE);
-        if let Ok(mut routes) = self.progress.lock() {
-            routes.insert(key.clone(), tx);
+    /// Routes a call's notifications to `sink` until the guard drops: the
+    /// server's log messages while it runs and, when the client asked for
+    /// progress with `client_token`, its progress (under the token returned
+    /// here, which goes on the request instead of the client's). The
+    /// dispatcher hands them over before the call's answer, in order.
+    pub fn route_call(
+        &self,
+        sink: Arc<dyn CallSink>,
+        client_token: Option<Value>,
+    ) -> (Option<Value>, CallGuard) {
+        let key = self.next_call.fetch_add(1, Ordering::Relaxed);
+        let progress = client_token.map(|client| (format!("{PROGRESS_PREFIX}{key}"), client));
+        let ours = progress
+            .as_ref()
+            .map(|(ours, _)| Value::String(ours.clone()));
+        if let Ok(mut routes) = self.calls.lock() {
+            routes.insert(key, CallRoute { progress, sink });
         }
-        let guard = ProgressGuard {
-            routes: Arc::clone(&self.progress),
-            key: key.clone(),
+        let guard = CallGuard {
+            routes: Arc::clone(&self.calls),
+            key,
         };
-        (Value::String(key), guard, receiver)
+        (ours, guard)
     }
 
     /// Requests still waiting for an answer.
