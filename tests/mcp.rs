@@ -749,6 +749,70 @@ async fn resources_templates_prompts_and_subscriptions_of_the_reference_server()
         "This is a simple prompt without arguments."
     );
 
+    // The server's own URI and prompt name work too when one server
+    // offers them, and answers speak in the form the client used.
+    let own_uri = uri.strip_prefix("ev:").unwrap().to_owned();
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 20, "method": "resources/read", "params": {"uri": own_uri}}))
+        .await;
+    let own = client.answer(20).await;
+    assert_eq!(
+        own["result"]["contents"][0]["uri"],
+        own_uri.as_str(),
+        "{own}"
+    );
+    // A URI built from the server's own template reaches it.
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 21, "method": "resources/read", "params": {"uri": "demo://resource/dynamic/text/7"}}))
+        .await;
+    let built = client.answer(21).await;
+    assert_eq!(
+        built["result"]["contents"][0]["uri"], "demo://resource/dynamic/text/7",
+        "{built}"
+    );
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 22, "method": "prompts/get", "params": {"name": "simple-prompt"}}))
+        .await;
+    assert_eq!(
+        client.answer(22).await["result"]["messages"][0]["content"]["text"],
+        "This is a simple prompt without arguments."
+    );
+    // Completions go to the server owning the prompt or template.
+    client
+        .send(
+            json!({"jsonrpc": "2.0", "id": 23, "method": "completion/complete", "params": {
+            "ref": {"type": "ref/prompt", "name": "ev.completable-prompt"},
+            "argument": {"name": "department", "value": "S"}}}),
+        )
+        .await;
+    let completed = client.answer(23).await;
+    assert_eq!(
+        completed["result"]["completion"]["values"],
+        json!(["Sales", "Support"]),
+        "{completed}"
+    );
+    client
+        .send(
+            json!({"jsonrpc": "2.0", "id": 24, "method": "completion/complete", "params": {
+            "ref": {"type": "ref/resource", "uri": "ev:demo://resource/dynamic/text/{resourceId}"},
+            "argument": {"name": "resourceId", "value": "12"}}}),
+        )
+        .await;
+    let completed = client.answer(24).await;
+    assert_eq!(
+        completed["result"]["completion"]["values"],
+        json!(["12"]),
+        "{completed}"
+    );
+    client
+        .send(
+            json!({"jsonrpc": "2.0", "id": 25, "method": "completion/complete", "params": {
+            "ref": {"type": "ref/prompt", "name": "nobody-has-it"},
+            "argument": {"name": "x", "value": ""}}}),
+        )
+        .await;
+    assert_eq!(client.answer(25).await["error"]["code"], -32602);
+
     // Subscribe, ask the server to send updates, see one with our URI.
     client.send(json!({"jsonrpc": "2.0", "id": 8, "method": "resources/subscribe", "params": {"uri": uri}})).await;
     assert_eq!(client.answer(8).await["result"], json!({}));
@@ -771,6 +835,20 @@ async fn resources_templates_prompts_and_subscriptions_of_the_reference_server()
         assert!(Instant::now() < end, "no update notification");
     };
     assert_eq!(updated["params"]["uri"], uri.as_str());
+    // Subscribed by the server's own URI as well: that subscription's
+    // updates carry the server's own URI.
+    client.send(json!({"jsonrpc": "2.0", "id": 30, "method": "resources/subscribe", "params": {"uri": own_uri}})).await;
+    assert_eq!(client.answer(30).await["result"], json!({}));
+    let end = Instant::now() + UP;
+    loop {
+        let message = client.next().await;
+        if message["method"] == "notifications/resources/updated"
+            && message["params"]["uri"] == own_uri.as_str()
+        {
+            break;
+        }
+        assert!(Instant::now() < end, "no update in the server's own form");
+    }
     let _ = client.child.kill().await;
 }
 

@@ -92,6 +92,7 @@ async fn call_error(state: &AppState, err: CallError) -> Response {
         CallError::UnknownTool(_) | CallError::UnknownServer(_) => {
             (StatusCode::NOT_FOUND, json!({}))
         }
+        CallError::UnknownReference => (StatusCode::UNPROCESSABLE_ENTITY, json!({})),
         CallError::Ambiguous { candidates, .. } => {
             (StatusCode::CONFLICT, json!({"candidates": candidates}))
         }

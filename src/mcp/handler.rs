@@ -31,11 +31,18 @@ pub struct McpServer {
         Mutex<HashMap<crate::model::ServerId, Vec<std::sync::Weak<ClientConnection>>>>,
     /// Every initialized client, for requests outside a call (roots).
     pub(super) clients: Mutex<Vec<std::sync::Weak<ClientConnection>>>,
-    /// Namespaced resource URI -> the clients subscribed to it.
-    subscriptions: Mutex<HashMap<String, Vec<std::sync::Weak<ClientConnection>>>>,
+    /// A server's own resource URI -> the clients subscribed to it, each
+    /// with the URI as it named it (namespaced or the server's own).
+    subscriptions: Mutex<HashMap<(crate::model::ServerId, String), Vec<Subscriber>>>,
     /// Exactly one client is attached (the stdio front door): a server's
     /// request outside a call may go to it.
     single_client: std::sync::atomic::AtomicBool,
+}
+
+/// A client subscribed to a resource, and the URI it used.
+struct Subscriber {
+    client: std::sync::Weak<ClientConnection>,
+    uri: String,
 }
 
 /// One client's connection (a stdio peer or an HTTP session).
@@ -346,56 +353,88 @@ impl McpServer {
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
                 };
                 let Some(server) = weak.upgrade() else { break };
-                let Some(message) = server.router.translate_notice(&notice) else {
+                if notice.message.get("method").and_then(Value::as_str)
+                    != Some("notifications/resources/updated")
+                {
+                    continue;
+                }
+                let Some(uri) = notice.message["params"]["uri"].as_str() else {
                     continue;
                 };
-                let Some(uri) = message["params"]["uri"].as_str() else {
-                    continue;
-                };
-                let clients: Vec<Arc<ClientConnection>> = server
+                let subscribers: Vec<(Arc<ClientConnection>, String)> = server
                     .subscriptions
                     .lock()
                     .ok()
                     .and_then(|subs| {
-                        subs.get(uri)
-                            .map(|list| list.iter().filter_map(std::sync::Weak::upgrade).collect())
+                        subs.get(&(notice.server_id, uri.to_owned())).map(|list| {
+                            list.iter()
+                                .filter_map(|s| Some((s.client.upgrade()?, s.uri.clone())))
+                                .collect()
+                        })
                     })
                     .unwrap_or_default();
-                for client in clients {
-                    client.outbound.notify(message.clone());
+                for (client, uri) in subscribers {
+                    let mut message = notice.message.clone();
+                    message["params"]["uri"] = Value::String(uri);
+                    client.outbound.notify(message);
                 }
             }
         });
         server
     }
 
-    fn subscribe(&self, client: &Arc<ClientConnection>, uri: &str) -> bool {
+    /// Notes a subscription; true if it is the first to that resource (the
+    /// server is asked then).
+    fn subscribe(
+        &self,
+        client: &Arc<ClientConnection>,
+        route: &crate::router::table::ItemRoute,
+        uri: &str,
+    ) -> bool {
         let Ok(mut subs) = self.subscriptions.lock() else {
             return false;
         };
-        let list = subs.entry(uri.to_owned()).or_default();
-        list.retain(|c| c.strong_count() > 0);
+        let list = subs
+            .entry((route.server_id, route.original.to_string()))
+            .or_default();
+        list.retain(|s| s.client.strong_count() > 0);
         let first = list.is_empty();
-        if !list
-            .iter()
-            .any(|c| c.upgrade().is_some_and(|c| Arc::ptr_eq(&c, client)))
-        {
-            list.push(Arc::downgrade(client));
+        let mine = |s: &Subscriber| {
+            s.uri == uri && s.client.upgrade().is_some_and(|c| Arc::ptr_eq(&c, client))
+        };
+        if !list.iter().any(mine) {
+            list.push(Subscriber {
+                client: Arc::downgrade(client),
+                uri: uri.to_owned(),
+            });
         }
         first
     }
 
-    fn unsubscribe(&self, client: &Arc<ClientConnection>, uri: &str) -> bool {
+    /// Ends a subscription; true if it was the last to that resource (the
+    /// server is told then).
+    fn unsubscribe(
+        &self,
+        client: &Arc<ClientConnection>,
+        route: &crate::router::table::ItemRoute,
+        uri: &str,
+    ) -> bool {
         let Ok(mut subs) = self.subscriptions.lock() else {
             return false;
         };
-        let Some(list) = subs.get_mut(uri) else {
+        let key = (route.server_id, route.original.to_string());
+        let Some(list) = subs.get_mut(&key) else {
             return false;
         };
-        list.retain(|c| c.upgrade().is_some_and(|c| !Arc::ptr_eq(&c, client)));
-        let last = list.is_empty();
-        if last {
-            subs.remove(uri);
+        let before = list.len();
+        list.retain(|s| {
+            s.client
+                .upgrade()
+                .is_some_and(|c| !(s.uri == uri && Arc::ptr_eq(&c, client)))
+        });
+        let last = list.is_empty() && before > 0;
+        if list.is_empty() {
+            subs.remove(&key);
         }
         last
     }
@@ -498,6 +537,7 @@ impl McpServer {
                         "tools": {"listChanged": true},
                         "resources": {"listChanged": true, "subscribe": true},
                         "prompts": {"listChanged": true},
+                        "completions": {},
                         "logging": {}
                     },
                     "serverInfo": {"name": "mcp-aggregator", "version": env!("CARGO_PKG_VERSION")},
@@ -626,22 +666,27 @@ impl McpServer {
                     .ok_or_else(|| invalid("needs a string `uri`"))?
                     .to_owned();
                 let subscribe = method == "resources/subscribe";
+                let (route, _) = self.router.route_resource(&uri).await.map_err(rpc_error)?;
                 // The server is asked once: on the first subscriber, and
                 // when the last one leaves.
                 let ask_server = if subscribe {
-                    self.subscribe(client, &uri)
+                    self.subscribe(client, &route, &uri)
                 } else {
-                    self.unsubscribe(client, &uri)
+                    self.unsubscribe(client, &route, &uri)
                 };
                 if ask_server
-                    && let Err(err) = self.router.resource_subscription(&uri, subscribe).await
+                    && let Err(err) = self.router.resource_subscription(&route, subscribe).await
                 {
                     if subscribe {
-                        self.unsubscribe(client, &uri);
+                        self.unsubscribe(client, &route, &uri);
                     }
                     return Err(rpc_error(err));
                 }
                 Ok(json!({}))
+            }
+            "completion/complete" => {
+                let params = params.ok_or_else(|| invalid("completion/complete needs params"))?;
+                self.router.complete(params).await.map_err(rpc_error)
             }
             "prompts/get" => {
                 let mut params = params.ok_or_else(|| invalid("prompts/get needs params"))?;
@@ -691,7 +736,8 @@ fn rpc_error(err: CallError) -> (i64, String, Option<Value>) {
         CallError::UnknownTool(_)
         | CallError::UnknownServer(_)
         | CallError::UnknownResource(_)
-        | CallError::UnknownPrompt(_) => (INVALID_PARAMS, err.to_string(), None),
+        | CallError::UnknownPrompt(_)
+        | CallError::UnknownReference => (INVALID_PARAMS, err.to_string(), None),
         CallError::Ambiguous { ref candidates, .. } => {
             let data = json!({"candidates": candidates});
             (INVALID_PARAMS, err.to_string(), Some(data))

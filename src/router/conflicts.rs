@@ -47,6 +47,58 @@ pub struct Conflict {
     pub reason: String,
 }
 
+/// Which of several servers offering the same bare name (or resource URI,
+/// prompt name, template) it reaches under `strategy`, and why.
+pub fn pick(
+    strategy: ConflictStrategy,
+    offered_by: &[ServerId],
+    servers: &HashMap<ServerId, ServerEntry>,
+) -> (Option<ServerId>, String) {
+    let available = |id: &&ServerId| servers.get(id).is_some_and(|s| s.status.is_available());
+    // Prefer servers that can answer now.
+    let pool: Vec<&ServerId> = if offered_by.iter().any(|id| available(&id)) {
+        offered_by.iter().filter(available).collect()
+    } else {
+        offered_by.iter().collect()
+    };
+    match strategy {
+        ConflictStrategy::ExplicitOnly => {
+            (None, "EXPLICIT_ONLY: call it as server.tool".to_owned())
+        }
+        ConflictStrategy::PriorityBased => {
+            let priority = |id: &ServerId| servers.get(id).map(|s| s.priority);
+            let best = pool.iter().filter_map(|id| priority(id)).max().unwrap_or(0);
+            let top: Vec<&&ServerId> = pool
+                .iter()
+                .filter(|id| priority(id) == Some(best))
+                .collect();
+            match top.as_slice() {
+                [only] => (
+                    Some(***only),
+                    format!("PRIORITY_BASED: highest priority ({best})"),
+                ),
+                _ => (
+                    None,
+                    format!(
+                        "PRIORITY_BASED: {} servers tie at priority {best}; call it as server.tool",
+                        top.len()
+                    ),
+                ),
+            }
+        }
+        ConflictStrategy::FirstWins => (
+            pool.iter()
+                .min_by_key(|id| {
+                    servers
+                        .get(id)
+                        .map(|s| (s.registered_at, s.name.to_string()))
+                })
+                .map(|id| **id),
+            "FIRST_WINS: registered first".to_owned(),
+        ),
+    }
+}
+
 /// Picks what each bare name reaches; returns the aliases and the conflicts.
 pub fn resolve(
     strategy: ConflictStrategy,
@@ -63,51 +115,9 @@ pub fn resolve(
             continue;
         }
         let entry = |route: &Arc<Route>| servers.get(&route.server_id);
-        let available = |route: &&Arc<Route>| entry(route).is_some_and(|s| s.status.is_available());
-        // Prefer servers that can answer now.
-        let pool: Vec<&Arc<Route>> = if routes.iter().any(|r| available(&r)) {
-            routes.iter().filter(available).collect()
-        } else {
-            routes.iter().collect()
-        };
-        let (winner, reason) = match strategy {
-            ConflictStrategy::ExplicitOnly => {
-                (None, "EXPLICIT_ONLY: call it as server.tool".to_owned())
-            }
-            ConflictStrategy::PriorityBased => {
-                let best = pool
-                    .iter()
-                    .filter_map(|r| entry(r).map(|s| s.priority))
-                    .max()
-                    .unwrap_or(0);
-                let top: Vec<&&Arc<Route>> = pool
-                    .iter()
-                    .filter(|r| entry(r).is_some_and(|s| s.priority == best))
-                    .collect();
-                match top.as_slice() {
-                    [only] => (
-                        Some(Arc::clone(only)),
-                        format!("PRIORITY_BASED: highest priority ({best})"),
-                    ),
-                    _ => (
-                        None,
-                        format!(
-                            "PRIORITY_BASED: {} servers tie at priority {best}; call it as server.tool",
-                            top.len()
-                        ),
-                    ),
-                }
-            }
-            ConflictStrategy::FirstWins => {
-                let first = pool
-                    .iter()
-                    .min_by_key(|r| entry(r).map(|s| (s.registered_at, s.name.to_string())));
-                (
-                    first.map(|r| Arc::clone(r)),
-                    "FIRST_WINS: registered first".to_owned(),
-                )
-            }
-        };
+        let offered_by: Vec<ServerId> = routes.iter().map(|r| r.server_id).collect();
+        let (winner, reason) = pick(strategy, &offered_by, servers);
+        let winner = winner.and_then(|id| routes.iter().find(|r| r.server_id == id));
         if let Some(winner) = &winner {
             aliases.insert(Arc::clone(name), Arc::clone(winner));
         }

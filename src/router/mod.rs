@@ -17,7 +17,7 @@ use crate::model::{CatalogKind, ServerId, ServerStatus};
 use crate::registry::RegistryEvent;
 use crate::sessions::{CallSink, RpcError, Session, SessionManager};
 pub use conflicts::{Conflict, ConflictStrategy};
-use table::{Fingerprints, Route, RouteTable, Snapshot};
+use table::{Fingerprints, ItemRoute, Route, RouteTable, Snapshot, UriForm};
 
 /// How long a call waits for a server in ERROR to come back after the
 /// immediate reconnect attempt it triggers.
@@ -51,6 +51,14 @@ pub enum CallError {
     UnknownResource(String),
     #[error("Prompt not found: {0}")]
     UnknownPrompt(String),
+    #[error("`ref` must be a ref/prompt with a `name` or a ref/resource with a `uri`")]
+    UnknownReference,
+}
+
+/// The resource cache's key: a server and its own URI, whatever form the
+/// client used.
+fn cache_key(server_id: ServerId, uri: &str) -> String {
+    format!("{server_id} {uri}")
 }
 
 /// A resolved call, with how long each part took.
@@ -165,14 +173,26 @@ impl Router {
         }
     }
 
-    /// Forwards `resources/subscribe` (or unsubscribe) to the server owning
-    /// the namespaced URI.
+    /// Where a resource URI a client used goes (see
+    /// `RouteTable::route_resource`), waiting for servers still starting if
+    /// nobody offers it yet.
+    pub async fn route_resource(&self, uri: &str) -> Result<(ItemRoute, UriForm), CallError> {
+        if let Some(found) = self.table().route_resource(uri) {
+            return Ok(found);
+        }
+        self.settle_startup().await;
+        self.table()
+            .route_resource(uri)
+            .ok_or_else(|| CallError::UnknownResource(uri.to_owned()))
+    }
+
+    /// Forwards `resources/subscribe` (or unsubscribe) for a routed URI.
     pub async fn resource_subscription(
         &self,
-        uri: &str,
+        route: &ItemRoute,
         subscribe: bool,
     ) -> Result<Value, CallError> {
-        let (route, session) = self.resource_target(uri).await?;
+        let session = self.session_for(&self.table(), route.server_id).await?;
         let method = if subscribe {
             "resources/subscribe"
         } else {
@@ -182,40 +202,6 @@ impl Router {
             .request(method, Some(json!({"uri": route.original.as_ref()})))
             .await
             .map_err(|err| self.call_failure(session.server(), err))
-    }
-
-    /// The server (and its session) that owns a namespaced resource URI.
-    async fn resource_target(
-        &self,
-        uri: &str,
-    ) -> Result<(table::ItemRoute, Arc<Session>), CallError> {
-        let mut table = self.table();
-        if table.resource_route(uri).is_none() {
-            self.settle_startup().await;
-            table = self.table();
-        }
-        let route = table
-            .resource_route(uri)
-            .cloned()
-            .or_else(|| table.parse_resource_uri(uri))
-            .ok_or_else(|| CallError::UnknownResource(uri.to_owned()))?;
-        let session = self.session_for(&table, route.server_id).await?;
-        Ok((route, session))
-    }
-
-    /// A server's `notifications/resources/updated` in client form (the URI
-    /// namespaced); `None` for other notices.
-    pub fn translate_notice(&self, notice: &crate::sessions::ServerNotice) -> Option<Value> {
-        if notice.message.get("method").and_then(Value::as_str)?
-            != "notifications/resources/updated"
-        {
-            return None;
-        }
-        let original = notice.message.get("params")?.get("uri")?.as_str()?;
-        let namespaced = self.table().namespaced_uri(notice.server_id, original)?;
-        let mut message = notice.message.clone();
-        message["params"]["uri"] = Value::String(namespaced);
-        Some(message)
     }
 
     /// Keeps the cache honest: an updated resource, a changed list, or a
@@ -230,8 +216,8 @@ impl Router {
                     notice = notices.recv() => match notice {
                         Ok(notice) => match notice.message.get("method").and_then(Value::as_str) {
                             Some("notifications/resources/updated") => {
-                                if let Some(uri) = router.translate_notice(&notice).and_then(|m| m["params"]["uri"].as_str().map(str::to_owned)) {
-                                    router.cache.invalidate(&uri);
+                                if let Some(uri) = notice.message["params"]["uri"].as_str() {
+                                    router.cache.invalidate(&cache_key(notice.server_id, uri));
                                 }
                             }
                             Some("notifications/resources/list_changed") => router.cache.invalidate_server(notice.server_id),
@@ -391,35 +377,43 @@ impl Router {
         self.cache.stats()
     }
 
-    /// Reads a resource by its namespaced URI (through the cache).
+    /// Reads a resource (through the cache). Contents name their URI in
+    /// the form the client used.
     pub async fn read_resource(&self, uri: &str, meta: Option<Value>) -> Result<Value, CallError> {
-        if let Some(cached) = self.cache.get(uri) {
-            return Ok(cached);
-        }
-        let (route, session) = self.resource_target(uri).await?;
-        let mut params = json!({"uri": route.original.as_ref()});
-        if let Some(meta) = meta {
-            params["_meta"] = meta;
-        }
-        let mut result = session
-            .request("resources/read", Some(params))
-            .await
-            .map_err(|err| self.call_failure(session.server(), err))?;
-        // Contents name their URI: give it back namespaced.
-        if let Some(contents) = result.get_mut("contents").and_then(Value::as_array_mut) {
+        let (route, form) = self.route_resource(uri).await?;
+        let key = cache_key(route.server_id, &route.original);
+        let mut result = match self.cache.get(&key) {
+            Some(cached) => cached,
+            None => {
+                let session = self.session_for(&self.table(), route.server_id).await?;
+                let mut params = json!({"uri": route.original.as_ref()});
+                if let Some(meta) = meta {
+                    params["_meta"] = meta;
+                }
+                let result = session
+                    .request("resources/read", Some(params))
+                    .await
+                    .map_err(|err| self.call_failure(session.server(), err))?;
+                self.cache.put(&key, route.server_id, &result);
+                result
+            }
+        };
+        if form == UriForm::Namespaced
+            && let Some(contents) = result.get_mut("contents").and_then(Value::as_array_mut)
+        {
+            let table = self.table();
             for content in contents {
                 if let Some(inner) = content.get("uri").and_then(Value::as_str)
-                    && let Some(namespaced) = self.table().namespaced_uri(route.server_id, inner)
+                    && let Some(namespaced) = table.namespaced_uri(route.server_id, inner)
                 {
                     content["uri"] = Value::String(namespaced);
                 }
             }
         }
-        self.cache.put(uri, route.server_id, &result);
         Ok(result)
     }
 
-    /// Gets a prompt by its namespaced name.
+    /// Gets a prompt by its namespaced name or the server's own.
     pub async fn get_prompt(
         &self,
         name: &str,
@@ -427,12 +421,12 @@ impl Router {
         meta: Option<Value>,
     ) -> Result<Value, CallError> {
         let mut table = self.table();
-        if table.prompt_route(name).is_none() {
+        if table.route_prompt(name).is_none() {
             self.settle_startup().await;
             table = self.table();
         }
         let route = table
-            .prompt_route(name)
+            .route_prompt(name)
             .cloned()
             .ok_or_else(|| CallError::UnknownPrompt(name.to_owned()))?;
         let session = self.session_for(&table, route.server_id).await?;
@@ -445,6 +439,55 @@ impl Router {
         }
         session
             .request("prompts/get", Some(params))
+            .await
+            .map_err(|err| self.call_failure(session.server(), err))
+    }
+
+    /// `completion/complete`, sent to the server owning the prompt or the
+    /// resource template its `ref` names, with the ref in the server's own
+    /// terms. A server that offers no completions gets no request: the
+    /// answer is an empty list.
+    pub async fn complete(&self, mut params: Value) -> Result<Value, CallError> {
+        let reference = params.get("ref").cloned().unwrap_or(Value::Null);
+        let kind = reference.get("type").and_then(Value::as_str);
+        let (field, route) = match kind {
+            Some("ref/prompt") => {
+                let name = reference.get("name").and_then(Value::as_str).unwrap_or("");
+                let mut table = self.table();
+                if table.route_prompt(name).is_none() {
+                    self.settle_startup().await;
+                    table = self.table();
+                }
+                let route = table.route_prompt(name).cloned();
+                (
+                    "name",
+                    route.ok_or_else(|| CallError::UnknownPrompt(name.to_owned()))?,
+                )
+            }
+            Some("ref/resource") => {
+                let uri = reference.get("uri").and_then(Value::as_str).unwrap_or("");
+                let mut table = self.table();
+                if table.route_template(uri).is_none() && table.route_resource(uri).is_none() {
+                    self.settle_startup().await;
+                    table = self.table();
+                }
+                let route = table
+                    .route_template(uri)
+                    .or_else(|| table.route_resource(uri).map(|(route, _)| route));
+                (
+                    "uri",
+                    route.ok_or_else(|| CallError::UnknownResource(uri.to_owned()))?,
+                )
+            }
+            _ => return Err(CallError::UnknownReference),
+        };
+        let session = self.session_for(&self.table(), route.server_id).await?;
+        if !session.has_capability("completions") {
+            return Ok(json!({"completion": {"values": [], "hasMore": false}}));
+        }
+        params["ref"][field] = Value::String(route.original.to_string());
+        session
+            .request("completion/complete", Some(params))
             .await
             .map_err(|err| self.call_failure(session.server(), err))
     }

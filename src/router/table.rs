@@ -66,6 +66,16 @@ pub struct RouteTable {
     pub prompts: Arc<Vec<Value>>,
     pub(super) resource_routes: HashMap<String, ItemRoute>,
     pub(super) prompt_routes: HashMap<String, ItemRoute>,
+    /// Namespaced resource templates, for completions that name one.
+    pub(super) template_routes: HashMap<String, ItemRoute>,
+    /// Servers' own resource URIs and prompt names, for clients that use
+    /// them as the server gave them: each reaches the server the conflict
+    /// strategy picks among those offering it.
+    pub(super) resource_aliases: HashMap<String, ItemRoute>,
+    pub(super) prompt_aliases: HashMap<String, ItemRoute>,
+    /// Every available server's own templates, to route a URI built from
+    /// one.
+    pub(super) templates: Vec<(ItemRoute, regex::Regex)>,
     /// Change whenever what a client would list changes: tools, resources
     /// (and templates), prompts.
     pub fingerprints: Fingerprints,
@@ -156,10 +166,14 @@ impl RouteTable {
                 .map(|s| Arc::clone(&s.name))
         };
         let mut resources = Vec::new();
+        let mut resource_offers: HashMap<String, Vec<ServerId>> = HashMap::new();
         for (id, mut item) in snapshot.resources {
             let Some(server) = available(&id) else {
                 continue;
             };
+            if let Some(own) = item.get("uri").and_then(Value::as_str) {
+                resource_offers.entry(own.to_owned()).or_default().push(id);
+            }
             if let Some(namespaced) = rename(&mut item, "uri", |uri| {
                 format!("{server}{RESOURCE_SEPARATOR}{uri}")
             }) {
@@ -178,19 +192,29 @@ impl RouteTable {
             let Some(server) = available(&id) else {
                 continue;
             };
-            if rename(&mut item, "uriTemplate", |uri| {
+            if let Some(namespaced) = rename(&mut item, "uriTemplate", |uri| {
                 format!("{server}{RESOURCE_SEPARATOR}{uri}")
-            })
-            .is_some()
-            {
+            }) {
+                let route = ItemRoute {
+                    server_id: id,
+                    original: original(&item, "uriTemplate", &server, RESOURCE_SEPARATOR),
+                };
+                if let Some(matcher) = template_matcher(&route.original) {
+                    table.templates.push((route.clone(), matcher));
+                }
+                table.template_routes.insert(namespaced, route);
                 templates.push(item);
             }
         }
         let mut prompts = Vec::new();
+        let mut prompt_offers: HashMap<String, Vec<ServerId>> = HashMap::new();
         for (id, mut item) in snapshot.prompts {
             let Some(server) = available(&id) else {
                 continue;
             };
+            if let Some(own) = item.get("name").and_then(Value::as_str) {
+                prompt_offers.entry(own.to_owned()).or_default().push(id);
+            }
             if let Some(namespaced) = rename(&mut item, "name", |name| {
                 format!("{server}{PROMPT_SEPARATOR}{name}")
             }) {
@@ -204,6 +228,8 @@ impl RouteTable {
                 prompts.push(item);
             }
         }
+        table.resource_aliases = table.aliases_of(resource_offers);
+        table.prompt_aliases = table.aliases_of(prompt_offers);
         table.resources = Arc::new(resources);
         table.resource_templates = Arc::new(templates);
         table.prompts = Arc::new(prompts);
@@ -213,6 +239,91 @@ impl RouteTable {
             prompts: fingerprint(&[&table.prompts]),
         };
         table
+    }
+
+    /// What each server-own name reaches under the conflict strategy.
+    fn aliases_of(&self, offers: HashMap<String, Vec<ServerId>>) -> HashMap<String, ItemRoute> {
+        offers
+            .into_iter()
+            .filter_map(|(own, offered_by)| {
+                let server_id = self.pick(&offered_by)?;
+                let original = Arc::from(own.as_str());
+                Some((
+                    own,
+                    ItemRoute {
+                        server_id,
+                        original,
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    /// The one server of several offering the same thing that a bare name
+    /// reaches.
+    fn pick(&self, offered_by: &[ServerId]) -> Option<ServerId> {
+        match offered_by {
+            [only] if self.strategy != super::conflicts::ConflictStrategy::ExplicitOnly => {
+                Some(*only)
+            }
+            _ => super::conflicts::pick(self.strategy, offered_by, &self.servers).0,
+        }
+    }
+
+    /// Where a resource URI a client used goes, and whether it was in the
+    /// namespaced form (`server:uri`, as listed) or the server's own. In
+    /// order: a listed URI, a server's own listed URI, `server:` and a
+    /// URI the server will understand (built from a template), a URI built
+    /// from a server's own template.
+    pub fn route_resource(&self, uri: &str) -> Option<(ItemRoute, UriForm)> {
+        if let Some(route) = self.resource_routes.get(uri) {
+            return Some((route.clone(), UriForm::Namespaced));
+        }
+        if let Some(route) = self.resource_aliases.get(uri) {
+            return Some((route.clone(), UriForm::Own));
+        }
+        if let Some(route) = self.parse_resource_uri(uri) {
+            return Some((route, UriForm::Namespaced));
+        }
+        let offered_by: Vec<ServerId> = self
+            .templates
+            .iter()
+            .filter(|(_, matcher)| matcher.is_match(uri))
+            .map(|(t, _)| t.server_id)
+            .collect();
+        let server_id = self.pick(&offered_by)?;
+        Some((
+            ItemRoute {
+                server_id,
+                original: Arc::from(uri),
+            },
+            UriForm::Own,
+        ))
+    }
+
+    /// Where a prompt name a client used goes (namespaced or the server's own).
+    pub fn route_prompt(&self, name: &str) -> Option<&ItemRoute> {
+        self.prompt_routes
+            .get(name)
+            .or_else(|| self.prompt_aliases.get(name))
+    }
+
+    /// Where a resource template a client named (in a completion) goes.
+    pub fn route_template(&self, template: &str) -> Option<ItemRoute> {
+        if let Some(route) = self.template_routes.get(template) {
+            return Some(route.clone());
+        }
+        let offered_by: Vec<ServerId> = self
+            .templates
+            .iter()
+            .filter(|(t, _)| &*t.original == template)
+            .map(|(t, _)| t.server_id)
+            .collect();
+        let server_id = self.pick(&offered_by)?;
+        Some(ItemRoute {
+            server_id,
+            original: Arc::from(template),
+        })
     }
 
     /// Every registered server with its status, as the table saw them.
@@ -273,6 +384,45 @@ impl RouteTable {
     }
 }
 
+/// How a client named a resource: as listed (`server:uri`) or by the
+/// server's own URI. Answers and updates use the client's form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UriForm {
+    Namespaced,
+    Own,
+}
+
+/// A matcher for the URIs an RFC 6570 template expands to. Literal parts
+/// match exactly; `{var}` one or more characters other than `/ ? # &`;
+/// `{+var}` and `{#var}` anything non-empty; `{?…}`, `{&…}`, `{/…}`,
+/// `{.…}` and `{;…}` nothing, or a part starting with their operator.
+/// A regex, so matching a client's URI takes linear time whatever the
+/// template. `None` for a template that is not one.
+pub fn template_matcher(template: &str) -> Option<regex::Regex> {
+    let mut pattern = String::from("^");
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let close = open + rest[open..].find('}')?;
+        pattern.push_str(&regex::escape(&rest[..open]));
+        pattern.push_str(match rest[open + 1..close].chars().next() {
+            Some('+' | '#') => "(?:.+)",
+            Some('?') => r"(?:\?.*)?",
+            Some('&') => "(?:&.*)?",
+            Some('/') => "(?:/.*)?",
+            Some('.') => r"(?:\..*)?",
+            Some(';') => "(?:;.*)?",
+            _ => "(?:[^/?#&]+)",
+        });
+        rest = &rest[close + 1..];
+    }
+    pattern.push_str(&regex::escape(rest));
+    pattern.push('$');
+    regex::RegexBuilder::new(&pattern)
+        .size_limit(1 << 20)
+        .build()
+        .ok()
+}
+
 /// Replaces `item[field]` with `f(item[field])`, returning the new value.
 fn rename(item: &mut Value, field: &str, f: impl FnOnce(&str) -> String) -> Option<String> {
     let map: &mut Map<String, Value> = item.as_object_mut()?;
@@ -307,4 +457,45 @@ fn fingerprint(lists: &[&Arc<Vec<Value>>]) -> u64 {
         }
     }
     hasher.finish()
+}
+
+#[cfg(test)]
+mod template_tests {
+    fn template_matches(template: &str, uri: &str) -> bool {
+        super::template_matcher(template).is_some_and(|m| m.is_match(uri))
+    }
+
+    #[test]
+    fn uris_built_from_templates_match_them() {
+        assert!(template_matches(
+            "test://template/{id}/data",
+            "test://template/123/data"
+        ));
+        assert!(!template_matches(
+            "test://template/{id}/data",
+            "test://template//data"
+        ));
+        assert!(!template_matches(
+            "test://template/{id}/data",
+            "test://template/1/2/data"
+        ));
+        assert!(!template_matches(
+            "test://template/{id}/data",
+            "test://template/1/data/x"
+        ));
+        assert!(template_matches("file:///{+path}", "file:///a/b/c.txt"));
+        assert!(template_matches(
+            "search://{q}{?limit,page}",
+            "search://cats?limit=3"
+        ));
+        assert!(template_matches(
+            "search://{q}{?limit,page}",
+            "search://cats"
+        ));
+        assert!(!template_matches("a/{x", "a/b"));
+        assert!(template_matches("plain://thing", "plain://thing"));
+        assert!(template_matches("{a}{b}{c}{d}", &"x".repeat(100_000)));
+        assert!(template_matches("a.b://{x}", "a.b://y"));
+        assert!(!template_matches("a.b://{x}", "aXb://y"));
+    }
 }
