@@ -637,3 +637,51 @@ async fn refused_credentials_end_in_error_with_a_clear_reason() {
     );
     server.abort();
 }
+
+/// A stateless Streamable HTTP server (no session id, 404 to GET — how the
+/// TypeScript SDK is commonly deployed) stays connected and serves calls;
+/// an answer's event stream the server closes early is resumed with
+/// `Last-Event-ID`, no sooner than its `retry:` asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_http_server_stays_connected_and_a_closed_stream_is_resumed() {
+    let port = free_port();
+    let mut server = std::process::Command::new("python3")
+        .arg(common::hostile_py())
+        .args(["--http", &port.to_string(), "--stateless"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(UP, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    })
+    .expect("the HTTP server listens");
+    let d = Daemon::start();
+    register(
+        &d,
+        json!({"name": "stateless", "transport_type": "HTTP",
+        "connection_config": {"base_url": format!("http://127.0.0.1:{port}/mcp")}}),
+    )
+    .await;
+    wait_status(&d, "stateless", "CONNECTED", UP).await;
+    wait_for_tools(&d, "stateless", 1).await;
+    let (status, body) = common::rest_call(&d, "stateless.echo", json!({"n": 1})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["content"][0]["text"], r#"{"n": 1}"#, "{body}");
+    let (status, body) = common::rest_call(&d, "stateless.resumable", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let text = body["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("resumed after ev-"), "{body}");
+    // The GET the server refused never counted as a lost session.
+    let events = history_events(&d, "stateless").await;
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.contains("FAIL") || e.contains("ERROR")),
+        "{events:?}"
+    );
+    let record: Value = common::get_json(&d.api("/api/v1/aggregator/servers/stateless")).await;
+    assert_eq!(record["status"], "CONNECTED", "{record}");
+    let _ = server.kill();
+    let _ = server.wait();
+}

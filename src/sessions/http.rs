@@ -18,6 +18,26 @@ const PROTOCOL_HEADER: &str = "mcp-protocol-version";
 const EVENT_STREAM: &str = "text/event-stream";
 /// How often the listening stream is re-opened before the link is declared dead.
 const LISTEN_RETRIES: u32 = 3;
+/// How often a request's event stream that ended before its answer is
+/// resumed (GET with `Last-Event-ID`) before we stop waiting on it.
+const RESUME_ATTEMPTS: u32 = 16;
+/// The wait before resuming when the server named none (`retry:`).
+const DEFAULT_RESUME_DELAY: Duration = Duration::from_millis(500);
+/// The longest `retry:` we honour: a server cannot park a call for hours.
+const MAX_RESUME_DELAY: Duration = Duration::from_secs(60);
+
+/// How an event stream ended.
+#[derive(Debug, Default)]
+struct StreamEnd {
+    /// The stream ended without an error.
+    clean: bool,
+    /// A JSON-RPC response was among its messages.
+    answered: bool,
+    /// The last event id seen (to resume from).
+    last_event_id: Option<String>,
+    /// The reconnection time the server asked for.
+    retry: Option<Duration>,
+}
 
 pub struct HttpLink {
     inner: Arc<Inner>,
@@ -210,11 +230,14 @@ impl Inner {
         let inner = Arc::clone(self);
         tokio::spawn(async move {
             if is_stream {
-                inner.read_event_stream(response).await;
+                let end = inner.read_event_stream(response, None).await;
+                inner.resume(end).await;
             } else {
                 match bounded_body(response, crate::limits::max_message_bytes()).await {
                     Ok(body) if body.iter().all(u8::is_ascii_whitespace) => {}
-                    Ok(body) => inner.deliver_json(&body).await,
+                    Ok(body) => {
+                        inner.deliver_json(&body).await;
+                    }
                     Err(err) => {
                         tracing::warn!(server = %inner.server, "cannot read a response body: {err}")
                     }
@@ -224,12 +247,15 @@ impl Inner {
         Ok(())
     }
 
-    async fn deliver_json(&self, body: &[u8]) {
+    /// Passes the messages of a body on; true if one was a response.
+    async fn deliver_json(&self, body: &[u8]) -> bool {
+        let mut answered = false;
         match serde_json::from_slice(body) {
             Ok(value) => {
                 for message in split_messages(value) {
+                    answered |= message.get("method").is_none() && message.get("id").is_some();
                     if self.inbound.send(message).await.is_err() {
-                        return;
+                        break;
                     }
                 }
             }
@@ -237,28 +263,84 @@ impl Inner {
                 tracing::warn!(server = %self.server, "the server sent a body that is not JSON: {err}")
             }
         }
+        answered
     }
 
-    /// Reads an SSE stream; returns true if it ended cleanly.
-    async fn read_event_stream(&self, response: reqwest::Response) -> bool {
+    /// Reads an SSE stream to its end; `resumed_from` is the event id the
+    /// stream continues from, if it is a resumption.
+    async fn read_event_stream(
+        &self,
+        response: reqwest::Response,
+        resumed_from: Option<String>,
+    ) -> StreamEnd {
+        let mut end = StreamEnd {
+            last_event_id: resumed_from,
+            ..StreamEnd::default()
+        };
         let mut events = sse_stream::SseStream::from_bytes_stream(bounded_events(response));
         while let Some(event) = events.next().await {
             match event {
                 Ok(event) => {
+                    if let Some(id) = event.id.filter(|id| !id.is_empty()) {
+                        end.last_event_id = Some(id);
+                    }
+                    if let Some(retry) = event.retry {
+                        end.retry = Some(Duration::from_millis(retry).min(MAX_RESUME_DELAY));
+                    }
                     let is_message = event.event.as_deref().is_none_or(|e| e == "message");
                     if let (true, Some(data)) = (is_message, event.data)
                         && !data.trim().is_empty()
                     {
-                        self.deliver_json(data.as_bytes()).await;
+                        end.answered |= self.deliver_json(data.as_bytes()).await;
                     }
                 }
                 Err(err) => {
                     tracing::debug!(server = %self.server, "event stream broke: {err}");
-                    return false;
+                    return end;
                 }
             }
         }
-        true
+        end.clean = true;
+        end
+    }
+
+    /// A request's event stream ended before its answer: resume it with a
+    /// GET carrying `Last-Event-ID`, after the delay the server asked for
+    /// (`retry:`), until the answer comes. Without an event id there is
+    /// nothing to resume from; the request then ends by its timeout.
+    async fn resume(&self, mut end: StreamEnd) {
+        let mut attempts = 0;
+        while !end.answered && !self.state.is_closed() {
+            let Some(last) = end.last_event_id.clone() else {
+                return;
+            };
+            attempts += 1;
+            if attempts > RESUME_ATTEMPTS {
+                tracing::warn!(server = %self.server, "gave up resuming an event stream after {RESUME_ATTEMPTS} attempts");
+                return;
+            }
+            tokio::time::sleep(end.retry.unwrap_or(DEFAULT_RESUME_DELAY)).await;
+            let response = self
+                .request(reqwest::Method::GET)
+                .header(ACCEPT, EVENT_STREAM)
+                .header("last-event-id", last.as_str())
+                .send()
+                .await;
+            match response {
+                Ok(response) if response.status().is_success() => {
+                    let retry = end.retry;
+                    end = self.read_event_stream(response, Some(last)).await;
+                    end.retry = end.retry.or(retry);
+                }
+                Ok(response) => {
+                    tracing::debug!(server = %self.server, status = response.status().as_u16(), "the server did not resume an event stream");
+                    return;
+                }
+                Err(err) => {
+                    tracing::debug!(server = %self.server, "cannot resume an event stream: {}", root_cause(&err));
+                }
+            }
+        }
     }
 
     /// The long-lived GET stream. When it breaks, it is re-opened a few
@@ -266,24 +348,34 @@ impl Inner {
     /// supervisor reconnects.
     async fn listen(self: Arc<Self>) {
         let mut failures = 0;
+        let mut last_event_id: Option<String> = None;
+        let mut retry: Option<Duration> = None;
         while !self.state.is_closed() {
-            let response = self
+            let mut request = self
                 .request(reqwest::Method::GET)
-                .header(ACCEPT, EVENT_STREAM)
-                .send()
-                .await;
-            match response {
+                .header(ACCEPT, EVENT_STREAM);
+            if let Some(last) = &last_event_id {
+                request = request.header("last-event-id", last.as_str());
+            }
+            match request.send().await {
                 Ok(response) if response.status().is_success() => {
                     failures = 0;
-                    self.read_event_stream(response).await;
+                    let end = self.read_event_stream(response, last_event_id.take()).await;
+                    last_event_id = end.last_event_id;
+                    retry = end.retry.or(retry);
+                    // The server closed the stream and said when to come back.
+                    if let Some(delay) = retry.filter(|_| end.clean) {
+                        tokio::time::sleep(delay).await;
+                        continue;
+                    }
                 }
-                Ok(response) if response.status() == reqwest::StatusCode::NOT_FOUND => {
-                    self.state
-                        .close("the server no longer knows this session (HTTP 404)");
+                // 405: no listening stream offered; 404: none at this
+                // endpoint (a stateless server: a session that is gone shows
+                // on the next POST); other 4xx: not for us.
+                Ok(response) if response.status().is_client_error() => {
+                    tracing::debug!(server = %self.server, status = response.status().as_u16(), "no listening stream");
                     return;
                 }
-                // 405: no listening stream offered; other 4xx: not for us.
-                Ok(response) if response.status().is_client_error() => return,
                 Ok(_) | Err(_) => {
                     failures += 1;
                     if failures > LISTEN_RETRIES {

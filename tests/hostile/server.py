@@ -11,9 +11,12 @@ Standard library only. Speaks newline-delimited JSON-RPC on stdio, or, with
   --tools N         offer N extra tools (a huge list)
   --wait-for FILE   answer initialize only once FILE exists (a slow start)
   --http PORT       serve Streamable HTTP instead of stdio
+  --stateless       (HTTP) no session id, and 404 to GET, as stateless
+                    TypeScript SDK deployments answer
 
 Tools: fds, flood, huge_line, malformed, wrong_id, hang, exit, grandchild,
-sample, ask_later, last_ask, echo, huge_body (HTTP), endless_event (HTTP).
+sample, ask_later, last_ask, echo, huge_body (HTTP), endless_event (HTTP),
+resumable (HTTP).
 """
 
 import argparse
@@ -58,6 +61,8 @@ TOOLS = [
     ("last_ask", "What the last ask_later request got back"),
     ("huge_body", "HTTP only: answer with a body of `mb` megabytes"),
     ("endless_event", "HTTP only: answer with an SSE event that never ends"),
+    ("resumable", "HTTP only: close the answer's event stream after a log event with an id and "
+                  "`retry: 300`, and answer on the GET that resumes it (not sooner than asked)"),
 ]
 
 
@@ -266,6 +271,12 @@ def serve_stdio():
             threading.Thread(target=work, args=(message,), daemon=True).start()
 
 
+# Answers parked until the client resumes their stream: event id ->
+# (when the stream was closed, the request id).
+RESUMABLE = {}
+RESUME_RETRY_MS = 300
+
+
 def serve_http(port):
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -276,7 +287,20 @@ def serve_http(port):
             pass
 
         def do_GET(self):
-            self.send_response(405)
+            last = self.headers.get("Last-Event-ID")
+            parked = RESUMABLE.pop(last, None) if last else None
+            if parked is not None:
+                closed_at, rid = parked
+                early = time.time() - closed_at < RESUME_RETRY_MS / 1000
+                text = "resumed too early" if early else f"resumed after {last}"
+                answer = {"jsonrpc": "2.0", "id": rid, "result": text_result(text)}
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                self.wfile.write(f"id: {last}-answer\ndata: {json.dumps(answer)}\n\n".encode())
+                self.close_connection = True
+                return
+            self.send_response(404 if ARGS.stateless else 405)
             self.send_header("Content-Length", "0")
             self.end_headers()
 
@@ -318,6 +342,21 @@ def serve_http(port):
                     pass
                 self.close_connection = True
                 return
+            if name == "resumable":
+                event_id = f"ev-{message.get('id')}"
+                log = {"jsonrpc": "2.0", "method": "notifications/message",
+                       "params": {"level": "info", "data": "before the break"}}
+                # Parked before the stream is written, so no resumption can
+                # arrive first; the time is when the client can first know.
+                RESUMABLE[event_id] = (time.time(), message.get("id"))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                self.wfile.write(
+                    f"id: {event_id}\nretry: {RESUME_RETRY_MS}\ndata: {json.dumps(log)}\n\n".encode())
+                self.wfile.flush()
+                self.close_connection = True
+                return
             answer = handle(HttpPeer(), message)
             if answer is None:
                 self.send_response(202)
@@ -328,7 +367,7 @@ def serve_http(port):
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
-            if message.get("method") == "initialize":
+            if message.get("method") == "initialize" and not ARGS.stateless:
                 self.send_header("Mcp-Session-Id", "hostile-session")
             self.end_headers()
             self.wfile.write(body)
@@ -354,6 +393,7 @@ def main():
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--http", type=int)
     parser.add_argument("--wait-for")
+    parser.add_argument("--stateless", action="store_true")
     ARGS = parser.parse_args()
     record_pid(os.getpid())
     if ARGS.http:
