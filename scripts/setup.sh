@@ -15,11 +15,14 @@ if ! command -v npm >/dev/null 2>&1; then
   echo "setup: npm is not on PATH; install Node.js 20 (the tests run reference servers from npm)" >&2
   exit 1
 fi
-stamp=tests/npm/node_modules/.installed-from-lock
-if ! cmp -s tests/npm/package-lock.json "$stamp" 2>/dev/null; then
-  npm ci --prefix tests/npm --no-audit --no-fund --loglevel=error
-  cp tests/npm/package-lock.json "$stamp"
-fi
+# The official conformance runner (with the Node 22 it needs) beside them.
+for dir in tests/npm tests/conformance; do
+  stamp=$dir/node_modules/.installed-from-lock
+  if ! cmp -s $dir/package-lock.json "$stamp" 2>/dev/null; then
+    npm ci --prefix $dir --no-audit --no-fund --loglevel=error
+    cp $dir/package-lock.json "$stamp"
+  fi
+done
 # The official Python MCP SDK, an independent client for the interop tests.
 if ! command -v python3 >/dev/null 2>&1; then
   echo "setup: python3 is not on PATH; install Python 3.11 (the interop tests use the Python MCP SDK)" >&2

@@ -1,0 +1,146 @@
+//! The official MCP conformance runner (npm `@modelcontextprotocol/conformance`)
+//! pointed at the aggregator's `/mcp`, with our conformance backend
+//! (`tests/conformance/backend.mjs`) behind it over stdio and over
+//! Streamable HTTP, for the 2025 suite and the 2026-07-28 requirements. Each
+//! run is checked against an expected-failures file that may only shrink:
+//! the runner fails on an unlisted failure and on a listed entry that passes.
+
+#![cfg(feature = "fixture")]
+
+mod common;
+
+use common::{Daemon, free_port, wait_for, wait_status};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const UP: Duration = Duration::from_secs(60);
+
+fn conformance_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance")
+}
+
+/// The Node 22 the runner needs (Node 20 lacks `fs.globSync`).
+fn node() -> PathBuf {
+    let node = conformance_dir().join("node_modules/node/bin/node");
+    assert!(
+        node.exists(),
+        "{} is missing: run scripts/setup.sh",
+        node.display()
+    );
+    node
+}
+
+/// Runs the runner against `url`; panics with its report unless every
+/// failure is one the baseline lists and every listed one still fails.
+fn run_conformance(url: &str, requirements: Option<&str>, baseline: &str, label: &str) {
+    let dir = conformance_dir();
+    let out = tempfile::tempdir().unwrap();
+    let mut runner = Command::new(node());
+    runner
+        .arg("--require")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/npm/loopback.cjs"))
+        .arg(dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js"))
+        .args(["server", "--url", url, "--expected-failures"])
+        .arg(dir.join(baseline))
+        .arg("--output-dir")
+        .arg(out.path());
+    if let Some(revision) = requirements {
+        runner.args(["--requirements", revision]);
+    }
+    let output = runner
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the conformance runner");
+    let report = String::from_utf8_lossy(&output.stdout);
+    let summary = report
+        .split("=== SUMMARY ===")
+        .nth(1)
+        .unwrap_or(&report)
+        .to_owned();
+    eprintln!("conformance, {label}:{summary}");
+    assert!(
+        output.status.success(),
+        "conformance, {label}: the run does not match {baseline}\n{report}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A daemon with the backend registered from a config file, its tools listed.
+async fn aggregator_with(config: serde_json::Value) -> (tempfile::TempDir, Daemon) {
+    let temp = tempfile::tempdir().unwrap();
+    let path = temp.path().join("servers.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let d = Daemon::start_in(
+        &temp.path().join("data"),
+        &["--config", path.to_str().unwrap()],
+    );
+    wait_status(&d, "conf", "CONNECTED", UP).await;
+    let end = std::time::Instant::now() + UP;
+    loop {
+        let tools: Vec<serde_json::Value> =
+            common::get_json(&d.api("/api/v1/aggregator/servers/conf/tools")).await;
+        if !tools.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "the backend listed no tools"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (temp, d)
+}
+
+fn run_both_eras(d: &Daemon, label: &str) {
+    let url = d.api("/mcp");
+    run_conformance(
+        &url,
+        None,
+        "expected-failures-2025.yaml",
+        &format!("2025 suite, backend over {label}"),
+    );
+    run_conformance(
+        &url,
+        Some("2026-07-28"),
+        "expected-failures-2026-07-28.yaml",
+        &format!("2026-07-28 requirements, backend over {label}"),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conformance_suite_through_the_aggregator_with_a_stdio_backend() {
+    let backend = conformance_dir().join("backend.mjs");
+    let (_temp, d) = aggregator_with(serde_json::json!({"mcpServers": {"conf": {
+        "command": node(), "args": [backend]
+    }}}))
+    .await;
+    tokio::task::spawn_blocking(move || run_both_eras(&d, "stdio"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conformance_suite_through_the_aggregator_with_an_http_backend() {
+    let port = free_port();
+    let mut backend = Command::new(node())
+        .arg(conformance_dir().join("backend.mjs"))
+        .args(["--http", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(UP, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    })
+    .expect("the backend listens");
+    let (_temp, d) = aggregator_with(serde_json::json!({"mcpServers": {"conf": {
+        "type": "http", "url": format!("http://127.0.0.1:{port}/mcp")
+    }}}))
+    .await;
+    tokio::task::spawn_blocking(move || run_both_eras(&d, "Streamable HTTP"))
+        .await
+        .unwrap();
+    let _ = backend.kill();
+    let _ = backend.wait();
+}
