@@ -235,6 +235,21 @@ impl RawClient {
         capabilities: Value,
         extra: &[&str],
     ) -> RawClient {
+        let mut client = RawClient::spawn(config, data_dir, extra);
+        client
+            .send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": capabilities, "clientInfo": {"name": "raw", "version": "0"}}}))
+            .await;
+        client.answer(0).await;
+        client
+            .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        client
+    }
+
+    /// `mcp-aggregator stdio` with no handshake sent (a 2026-07-28 client
+    /// never sends one).
+    fn spawn(config: &std::path::Path, data_dir: &std::path::Path, extra: &[&str]) -> RawClient {
         let mut child = tokio::process::Command::new(BIN)
             .arg("stdio")
             .arg("--config")
@@ -250,21 +265,12 @@ impl RawClient {
             .unwrap();
         let stdin = child.stdin.take().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut client = RawClient {
+        RawClient {
             child,
             stdin,
             lines,
             backlog: Vec::new(),
-        };
-        client
-            .send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                "params": {"protocolVersion": "2025-06-18", "capabilities": capabilities, "clientInfo": {"name": "raw", "version": "0"}}}))
-            .await;
-        client.answer(0).await;
-        client
-            .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await;
-        client
+        }
     }
 
     async fn send(&mut self, message: Value) {
@@ -1230,4 +1236,267 @@ async fn streamable_http_details_progress_stream_batches_sessions_and_origin() {
             .status(),
         404
     );
+}
+
+/// `_meta` of a 2026-07-28 request.
+fn modern_meta(extra: Value) -> Value {
+    let mut meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "modern", "version": "1"}
+    });
+    if let (Value::Object(meta), Value::Object(extra)) = (&mut meta, extra) {
+        meta.extend(extra);
+    }
+    meta
+}
+
+/// A 2026-07-28 client on stdio (no initialize): discover, lists with
+/// resultType and caching hints, calls with and without a log level, the
+/// version and metadata errors, and a subscription that sees a new tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_client_on_stdio_is_served_statelessly() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = write_config(temp.path(), &["--extra-tool", "log"]);
+    let mut client = RawClient::spawn(&config, &temp.path().join("data"), &[]);
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": modern_meta(json!({}))}}))
+        .await;
+    let discovered = client.answer(1).await["result"].clone();
+    assert_eq!(discovered["resultType"], "complete", "{discovered}");
+    assert!(
+        discovered["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("2026-07-28")),
+        "{discovered}"
+    );
+    assert!(
+        discovered["capabilities"]["tools"].is_object(),
+        "{discovered}"
+    );
+    assert_eq!(
+        discovered["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mcp-aggregator"
+    );
+
+    // The first list waits for the servers starting with us.
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": modern_meta(json!({}))}}))
+        .await;
+    let listed = client.answer(2).await["result"].clone();
+    assert_eq!(listed["resultType"], "complete");
+    assert!(listed["ttlMs"].as_u64().is_some(), "{listed}");
+    assert_eq!(listed["cacheScope"], "private");
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"fx__log"), "{names:?}");
+
+    // No log level: no log messages; a level: those at or above it.
+    for (id, level, expected) in [(3, Value::Null, 0), (4, json!("warning"), 1)] {
+        let meta = modern_meta(json!({"io.modelcontextprotocol/logLevel": level}));
+        client
+            .send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "fx__log", "arguments": {}, "_meta": meta}}))
+            .await;
+        let mut logs = 0;
+        let answer = loop {
+            let message = client.next().await;
+            if message["id"] == id {
+                break message;
+            }
+            if message["method"] == "notifications/message" {
+                logs += 1;
+            }
+        };
+        assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+        assert_eq!(answer["result"]["content"][0]["text"], "logged");
+        assert_eq!(logs, expected, "log level {level}");
+    }
+
+    // Malformed or unsupported: the errors the revision names.
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}))
+        .await;
+    assert_eq!(client.answer(5).await["error"]["code"], -32602);
+    let old = json!({"io.modelcontextprotocol/protocolVersion": "1999-01-01", "io.modelcontextprotocol/clientCapabilities": {}});
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {"_meta": old}}))
+        .await;
+    let refused = client.answer(6).await;
+    assert_eq!(refused["error"]["code"], -32022, "{refused}");
+    assert_eq!(refused["error"]["data"]["requested"], "1999-01-01");
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 7, "method": "logging/setLevel", "params": {"level": "info", "_meta": modern_meta(json!({}))}}))
+        .await;
+    assert_eq!(client.answer(7).await["error"]["code"], -32601);
+
+    // A subscription: acknowledged, then a tool added downstream shows up
+    // as tools/list_changed tagged with the subscription; prompts were not
+    // asked for and never come.
+    client
+        .send(
+            json!({"jsonrpc": "2.0", "id": 8, "method": "subscriptions/listen",
+        "params": {"notifications": {"toolsListChanged": true}, "_meta": modern_meta(json!({}))}}),
+        )
+        .await;
+    let ack = loop {
+        let message = client.next().await;
+        if message["method"] == "notifications/subscriptions/acknowledged" {
+            break message;
+        }
+    };
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        8
+    );
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"toolsListChanged": true})
+    );
+    client.send(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "fx__add_tool", "arguments": {"name": "fresh"}, "_meta": modern_meta(json!({}))}})).await;
+    let changed = loop {
+        let message = client.next().await;
+        assert_ne!(message["method"], "notifications/prompts/list_changed");
+        if message["method"] == "notifications/tools/list_changed" {
+            break message;
+        }
+    };
+    assert_eq!(
+        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        8
+    );
+    // Cancelling the listen ends it; the connection still serves.
+    client.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 8}})).await;
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 10, "method": "tools/list", "params": {"_meta": modern_meta(json!({}))}}))
+        .await;
+    assert_eq!(client.answer(10).await["result"]["resultType"], "complete");
+    let _ = client.child.kill().await;
+}
+
+/// A 2026-07-28 client over HTTP: no session, headers checked against the
+/// body, errors with their HTTP statuses, and a 2025 session beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_client_over_http_beside_a_2025_session() {
+    let d = Daemon::start();
+    register(
+        &d,
+        json!({"name": "fx", "transport_type": "STDIO", "connection_config": {"command": FIXTURE, "args": []}}),
+    )
+    .await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    let post = |body: Value, headers: Vec<(&'static str, &'static str)>| {
+        let mut request = http()
+            .post(d.api("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    let modern = vec![
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "fx__echo"),
+    ];
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "fx__echo", "arguments": {"said": "hi"}, "_meta": modern_meta(json!({}))}});
+    let end = Instant::now() + UP;
+    let (status, answer) = loop {
+        let (status, answer) = post(call.clone(), modern.clone()).await;
+        if status != 400 || Instant::now() > end {
+            break (status, answer);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+    assert_eq!(answer["result"]["content"][0]["text"], r#"{"said":"hi"}"#);
+
+    // The name in the header is not the one in the body: refused.
+    let (status, answer) = post(
+        call.clone(),
+        vec![
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "fx__crash"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (400, json!(-32020)),
+        "{answer}"
+    );
+    // Base64-encoded names are decoded before comparing.
+    let (status, _) = post(
+        call.clone(),
+        vec![
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "=?base64?ZnhfX2VjaG8=?="),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200);
+    // No `_meta`: -32602 with 400; unknown method: -32601 with 404.
+    let (status, answer) = post(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        vec![
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/list"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (400, json!(-32602)),
+        "{answer}"
+    );
+    let (status, answer) = post(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "nope/nothing", "params": {"_meta": modern_meta(json!({}))}}),
+        vec![("mcp-protocol-version", "2026-07-28"), ("mcp-method", "nope/nothing")],
+    )
+    .await;
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (404, json!(-32601)),
+        "{answer}"
+    );
+    // No GET stream without a 2025 session.
+    let get = http()
+        .get(d.api("/mcp"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 405);
+
+    // A 2025 client opens a session beside it and is served as before.
+    let session = common::mcp_session_with(&d, json!({})).await;
+    let response = http()
+        .post(d.api("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .json(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    let listed: Value = response.json().await.unwrap();
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    assert!(listed["result"].get("resultType").is_none(), "{listed}");
 }

@@ -17,8 +17,30 @@ pub const DEFAULT_VERSION: &str = "2025-11-25";
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 pub(super) const METHOD_NOT_FOUND: i64 = -32601;
-const INVALID_PARAMS: i64 = -32602;
+pub(super) const INVALID_PARAMS: i64 = -32602;
 const INTERNAL_ERROR: i64 = -32603;
+
+/// A JSON-RPC error: code, message, data.
+pub(super) type RpcFailure = (i64, String, Option<Value>);
+
+/// What the aggregate tells a client about itself.
+pub(super) const INSTRUCTIONS: &str = "Tools of several MCP servers, named `server__tool`. To find a tool by what it does, call `search_tools`; call any tool directly or through `call_tool`.";
+
+/// The aggregate's capabilities (both eras).
+pub(super) fn server_capabilities() -> Value {
+    json!({
+        "tools": {"listChanged": true},
+        "resources": {"listChanged": true, "subscribe": true},
+        "prompts": {"listChanged": true},
+        "completions": {},
+        "logging": {}
+    })
+}
+
+/// Who we are.
+pub(super) fn server_info() -> Value {
+    json!({"name": "mcp-aggregator", "version": env!("CARGO_PKG_VERSION")})
+}
 
 /// The aggregated MCP server; shared by every client connection.
 pub struct McpServer {
@@ -79,7 +101,7 @@ const LOG_LEVELS: [&str; 8] = [
     "emergency",
 ];
 
-fn log_level_index(level: &str) -> Option<usize> {
+pub(super) fn log_level_index(level: &str) -> Option<usize> {
     LOG_LEVELS.iter().position(|known| *known == level)
 }
 
@@ -94,7 +116,8 @@ impl crate::sessions::CallSink for ClientConnection {
                 .and_then(|p| p.get("level"))
                 .and_then(Value::as_str)
                 .and_then(log_level_index);
-            if level.is_some_and(|level| level < wanted) {
+            // Past the last level: the client asked for no log messages.
+            if wanted >= LOG_LEVELS.len() || level.is_some_and(|level| level < wanted) {
                 return true;
             }
         }
@@ -138,6 +161,33 @@ impl ClientConnection {
             accepts_requests: std::sync::atomic::AtomicBool::new(true),
             next_ask: std::sync::atomic::AtomicU64::new(1 << 32),
             log_level: Arc::clone(&self.log_level),
+        })
+    }
+
+    /// A connection for one modern (2026-07-28) request on this transport:
+    /// the same queue, the request's own log level (none: no log
+    /// messages). Modern clients are never sent requests (that is what
+    /// input-required results are for), so it declares no capability.
+    pub fn for_modern_request(
+        &self,
+        _capabilities: Value,
+        log_level: Option<&str>,
+    ) -> Arc<ClientConnection> {
+        let level = log_level
+            .and_then(log_level_index)
+            .unwrap_or(LOG_LEVELS.len());
+        let capabilities = OnceLock::new();
+        let _ = capabilities.set(Value::Null);
+        Arc::new(ClientConnection {
+            outbound: Arc::clone(&self.outbound),
+            protocol_version: OnceLock::new(),
+            capabilities,
+            initialized: std::sync::atomic::AtomicBool::new(true),
+            in_flight: Mutex::new(HashMap::new()),
+            asked: Arc::clone(&self.asked),
+            accepts_requests: std::sync::atomic::AtomicBool::new(false),
+            next_ask: std::sync::atomic::AtomicU64::new(1 << 48),
+            log_level: Arc::new(std::sync::atomic::AtomicUsize::new(level)),
         })
     }
 
@@ -313,7 +363,7 @@ pub fn parse_error(detail: &str) -> Value {
     error_response(Value::Null, PARSE_ERROR, &format!("Parse error: {detail}"))
 }
 
-fn error_response(id: Value, code: i64, message: &str) -> Value {
+pub(super) fn error_response(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
@@ -385,7 +435,7 @@ impl McpServer {
 
     /// Notes a subscription; true if it is the first to that resource (the
     /// server is asked then).
-    fn subscribe(
+    pub(super) fn subscribe(
         &self,
         client: &Arc<ClientConnection>,
         route: &crate::router::table::ItemRoute,
@@ -413,7 +463,7 @@ impl McpServer {
 
     /// Ends a subscription; true if it was the last to that resource (the
     /// server is told then).
-    fn unsubscribe(
+    pub(super) fn unsubscribe(
         &self,
         client: &Arc<ClientConnection>,
         route: &crate::router::table::ItemRoute,
@@ -489,6 +539,9 @@ impl McpServer {
         method: &str,
         params: Option<Value>,
     ) -> Value {
+        if super::modern::is_modern(params.as_ref()) {
+            return self.handle_modern(client, id, method, params).await;
+        }
         match self.dispatch(client, method, params).await {
             Ok(result) => result_response(id, result),
             Err((code, message, data)) => {
@@ -501,12 +554,12 @@ impl McpServer {
         }
     }
 
-    async fn dispatch(
+    pub(super) async fn dispatch(
         &self,
         client: &Arc<ClientConnection>,
         method: &str,
         params: Option<Value>,
-    ) -> Result<Value, (i64, String, Option<Value>)> {
+    ) -> Result<Value, RpcFailure> {
         let table = || self.router.table();
         match method {
             "initialize" => {
@@ -533,15 +586,9 @@ impl McpServer {
                 }
                 Ok(json!({
                     "protocolVersion": version,
-                    "capabilities": {
-                        "tools": {"listChanged": true},
-                        "resources": {"listChanged": true, "subscribe": true},
-                        "prompts": {"listChanged": true},
-                        "completions": {},
-                        "logging": {}
-                    },
-                    "serverInfo": {"name": "mcp-aggregator", "version": env!("CARGO_PKG_VERSION")},
-                    "instructions": "Tools of several MCP servers, named `server__tool`. To find a tool by what it does, call `search_tools`; call any tool directly or through `call_tool`."
+                    "capabilities": server_capabilities(),
+                    "serverInfo": server_info(),
+                    "instructions": INSTRUCTIONS
                 }))
             }
             "ping" => Ok(json!({})),
@@ -733,9 +780,12 @@ fn rpc_error(err: CallError) -> (i64, String, Option<Value>) {
             message,
             data,
         }) => (code, message, data),
+        CallError::UnknownResource(ref uri) => {
+            let data = json!({"uri": uri});
+            (INVALID_PARAMS, err.to_string(), Some(data))
+        }
         CallError::UnknownTool(_)
         | CallError::UnknownServer(_)
-        | CallError::UnknownResource(_)
         | CallError::UnknownPrompt(_)
         | CallError::UnknownReference => (INVALID_PARAMS, err.to_string(), None),
         CallError::Ambiguous { ref candidates, .. } => {

@@ -185,7 +185,19 @@ pub async fn post(
         };
         return axum::Json(body).into_response();
     }
-    let is_initialize = requests.iter().any(|(_, method, _)| method == "initialize");
+    let says_modern = requests
+        .iter()
+        .any(|(_, _, params)| super::modern::is_modern(params.as_ref()));
+    let is_initialize =
+        !says_modern && requests.iter().any(|(_, method, _)| method == "initialize");
+    // A request that says it speaks the 2026-07-28 revision, or one with no
+    // session that is not an initialize: served statelessly, as that
+    // revision asks.
+    let modern =
+        !batch && (says_modern || (!is_initialize && headers.get(SESSION_HEADER).is_none()));
+    if modern {
+        return modern_post(&mcp, &headers, requests, others, answers).await;
+    }
     // `in_use` keeps the session from expiring or being evicted while
     // this request runs (and, for a stream, while the stream is open).
     let (session_id, session, in_use) = if is_initialize {
@@ -275,8 +287,79 @@ pub async fn post(
     with_session(axum::Json(body).into_response(), session_id)
 }
 
+/// One modern (2026-07-28) POST: a single request answered as JSON, or as
+/// an SSE stream when it will carry progress or log messages; a
+/// notification is accepted (202). Headers are checked against the body.
+async fn modern_post(
+    mcp: &McpHttp,
+    headers: &HeaderMap,
+    requests: Vec<(Value, String, Option<Value>)>,
+    others: Vec<Value>,
+    mut answers: Vec<Value>,
+) -> Response {
+    let Some((id, method, params)) = requests.into_iter().next() else {
+        if let Some(answer) = answers.pop() {
+            return (StatusCode::BAD_REQUEST, axum::Json(answer)).into_response();
+        }
+        // A notification: nothing in this revision needs one over HTTP.
+        drop(others);
+        return StatusCode::ACCEPTED.into_response();
+    };
+    if let Err(mismatch) = super::modern::check_headers(headers, &method, params.as_ref()) {
+        let answer = handler::error_response(id, super::modern::HEADER_MISMATCH, &mismatch);
+        return (StatusCode::BAD_REQUEST, axum::Json(answer)).into_response();
+    }
+    let wants_stream = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    let (tx, rx) = Outbound::for_client();
+    let tx = Arc::new(tx);
+    let transport = ClientConnection::new(Arc::clone(&tx));
+    if wants_stream && super::modern::may_notify(&method, params.as_ref()) {
+        // Closing the stream cancels the request.
+        let cancelled = tokio_util::sync::CancellationToken::new();
+        let on_close = cancelled.clone().drop_guard();
+        let server = Arc::clone(&mcp.server);
+        tokio::spawn(async move {
+            let answer = tokio::select! {
+                answer = server.handle_modern(&transport, id, &method, params) => answer,
+                () = cancelled.cancelled() => return,
+            };
+            tx.deliver(answer).await;
+        });
+        let events = ReceiverStream::new(rx).map(move |message| {
+            let _cancel_on_close = &on_close;
+            Ok::<_, std::convert::Infallible>(
+                Event::default().event("message").data(message.to_string()),
+            )
+        });
+        let mut response = Sse::new(events)
+            .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+            .into_response();
+        response
+            .headers_mut()
+            .insert("x-accel-buffering", HeaderValue::from_static("no"));
+        return response;
+    }
+    let answer = mcp
+        .server
+        .handle_modern(&transport, id, &method, params)
+        .await;
+    (super::modern::http_status(&answer), axum::Json(answer)).into_response()
+}
+
 /// `GET /mcp`: the session's notification stream.
 pub async fn get(State(mcp): State<McpHttp>, headers: HeaderMap) -> Response {
+    if headers.get(SESSION_HEADER).is_none() {
+        // The 2026-07-28 revision has no GET stream (subscriptions/listen
+        // replaces it); a 2025 session names itself.
+        return ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "GET needs the Mcp-Session-Id of a 2025 session; 2026-07-28 clients use subscriptions/listen",
+        )
+        .into_response();
+    }
     let (session, in_use) = match mcp.session(&headers) {
         Ok(found) => found,
         Err(err) => return err.into_response(),
@@ -309,8 +392,11 @@ pub async fn get(State(mcp): State<McpHttp>, headers: HeaderMap) -> Response {
 /// `DELETE /mcp`: ends the session.
 pub async fn delete(State(mcp): State<McpHttp>, headers: HeaderMap) -> Response {
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
-        return ApiError::new(StatusCode::BAD_REQUEST, "missing Mcp-Session-Id header")
-            .into_response();
+        return ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "DELETE ends a 2025 session and needs its Mcp-Session-Id",
+        )
+        .into_response();
     };
     match mcp.sessions.remove(id) {
         true => StatusCode::NO_CONTENT.into_response(),

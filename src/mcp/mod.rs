@@ -1,12 +1,14 @@
 //! The MCP front door: one MCP server offering every connected server's
 //! tools, resources and prompts. `handler` is the protocol logic, shared by
 //! the two transports: `stdio` (Claude Desktop, IDEs) and `http` (Streamable
-//! HTTP at `/mcp`). Messages stay raw JSON.
+//! HTTP at `/mcp`); `modern` adapts it to the 2026-07-28 revision, served
+//! beside the 2025 revisions by the same process. Messages stay raw JSON.
 
 pub mod bridge;
 pub mod handler;
 pub mod http;
 pub mod meta;
+pub mod modern;
 pub mod outbound;
 mod requests;
 pub mod session_table;

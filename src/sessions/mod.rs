@@ -106,13 +106,20 @@ pub(crate) struct Shared {
     notices: tokio::sync::broadcast::Sender<ServerNotice>,
     request_handler: std::sync::RwLock<Option<Arc<dyn session::ServerRequestHandler>>>,
     /// `auto_connect` servers whose first attempt has not ended yet (neither
-    /// connected and discovered, nor failed): what a client that lists right
-    /// after start-up waits for.
+    /// connected and discovered, nor failed), and servers connected whose
+    /// lists are being discovered: what a client that lists right after
+    /// start-up (or calls a tool of a server that just connected) waits for.
     starting: watch::Sender<HashSet<ServerId>>,
 }
 
 impl Shared {
-    /// The server's first attempt is over, whichever way it went.
+    /// The server is connected and its lists are being discovered.
+    fn starting(&self, id: ServerId) {
+        self.starting
+            .send_if_modified(|starting| starting.insert(id));
+    }
+
+    /// The server's attempt is over, whichever way it went.
     fn started(&self, id: ServerId) {
         self.starting
             .send_if_modified(|starting| starting.remove(&id));
@@ -205,8 +212,15 @@ impl SessionManager {
         Ok(count)
     }
 
+    /// Whether an `auto_connect` server is still on its first attempt, or a
+    /// connected server's lists are being discovered.
+    pub fn is_starting(&self) -> bool {
+        !self.shared.starting.borrow().is_empty()
+    }
+
     /// Waits, at most `limit`, until every `auto_connect` server's first
-    /// attempt is over — connected with its lists discovered, or failed.
+    /// attempt is over — connected with its lists discovered, or failed —
+    /// and every server that just connected has its lists.
     /// Returns at once when nothing is starting; true if it had to wait.
     pub async fn wait_started(&self, limit: Duration) -> bool {
         if self.shared.starting.borrow().is_empty() {

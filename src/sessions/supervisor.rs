@@ -142,6 +142,9 @@ pub(super) async fn run(
 
         failures = 0;
         let pid = session.pid();
+        // Whoever sees CONNECTED and looks for this server's tools waits
+        // (bounded) for the discovery below instead of finding nothing.
+        shared.starting(id);
         set_status_with(
             &shared,
             id,

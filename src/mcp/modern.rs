@@ -1,0 +1,498 @@
+//! The 2026-07-28 era of the front door ("modern" MCP): no `initialize` and
+//! no session; every request carries its protocol version and the client's
+//! capabilities in `_meta`; every result says its `resultType`; lists and
+//! reads carry caching hints; `server/discover` describes the aggregate. The
+//! router and the method table are the 2025 era's: this module adapts the
+//! envelopes around them (request metadata in, result and error shapes out).
+
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+use super::handler::{ClientConnection, INVALID_PARAMS, METHOD_NOT_FOUND, McpServer, RpcFailure};
+
+/// Modern protocol revisions the front door speaks, newest first.
+pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
+
+const META: &str = "_meta";
+const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// The header field mismatch error (`HeaderMismatch`).
+pub const HEADER_MISMATCH: i64 = -32020;
+/// `UnsupportedProtocolVersion`.
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// Resource not found in the 2025 revisions; modern clients get -32602.
+const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// How long, by default, a client may keep a list (`ttlMs`) when nothing
+/// is starting; list changes are announced on `subscriptions/listen`.
+pub const LIST_TTL_MS: u64 = 60_000;
+
+/// Methods of the 2025 revisions that the modern revision removed.
+const REMOVED: &[&str] = &[
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// Whether a request speaks the modern revision: its `_meta` names a
+/// protocol version.
+pub fn is_modern(params: Option<&Value>) -> bool {
+    params
+        .and_then(|p| p.get(META))
+        .and_then(|m| m.get(PROTOCOL_VERSION))
+        .is_some()
+}
+
+/// What a modern request says about itself.
+pub struct RequestMeta {
+    pub version: String,
+    pub capabilities: Value,
+    /// The least severe log level the client wants for this request; none
+    /// means no log messages at all.
+    pub log_level: Option<String>,
+}
+
+/// Reads and checks a modern request's `_meta` (missing or malformed
+/// required fields are -32602; an unknown version -32022).
+pub fn request_meta(params: Option<&Value>) -> Result<RequestMeta, RpcFailure> {
+    let meta = params.and_then(|p| p.get(META)).ok_or_else(|| {
+        failure(
+            INVALID_PARAMS,
+            format!(
+                "the request has no `_meta` with `{PROTOCOL_VERSION}` and `{CLIENT_CAPABILITIES}` (a 2025 client sends initialize first)"
+            ),
+        )
+    })?;
+    let version = meta
+        .get(PROTOCOL_VERSION)
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            failure(
+                INVALID_PARAMS,
+                format!("`_meta` needs a string `{PROTOCOL_VERSION}`"),
+            )
+        })?
+        .to_owned();
+    let capabilities = meta
+        .get(CLIENT_CAPABILITIES)
+        .filter(|c| c.is_object())
+        .cloned()
+        .ok_or_else(|| {
+            failure(
+                INVALID_PARAMS,
+                format!("`_meta` needs an object `{CLIENT_CAPABILITIES}`"),
+            )
+        })?;
+    if !MODERN_VERSIONS.contains(&version.as_str()) {
+        let mut supported: Vec<&str> = MODERN_VERSIONS.to_vec();
+        supported.extend_from_slice(super::handler::SUPPORTED_VERSIONS);
+        return Err((
+            UNSUPPORTED_PROTOCOL_VERSION,
+            format!("Unsupported protocol version: {version}"),
+            Some(json!({"supported": supported, "requested": version})),
+        ));
+    }
+    let log_level = match meta.get(LOG_LEVEL) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(level)) if super::handler::log_level_index(level).is_some() => {
+            Some(level.clone())
+        }
+        Some(other) => {
+            return Err(failure(
+                INVALID_PARAMS,
+                format!("`{LOG_LEVEL}` is not a log level: {other}"),
+            ));
+        }
+    };
+    Ok(RequestMeta {
+        version,
+        capabilities,
+        log_level,
+    })
+}
+
+fn failure(code: i64, message: String) -> RpcFailure {
+    (code, message, None)
+}
+
+impl McpServer {
+    /// Serves one modern request: checks its metadata, runs it through the
+    /// same method table as a 2025 request (with a connection scoped to
+    /// this request: its capabilities, its log level), and answers in the
+    /// modern shapes.
+    pub async fn handle_modern(
+        &self,
+        transport: &Arc<ClientConnection>,
+        id: Value,
+        method: &str,
+        params: Option<Value>,
+    ) -> Value {
+        let answer = self.modern_result(transport, &id, method, params).await;
+        match answer {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err((code, message, data)) => {
+                let code = if code == LEGACY_RESOURCE_NOT_FOUND {
+                    INVALID_PARAMS
+                } else {
+                    code
+                };
+                let mut error = json!({"code": code, "message": message});
+                if let Some(data) = data {
+                    error["data"] = data;
+                }
+                json!({"jsonrpc": "2.0", "id": id, "error": error})
+            }
+        }
+    }
+
+    async fn modern_result(
+        &self,
+        transport: &Arc<ClientConnection>,
+        id: &Value,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, RpcFailure> {
+        let meta = request_meta(params.as_ref())?;
+        if method == "subscriptions/listen" {
+            let mut result = self.listen(transport, id, params.as_ref()).await;
+            self.complete(&mut result, false);
+            return Ok(result);
+        }
+        if REMOVED.contains(&method) {
+            return Err(failure(
+                METHOD_NOT_FOUND,
+                format!(
+                    "Method not found: {method} (not part of protocol {})",
+                    meta.version
+                ),
+            ));
+        }
+        let cacheable = matches!(
+            method,
+            "tools/list"
+                | "resources/list"
+                | "resources/templates/list"
+                | "prompts/list"
+                | "resources/read"
+        );
+        let mut result = if method == "server/discover" {
+            self.discover()
+        } else {
+            let connection =
+                transport.for_modern_request(meta.capabilities, meta.log_level.as_deref());
+            self.dispatch(&connection, method, params).await?
+        };
+        self.complete(&mut result, cacheable || method == "server/discover");
+        Ok(result)
+    }
+
+    /// `subscriptions/listen`: acknowledges what of the client's filter it
+    /// honours, then sends the list changes and resource updates asked for,
+    /// each tagged with the subscription (the request's id), until the
+    /// client ends it (closes the stream; on stdio, cancels the request) or
+    /// goes away. Resource subscriptions reach the servers as 2025
+    /// `resources/subscribe` (once per resource, whoever listens).
+    async fn listen(
+        &self,
+        transport: &Arc<ClientConnection>,
+        id: &Value,
+        params: Option<&Value>,
+    ) -> Value {
+        let filter = params
+            .and_then(|p| p.get("notifications"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let wants = |key: &str| filter.get(key).and_then(Value::as_bool).unwrap_or(false);
+        let (tools, prompts, resources) = (
+            wants("toolsListChanged"),
+            wants("promptsListChanged"),
+            wants("resourcesListChanged"),
+        );
+        let (updates_tx, mut updates) = super::outbound::Outbound::for_client();
+        let listener = ClientConnection::new(Arc::new(updates_tx));
+        let mut guard = ListenGuard {
+            server: self,
+            listener: Arc::clone(&listener),
+            subscribed: Vec::new(),
+        };
+        let asked: Vec<String> = filter
+            .get("resourceSubscriptions")
+            .and_then(Value::as_array)
+            .map(|uris| {
+                uris.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for uri in asked {
+            let Ok((route, _)) = self.router().route_resource(&uri).await else {
+                continue;
+            };
+            if self.subscribe(&listener, &route, &uri)
+                && self
+                    .router()
+                    .resource_subscription(&route, true)
+                    .await
+                    .is_err()
+            {
+                self.unsubscribe(&listener, &route, &uri);
+                continue;
+            }
+            guard.subscribed.push((route, uri));
+        }
+        let mut honored = Map::new();
+        for (key, on) in [
+            ("toolsListChanged", tools),
+            ("promptsListChanged", prompts),
+            ("resourcesListChanged", resources),
+        ] {
+            if on {
+                honored.insert(key.to_owned(), Value::Bool(true));
+            }
+        }
+        if !guard.subscribed.is_empty() {
+            let uris: Vec<&str> = guard
+                .subscribed
+                .iter()
+                .map(|(_, uri)| uri.as_str())
+                .collect();
+            honored.insert("resourceSubscriptions".to_owned(), json!(uris));
+        }
+        let tag = |mut message: Value| {
+            if !message.get("params").is_some_and(Value::is_object) {
+                message["params"] = json!({});
+            }
+            message["params"][META][SUBSCRIPTION_ID] = id.clone();
+            message
+        };
+        let outbound = transport.outbound();
+        outbound.notify(tag(json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/subscriptions/acknowledged",
+            "params": {"notifications": honored}
+        })));
+        let mut changes = self.router().subscribe();
+        let mut last = *changes.borrow_and_update();
+        loop {
+            tokio::select! {
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    let now = *changes.borrow_and_update();
+                    for (on, differs, method) in [
+                        (tools, now.tools != last.tools, "notifications/tools/list_changed"),
+                        (prompts, now.prompts != last.prompts, "notifications/prompts/list_changed"),
+                        (resources, now.resources != last.resources, "notifications/resources/list_changed"),
+                    ] {
+                        if on && differs {
+                            outbound.notify(tag(json!({"jsonrpc": "2.0", "method": method})));
+                        }
+                    }
+                    last = now;
+                }
+                update = updates.recv() => match update {
+                    Some(update) => {
+                        outbound.notify(tag(update));
+                    }
+                    None => break,
+                },
+                () = outbound.stalled() => break,
+            }
+            if outbound.is_closed() {
+                break;
+            }
+        }
+        json!({"_meta": {SUBSCRIPTION_ID: id}})
+    }
+
+    /// `server/discover`: the versions and capabilities of the aggregate.
+    fn discover(&self) -> Value {
+        let mut supported: Vec<&str> = MODERN_VERSIONS.to_vec();
+        supported.extend_from_slice(super::handler::SUPPORTED_VERSIONS);
+        json!({
+            "supportedVersions": supported,
+            "capabilities": super::handler::server_capabilities(),
+            "instructions": super::handler::INSTRUCTIONS,
+        })
+    }
+
+    /// Gives a result its modern envelope: `resultType`, the server's
+    /// identity, and for lists and reads how long a client may cache them
+    /// (0 while servers are still starting: the lists are about to grow).
+    fn complete(&self, result: &mut Value, cacheable: bool) {
+        let Value::Object(map) = result else {
+            return;
+        };
+        map.insert(
+            "resultType".to_owned(),
+            Value::String("complete".to_owned()),
+        );
+        if cacheable {
+            let ttl = if self.router().sessions().is_starting() {
+                0
+            } else {
+                LIST_TTL_MS
+            };
+            map.insert("ttlMs".to_owned(), json!(ttl));
+            // The aggregate is the same for every client of this daemon,
+            // but a front door behind a token must not let a shared cache
+            // hand it to another authorization context.
+            map.insert("cacheScope".to_owned(), Value::String("private".to_owned()));
+        }
+        let meta = map
+            .entry(META.to_owned())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(meta) = meta {
+            meta.insert(SERVER_INFO.to_owned(), super::handler::server_info());
+        }
+    }
+}
+
+/// Whether answering the request may involve notifications before the
+/// result (progress asked for, or log messages at some level): then the
+/// answer is worth an SSE stream.
+pub fn may_notify(method: &str, params: Option<&Value>) -> bool {
+    if method == "subscriptions/listen" {
+        return true;
+    }
+    let meta = params.and_then(|p| p.get(META));
+    meta.and_then(|m| m.get("progressToken")).is_some()
+        || meta
+            .and_then(|m| m.get(LOG_LEVEL))
+            .is_some_and(|level| !level.is_null())
+}
+
+/// The HTTP status a modern answer goes out with: malformed requests and
+/// unsupported versions are 400, an unknown method 404.
+pub fn http_status(answer: &Value) -> axum::http::StatusCode {
+    use axum::http::StatusCode;
+    match answer
+        .get("error")
+        .and_then(|e| e.get("code"))
+        .and_then(Value::as_i64)
+    {
+        Some(METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
+        Some(
+            INVALID_PARAMS
+            | HEADER_MISMATCH
+            | MISSING_CLIENT_CAPABILITY
+            | UNSUPPORTED_PROTOCOL_VERSION
+            | -32600
+            | -32700,
+        ) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
+    }
+}
+
+/// `MissingRequiredClientCapability`.
+pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
+
+/// The Streamable HTTP headers a modern request mirrors from its body
+/// (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) must be there and
+/// agree with it: a proxy routing on the header must see what we execute.
+/// A request without modern `_meta` is left to the `_meta` check.
+pub fn check_headers(
+    headers: &axum::http::HeaderMap,
+    method: &str,
+    params: Option<&Value>,
+) -> Result<(), String> {
+    let Some(version) = params
+        .and_then(|p| p.get(META))
+        .and_then(|m| m.get(PROTOCOL_VERSION))
+        .and_then(Value::as_str)
+    else {
+        return Ok(());
+    };
+    let header = |name: &str| -> Result<Option<String>, String> {
+        match headers.get(name) {
+            None => Ok(None),
+            Some(value) => value
+                .to_str()
+                .map(|v| Some(v.trim().to_owned()))
+                .map_err(|_| format!("the {name} header holds characters a header may not")),
+        }
+    };
+    match header("mcp-protocol-version")? {
+        None => return Err("the MCP-Protocol-Version header is missing".to_owned()),
+        Some(value) if value != version => {
+            return Err(format!(
+                "Header mismatch: MCP-Protocol-Version header value '{value}' does not match body value '{version}'"
+            ));
+        }
+        Some(_) => {}
+    }
+    match header("mcp-method")? {
+        None => return Err("the Mcp-Method header is missing".to_owned()),
+        Some(value) if value != method => {
+            return Err(format!(
+                "Header mismatch: Mcp-Method header value '{value}' does not match body value '{method}'"
+            ));
+        }
+        Some(_) => {}
+    }
+    let named = match method {
+        "tools/call" | "prompts/get" => params.and_then(|p| p.get("name")),
+        "resources/read" => params.and_then(|p| p.get("uri")),
+        _ => return Ok(()),
+    };
+    let body = named.and_then(Value::as_str).unwrap_or_default();
+    match header("mcp-name")? {
+        None => Err("the Mcp-Name header is missing".to_owned()),
+        Some(value) => {
+            let decoded = decode_header_value(&value)?;
+            if decoded == body {
+                Ok(())
+            } else {
+                Err(format!(
+                    "Header mismatch: Mcp-Name header value '{decoded}' does not match body value '{body}'"
+                ))
+            }
+        }
+    }
+}
+
+/// A header value, with the `=?base64?…?=` sentinel encoding undone.
+fn decode_header_value(value: &str) -> Result<String, String> {
+    let Some(encoded) = value
+        .strip_prefix("=?base64?")
+        .and_then(|rest| rest.strip_suffix("?="))
+    else {
+        return Ok(value.to_owned());
+    };
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .ok_or_else(|| format!("the header value {value} is not valid base64 UTF-8"))
+}
+
+/// Ends a listen's resource subscriptions however the listen ends (the
+/// client closing its stream drops the request's future): the last
+/// subscriber of a resource tells its server.
+struct ListenGuard<'a> {
+    server: &'a McpServer,
+    listener: Arc<ClientConnection>,
+    subscribed: Vec<(crate::router::table::ItemRoute, String)>,
+}
+
+impl Drop for ListenGuard<'_> {
+    fn drop(&mut self) {
+        for (route, uri) in self.subscribed.drain(..) {
+            if self.server.unsubscribe(&self.listener, &route, &uri) {
+                let router = self.server.router().clone();
+                tokio::spawn(async move {
+                    let _ = router.resource_subscription(&route, false).await;
+                });
+            }
+        }
+    }
+}
