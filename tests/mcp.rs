@@ -1500,3 +1500,71 @@ async fn a_2026_client_over_http_beside_a_2025_session() {
     assert!(listed["result"]["tools"].is_array(), "{listed}");
     assert!(listed["result"].get("resultType").is_none(), "{listed}");
 }
+
+/// A 2025 server asks a 2026-07-28 client something during a call: the
+/// client gets the question as an input-required result with a sealed
+/// state, and its retry with the answer completes the call. An altered or
+/// replayed state is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_servers_question_reaches_a_2026_client_as_input_required() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = write_config(temp.path(), &[]);
+    let mut client = RawClient::spawn(&config, &temp.path().join("data"), &[]);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"roots": {}}
+    });
+    let call = |id: i64, extra: Value| {
+        let mut params = json!({"name": "fx__roots", "arguments": {}, "_meta": meta.clone()});
+        if let (Value::Object(params), Value::Object(extra)) = (&mut params, extra) {
+            params.extend(extra);
+        }
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+    };
+    client.send(call(1, json!({}))).await;
+    let first = client.answer(1).await["result"].clone();
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    let requests = first["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 1, "{first}");
+    let (key, asked) = requests.iter().next().unwrap();
+    assert_eq!(asked["method"], "roots/list", "{first}");
+    let state = first["requestState"].as_str().unwrap().to_owned();
+
+    // An altered state opens nothing.
+    let mut altered = state.clone();
+    altered.replace_range(0..1, if altered.starts_with('A') { "B" } else { "A" });
+    let answers =
+        json!({key.clone(): {"roots": [{"uri": "file:///from-the-client", "name": "mine"}]}});
+    client
+        .send(call(
+            2,
+            json!({"inputResponses": answers.clone(), "requestState": altered}),
+        ))
+        .await;
+    assert_eq!(client.answer(2).await["error"]["code"], -32602);
+
+    client
+        .send(call(
+            3,
+            json!({"inputResponses": answers.clone(), "requestState": state.clone()}),
+        ))
+        .await;
+    let done = client.answer(3).await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert!(
+        done["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("file:///from-the-client"),
+        "{done}"
+    );
+    // Used once: a replay finds nothing.
+    client
+        .send(call(
+            4,
+            json!({"inputResponses": answers, "requestState": state}),
+        ))
+        .await;
+    assert_eq!(client.answer(4).await["error"]["code"], -32602);
+    let _ = client.child.kill().await;
+}

@@ -59,6 +59,11 @@ pub struct McpServer {
     /// Exactly one client is attached (the stdio front door): a server's
     /// request outside a call may go to it.
     single_client: std::sync::atomic::AtomicBool,
+    /// Requests parked while a 2026-07-28 client answers a server's
+    /// questions.
+    pub(super) relay: super::relay::Relay,
+    /// Itself, for work that outlives the request that started it.
+    pub(super) me: std::sync::Weak<McpServer>,
 }
 
 /// A client subscribed to a resource, and the URI it used.
@@ -87,6 +92,9 @@ pub struct ClientConnection {
     /// The least severe log message the client wants (`logging/setLevel`),
     /// as an index into `LOG_LEVELS`; everything until it says.
     log_level: Arc<std::sync::atomic::AtomicUsize>,
+    /// For a 2026-07-28 request: where a server's questions go instead of
+    /// being sent to the client (see `relay`).
+    inputs: Option<tokio::sync::mpsc::Sender<super::relay::Step>>,
 }
 
 /// MCP's log levels (RFC 5424), least severe first.
@@ -141,6 +149,7 @@ impl ClientConnection {
             accepts_requests: std::sync::atomic::AtomicBool::new(true),
             next_ask: std::sync::atomic::AtomicU64::new(1),
             log_level: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            inputs: None,
         })
     }
 
@@ -161,33 +170,37 @@ impl ClientConnection {
             accepts_requests: std::sync::atomic::AtomicBool::new(true),
             next_ask: std::sync::atomic::AtomicU64::new(1 << 32),
             log_level: Arc::clone(&self.log_level),
+            inputs: None,
         })
     }
 
     /// A connection for one modern (2026-07-28) request on this transport:
-    /// the same queue, the request's own log level (none: no log
-    /// messages). Modern clients are never sent requests (that is what
-    /// input-required results are for), so it declares no capability.
-    pub fn for_modern_request(
+    /// the same queue, the request's capabilities and log level (none: no
+    /// log messages). Modern clients are never sent requests: a server's
+    /// questions go to `inputs`, to come back to the client as an
+    /// input-required result (without it, they are refused).
+    pub(super) fn for_modern_request(
         &self,
-        _capabilities: Value,
+        capabilities: Value,
         log_level: Option<&str>,
+        inputs: Option<tokio::sync::mpsc::Sender<super::relay::Step>>,
     ) -> Arc<ClientConnection> {
         let level = log_level
             .and_then(log_level_index)
             .unwrap_or(LOG_LEVELS.len());
-        let capabilities = OnceLock::new();
-        let _ = capabilities.set(Value::Null);
+        let declared = OnceLock::new();
+        let _ = declared.set(capabilities);
         Arc::new(ClientConnection {
             outbound: Arc::clone(&self.outbound),
             protocol_version: OnceLock::new(),
-            capabilities,
+            capabilities: declared,
             initialized: std::sync::atomic::AtomicBool::new(true),
             in_flight: Mutex::new(HashMap::new()),
             asked: Arc::clone(&self.asked),
-            accepts_requests: std::sync::atomic::AtomicBool::new(false),
+            accepts_requests: std::sync::atomic::AtomicBool::new(inputs.is_some()),
             next_ask: std::sync::atomic::AtomicU64::new(1 << 48),
             log_level: Arc::new(std::sync::atomic::AtomicUsize::new(level)),
+            inputs,
         })
     }
 
@@ -216,6 +229,19 @@ impl ClientConnection {
     /// Sends the client a request and waits for its answer; `Err` is a
     /// JSON-RPC error object.
     pub async fn ask(&self, method: &str, params: Option<Value>) -> Result<Value, Value> {
+        if let Some(inputs) = &self.inputs {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let step = super::relay::Step::Ask {
+                method: method.to_owned(),
+                params,
+                reply,
+            };
+            let gone = || json!({"code": INTERNAL_ERROR, "message": "the client did not answer"});
+            if inputs.send(step).await.is_err() {
+                return Err(gone());
+            }
+            return answer.await.unwrap_or_else(|_| Err(gone()));
+        }
         let n = self
             .next_ask
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -377,7 +403,7 @@ impl McpServer {
         search: crate::index::SearchIndex,
         expose: super::meta::Expose,
     ) -> Arc<McpServer> {
-        let server = Arc::new(McpServer {
+        let server = Arc::new_cyclic(|me| McpServer {
             router,
             search,
             expose,
@@ -385,6 +411,8 @@ impl McpServer {
             clients: Mutex::new(Vec::new()),
             subscriptions: Mutex::new(HashMap::new()),
             single_client: std::sync::atomic::AtomicBool::new(false),
+            relay: super::relay::Relay::default(),
+            me: me.clone(),
         });
         server
             .router

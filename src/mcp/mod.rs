@@ -10,6 +10,7 @@ pub mod http;
 pub mod meta;
 pub mod modern;
 pub mod outbound;
+mod relay;
 mod requests;
 pub mod session_table;
 pub mod stdio;

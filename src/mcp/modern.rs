@@ -17,6 +17,7 @@ const META: &str = "_meta";
 const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
@@ -184,12 +185,63 @@ impl McpServer {
         let mut result = if method == "server/discover" {
             self.discover()
         } else {
-            let connection =
-                transport.for_modern_request(meta.capabilities, meta.log_level.as_deref());
-            self.dispatch(&connection, method, params).await?
+            self.run_relayed(transport, meta, method, params).await?
         };
         self.complete(&mut result, cacheable || method == "server/discover");
         Ok(result)
+    }
+
+    /// Runs a request through the method table. If a server asks the client
+    /// something meanwhile, the request is parked and the client gets the
+    /// questions (an input-required result); its retry with the answers and
+    /// the `requestState` resumes it.
+    async fn run_relayed(
+        &self,
+        transport: &Arc<ClientConnection>,
+        meta: RequestMeta,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, RpcFailure> {
+        let target = relay_target(method, params.as_ref());
+        if let Some(state) = params
+            .as_ref()
+            .and_then(|p| p.get("requestState"))
+            .and_then(Value::as_str)
+        {
+            let responses = params.as_ref().and_then(|p| p.get("inputResponses"));
+            return self.relay.resume(&target, state, responses).await;
+        }
+        let Some(me) = self.me.upgrade() else {
+            return Err((-32603, "the aggregator is shutting down".to_owned(), None));
+        };
+        let mut params = params;
+        strip_protocol_meta(&mut params);
+        let (inputs, mut steps) = tokio::sync::mpsc::channel(16);
+        let connection = transport.for_modern_request(
+            meta.capabilities,
+            meta.log_level.as_deref(),
+            Some(inputs.clone()),
+        );
+        let method = method.to_owned();
+        let mut call = Box::pin(async move { me.dispatch(&connection, &method, params).await });
+        let first = tokio::select! {
+            outcome = &mut call => return outcome,
+            step = steps.recv() => step,
+        };
+        // The server is waiting for the client: the request goes on in the
+        // background while the client gathers the answers.
+        let running = tokio::spawn(async move {
+            let outcome = call.await;
+            let _ = inputs.send(super::relay::Step::Done(outcome)).await;
+        });
+        self.relay
+            .next(
+                target,
+                first,
+                steps,
+                super::relay::AbortOnDrop(Some(running.abort_handle())),
+            )
+            .await
     }
 
     /// `subscriptions/listen`: acknowledges what of the client's filter it
@@ -331,11 +383,11 @@ impl McpServer {
         let Value::Object(map) = result else {
             return;
         };
-        map.insert(
-            "resultType".to_owned(),
-            Value::String("complete".to_owned()),
-        );
-        if cacheable {
+        let complete = map
+            .entry("resultType".to_owned())
+            .or_insert_with(|| Value::String("complete".to_owned()))
+            == "complete";
+        if cacheable && complete {
             let ttl = if self.router().sessions().is_starting() {
                 0
             } else {
@@ -495,4 +547,44 @@ impl Drop for ListenGuard<'_> {
             }
         }
     }
+}
+
+/// What a retry must name to resume a parked request: the method and its
+/// target (tool, prompt or resource).
+fn relay_target(method: &str, params: Option<&Value>) -> String {
+    let target = params
+        .and_then(|p| p.get("name").or_else(|| p.get("uri")))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    format!("{method} {target}")
+}
+
+/// Removes what a modern request says about its own protocol from its
+/// `_meta`: the aggregator speaks to each server in that server's era, and
+/// a server shown the client's 2026-07-28 metadata on a 2025 session would
+/// take the request for a modern one. Everything else (`progressToken`,
+/// trace context, vendor keys) passes through.
+fn strip_protocol_meta(params: &mut Option<Value>) {
+    let Some(Value::Object(params)) = params else {
+        return;
+    };
+    let empty = match params.get_mut(META) {
+        Some(Value::Object(meta)) => {
+            for key in [
+                PROTOCOL_VERSION,
+                CLIENT_CAPABILITIES,
+                CLIENT_INFO,
+                LOG_LEVEL,
+            ] {
+                meta.remove(key);
+            }
+            meta.is_empty()
+        }
+        _ => false,
+    };
+    if empty {
+        params.remove(META);
+    }
+    params.remove("inputResponses");
+    params.remove("requestState");
 }

@@ -1,0 +1,287 @@
+//! Input-required relay across eras (multi round-trip requests,
+//! 2026-07-28): when a server asks the calling client for something during
+//! a request (sampling, elicitation, roots, the 2025 way) and that client
+//! speaks 2026-07-28 — which is never sent requests — the request is parked
+//! and the client gets an `InputRequiredResult` carrying the server's
+//! questions and a sealed `requestState`. Its retry with `inputResponses`
+//! and that state hands the answers to the waiting server, and the request
+//! goes on: to its result, or to the next round of questions.
+//!
+//! The state is the parked request's number sealed with ChaCha20-Poly1305
+//! under a key this process drew at start: a state that was altered, forged
+//! or issued by an earlier process does not open; one already used, or
+//! parked longer than `PARK_TTL`, finds nothing.
+
+use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng};
+use chacha20poly1305::{ChaCha20Poly1305, Nonce};
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+
+use super::handler::{INVALID_PARAMS, RpcFailure};
+
+/// How long a parked request waits for the client's retry.
+pub const PARK_TTL: Duration = Duration::from_secs(600);
+/// At most this many requests parked at once; the oldest goes first.
+const MAX_PARKED: usize = 1024;
+
+/// What a running request reports to whoever waits for it.
+pub(super) enum Step {
+    /// The server asks the client something; the answer goes to `reply`
+    /// (`Err` is a JSON-RPC error object).
+    Ask {
+        method: String,
+        params: Option<Value>,
+        reply: oneshot::Sender<Result<Value, Value>>,
+    },
+    /// The request's outcome.
+    Done(Result<Value, RpcFailure>),
+}
+
+/// A question the client has not answered yet.
+struct Question {
+    request: Value,
+    reply: oneshot::Sender<Result<Value, Value>>,
+}
+
+/// A request waiting for the client's answers.
+struct Parked {
+    /// What the retry must be: the same method on the same target.
+    target: String,
+    questions: HashMap<String, Question>,
+    steps: mpsc::Receiver<Step>,
+    /// Ends the request if it is never resumed.
+    running: AbortOnDrop,
+    parked_at: Instant,
+}
+
+pub(super) struct Relay {
+    cipher: ChaCha20Poly1305,
+    parked: Mutex<HashMap<u64, Parked>>,
+    next_id: AtomicU64,
+    next_question: AtomicU64,
+}
+
+impl Default for Relay {
+    fn default() -> Self {
+        Relay {
+            cipher: ChaCha20Poly1305::new(&ChaCha20Poly1305::generate_key(&mut OsRng)),
+            parked: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            next_question: AtomicU64::new(1),
+        }
+    }
+}
+
+/// Aborts the request's task if its waiter goes away before parking it.
+pub(super) struct AbortOnDrop(pub Option<tokio::task::AbortHandle>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
+}
+
+impl Relay {
+    /// Waits for the request's next step: its result, or the questions it
+    /// needs answered — then it is parked and the client gets them.
+    pub(super) async fn next(
+        &self,
+        target: String,
+        first: Option<Step>,
+        steps: mpsc::Receiver<Step>,
+        running: AbortOnDrop,
+    ) -> Result<Value, RpcFailure> {
+        self.wait(target, first, steps, HashMap::new(), running)
+            .await
+    }
+
+    async fn wait(
+        &self,
+        target: String,
+        first: Option<Step>,
+        mut steps: mpsc::Receiver<Step>,
+        mut questions: HashMap<String, Question>,
+        running: AbortOnDrop,
+    ) -> Result<Value, RpcFailure> {
+        match first {
+            Some(Step::Done(outcome)) => return outcome,
+            Some(Step::Ask {
+                method,
+                params,
+                reply,
+            }) => self.add_question(&mut questions, method, params, reply),
+            None => {}
+        }
+        if questions.is_empty() {
+            match steps.recv().await {
+                Some(Step::Done(outcome)) => return outcome,
+                Some(Step::Ask {
+                    method,
+                    params,
+                    reply,
+                }) => {
+                    self.add_question(&mut questions, method, params, reply);
+                }
+                None => {
+                    return Err((
+                        -32603,
+                        "the request ended without an answer".to_owned(),
+                        None,
+                    ));
+                }
+            }
+        }
+        // Questions asked together go out together.
+        while let Ok(step) = steps.try_recv() {
+            match step {
+                Step::Ask {
+                    method,
+                    params,
+                    reply,
+                } => self.add_question(&mut questions, method, params, reply),
+                Step::Done(outcome) => return outcome,
+            }
+        }
+        let requests: Map<String, Value> = questions
+            .iter()
+            .map(|(key, question)| (key.clone(), question.request.clone()))
+            .collect();
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let parked = Parked {
+            target,
+            questions,
+            steps,
+            running,
+            parked_at: Instant::now(),
+        };
+        if let Ok(mut all) = self.parked.lock() {
+            all.retain(|_, p| p.parked_at.elapsed() < PARK_TTL);
+            if all.len() >= MAX_PARKED
+                && let Some(oldest) = all.iter().min_by_key(|(_, p)| p.parked_at).map(|(k, _)| *k)
+            {
+                all.remove(&oldest);
+            }
+            all.insert(id, parked);
+        }
+        Ok(json!({
+            "resultType": "input_required",
+            "inputRequests": requests,
+            "requestState": self.seal(id),
+        }))
+    }
+
+    /// A retry: the client's answers go to the parked request, which goes
+    /// on. Answers to questions not asked are ignored; a question left
+    /// unanswered is asked again.
+    pub(super) async fn resume(
+        &self,
+        target: &str,
+        state: &str,
+        responses: Option<&Value>,
+    ) -> Result<Value, RpcFailure> {
+        let refused = |why: &str| (INVALID_PARAMS, format!("requestState refused: {why}"), None);
+        let id = self
+            .open(state)
+            .ok_or_else(|| refused("it was not issued by this aggregator, or was altered"))?;
+        let parked = self
+            .parked
+            .lock()
+            .ok()
+            .and_then(|mut all| all.remove(&id))
+            .ok_or_else(|| refused("it was already used, or expired"))?;
+        let Parked {
+            target: parked_for,
+            questions,
+            steps,
+            running,
+            parked_at,
+        } = parked;
+        if parked_at.elapsed() >= PARK_TTL {
+            return Err(refused("it expired"));
+        }
+        if parked_for != target {
+            return Err(refused("it belongs to another request"));
+        }
+        let mut unanswered = HashMap::new();
+        for (key, question) in questions {
+            match responses.and_then(|r| r.get(&key)) {
+                Some(answer) => {
+                    let _ = question.reply.send(Ok(answer.clone()));
+                }
+                None => {
+                    unanswered.insert(key, question);
+                }
+            }
+        }
+        self.wait(parked_for, None, steps, unanswered, running)
+            .await
+    }
+
+    fn add_question(
+        &self,
+        questions: &mut HashMap<String, Question>,
+        method: String,
+        params: Option<Value>,
+        reply: oneshot::Sender<Result<Value, Value>>,
+    ) {
+        let kind = match method.as_str() {
+            "sampling/createMessage" => "sampling",
+            "elicitation/create" => "elicitation",
+            "roots/list" => "roots",
+            _ => "input",
+        };
+        let n = self.next_question.fetch_add(1, Ordering::Relaxed);
+        let mut request = json!({"method": method});
+        if let Some(params) = params {
+            request["params"] = params;
+        }
+        questions.insert(format!("{kind}-{n}"), Question { request, reply });
+    }
+
+    fn seal(&self, id: u64) -> String {
+        use base64::Engine as _;
+        let nonce = ChaCha20Poly1305::generate_nonce(&mut OsRng);
+        let mut sealed = nonce.to_vec();
+        if let Ok(body) = self.cipher.encrypt(&nonce, id.to_be_bytes().as_slice()) {
+            sealed.extend(body);
+        }
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sealed)
+    }
+
+    fn open(&self, state: &str) -> Option<u64> {
+        use base64::Engine as _;
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(state)
+            .ok()?;
+        if bytes.len() < 12 {
+            return None;
+        }
+        let (nonce, body) = bytes.split_at(12);
+        let plain = self.cipher.decrypt(Nonce::from_slice(nonce), body).ok()?;
+        Some(u64::from_be_bytes(plain.try_into().ok()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_state_opens_only_unaltered_and_only_here() {
+        let relay = Relay::default();
+        let state = relay.seal(42);
+        assert_eq!(relay.open(&state), Some(42));
+        let mut altered = state.clone().into_bytes();
+        let last = altered.len() - 1;
+        altered[last] = if altered[last] == b'A' { b'B' } else { b'A' };
+        assert_eq!(relay.open(std::str::from_utf8(&altered).unwrap()), None);
+        assert_eq!(Relay::default().open(&state), None, "another process's key");
+        assert_eq!(relay.open("not base64 at all!"), None);
+    }
+}
