@@ -121,6 +121,53 @@ fn echo(name: &str, i: usize) -> Value {
     json!({"name": name, "arguments": {"message": "hello", "i": i}})
 }
 
+/// The same call from a 2026-07-28 client: its protocol in `_meta`.
+fn echo_modern(name: &str, i: usize) -> Value {
+    json!({"name": name, "arguments": {"message": "hello", "i": i}, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"}
+    }})
+}
+
+async fn sequential_modern(client: &mut Stdio_, tool: &str) -> Vec<Duration> {
+    let mut times = Vec::with_capacity(SEQUENTIAL);
+    for i in 0..SEQUENTIAL {
+        let began = Instant::now();
+        let answer = client.request("tools/call", echo_modern(tool, i)).await;
+        times.push(began.elapsed());
+        assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+    }
+    times
+}
+
+/// Sequential calls from a 2026-07-28 client over HTTP: no session, the
+/// request's headers mirroring its body.
+async fn http_sequential_modern(url: &str, tool: &str) -> Vec<Duration> {
+    let client = reqwest::Client::new();
+    let mut times = Vec::with_capacity(SEQUENTIAL);
+    for i in 0..SEQUENTIAL {
+        let body = json!({"jsonrpc": "2.0", "id": i + 10, "method": "tools/call", "params": echo_modern(tool, i)});
+        let began = Instant::now();
+        let answer: Value = client
+            .post(url)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", tool)
+            .json(&body)
+            .send()
+            .await
+            .expect("post")
+            .json()
+            .await
+            .expect("json");
+        times.push(began.elapsed());
+        assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+    }
+    times
+}
+
 async fn sequential(client: &mut Stdio_, tool: &str) -> Vec<Duration> {
     let mut times = Vec::with_capacity(SEQUENTIAL);
     for i in 0..SEQUENTIAL {
@@ -275,16 +322,18 @@ async fn run() {
     .await;
     wait_for_tool(&mut through, "s0__echo", 8).await;
     wait_until_idle(through.pid()).await;
-    let (mut d_times, mut t_times) = (Vec::new(), Vec::new());
+    let (mut d_times, mut t_times, mut m_times) = (Vec::new(), Vec::new(), Vec::new());
     let mut agg_cpu = 0.0;
     for _ in 0..ROUNDS {
         d_times.extend(sequential(&mut direct, "echo").await);
         let cpu = cpu_seconds(through.pid());
         t_times.extend(sequential(&mut through, "s0__echo").await);
         agg_cpu += cpu_seconds(through.pid()) - cpu;
+        m_times.extend(sequential_modern(&mut through, "s0__echo").await);
     }
     d_times.sort();
     t_times.sort();
+    m_times.sort();
     let cpu_per_call_us = agg_cpu / (ROUNDS * SEQUENTIAL) as f64 * 1e6;
     let d_tput = pipelined(&mut direct, "echo").await;
     let cpu = cpu_seconds(through.pid());
@@ -354,6 +403,8 @@ async fn run() {
     let mut h_times = http_sequential(&url, &session, "s0__echo").await;
     let http_cpu_us = (cpu_seconds(daemon_pid) - cpu) / SEQUENTIAL as f64 * 1e6;
     h_times.sort();
+    let mut hm_times = http_sequential_modern(&url, "s0__echo").await;
+    hm_times.sort();
     let h_tput = http_concurrent(&url, &session, "s0__echo").await;
     let _ = daemon.kill().await;
 
@@ -411,6 +462,13 @@ async fn run() {
         pct(&d_times, 0.99),
         pct(&t_times, 0.99),
         pct(&h_times, 0.99)
+    );
+    println!(
+        "| sequential p50 / p99, 2026-07-28 client | - | {:.0} µs / {:.0} µs | {:.0} µs / {:.0} µs (no session) |",
+        pct(&m_times, 0.5),
+        pct(&m_times, 0.99),
+        pct(&hm_times, 0.5),
+        pct(&hm_times, 0.99)
     );
     println!(
         "| throughput, {IN_FLIGHT} in flight ({CONCURRENT_CALLS} calls) | {:.0}/s | {:.0}/s ({:.0}% of direct) | {:.0}/s |",
