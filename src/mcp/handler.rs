@@ -97,6 +97,11 @@ pub struct ClientConnection {
     inputs: Option<tokio::sync::mpsc::Sender<super::relay::Step>>,
 }
 
+/// A 2025 client that never called `logging/setLevel`: it gets every log
+/// message a server sends during its calls. (`LOG_LEVELS.len()` is a
+/// 2026-07-28 request without a log level: no log messages.)
+const LEVEL_UNSET: usize = usize::MAX;
+
 /// MCP's log levels (RFC 5424), least severe first.
 const LOG_LEVELS: [&str; 8] = [
     "debug",
@@ -124,8 +129,13 @@ impl crate::sessions::CallSink for ClientConnection {
                 .and_then(|p| p.get("level"))
                 .and_then(Value::as_str)
                 .and_then(log_level_index);
-            // Past the last level: the client asked for no log messages.
-            if wanted >= LOG_LEVELS.len() || level.is_some_and(|level| level < wanted) {
+            let dropped = match wanted {
+                LEVEL_UNSET => false,
+                // Past the last level: the client asked for no log messages.
+                none if none >= LOG_LEVELS.len() => true,
+                wanted => level.is_some_and(|level| level < wanted),
+            };
+            if dropped {
                 return true;
             }
         }
@@ -148,7 +158,7 @@ impl ClientConnection {
             asked: Arc::new(Mutex::new(HashMap::new())),
             accepts_requests: std::sync::atomic::AtomicBool::new(true),
             next_ask: std::sync::atomic::AtomicU64::new(1),
-            log_level: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            log_level: Arc::new(std::sync::atomic::AtomicUsize::new(LEVEL_UNSET)),
             inputs: None,
         })
     }
@@ -216,6 +226,12 @@ impl ClientConnection {
 
     pub fn is_initialized(&self) -> bool {
         self.initialized.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether the client asked for log messages (`logging/setLevel`, or a
+    /// modern request's log level).
+    pub fn hears_logs(&self) -> bool {
+        self.log_level.load(std::sync::atomic::Ordering::Relaxed) < LOG_LEVELS.len()
     }
 
     /// Whether the client declared a capability (`sampling`, `roots`, …).

@@ -230,8 +230,16 @@ pub async fn post(
             .and_then(|m| m.get("progressToken"))
             .is_some()
     });
+    // A call may bring the client a server's request or log messages: they
+    // go on the call's own stream, which the client is reading for the
+    // answer anyway, instead of racing the opening of its GET stream.
+    let may_hear_from_server = requests.iter().any(|(_, method, _)| method == "tools/call")
+        && (connection.hears_logs()
+            || ["sampling", "elicitation", "roots"]
+                .iter()
+                .any(|capability| connection.supports(capability)));
 
-    if wants_stream && reports_progress && !batch {
+    if wants_stream && (reports_progress || may_hear_from_server) && !batch {
         // Progress goes out on this response's stream, then the answer.
         let (tx, rx) = Outbound::for_client();
         let tx = Arc::new(tx);
