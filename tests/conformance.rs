@@ -61,9 +61,38 @@ fn run_conformance(url: &str, requirements: Option<&str>, baseline: &str, label:
     eprintln!("conformance, {label}:{summary}");
     assert!(
         output.status.success(),
-        "conformance, {label}: the run does not match {baseline}\n{report}\n{}",
+        "conformance, {label}: the run does not match {baseline}{summary}\nchecks that did not pass:\n{}\n{}",
+        checks_not_passed(out.path()),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// Every check of the run that did not pass, with what it said.
+fn checks_not_passed(dir: &Path) -> String {
+    let mut lines = Vec::new();
+    let Ok(scenarios) = std::fs::read_dir(dir) else {
+        return String::new();
+    };
+    for scenario in scenarios.flatten() {
+        let path = scenario.path().join("checks.json");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let checks: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap_or_default();
+        for check in checks {
+            let status = check["status"].as_str().unwrap_or_default();
+            if status != "SUCCESS" && status != "INFO" && status != "SKIPPED" {
+                lines.push(format!(
+                    "  {} / {}: {status}: {} {}",
+                    scenario.file_name().to_string_lossy(),
+                    check["id"].as_str().unwrap_or_default(),
+                    check["errorMessage"].as_str().unwrap_or_default(),
+                    check["details"]
+                ));
+            }
+        }
+    }
+    lines.join("\n")
 }
 
 /// A daemon with the backend registered from a config file, its tools listed.
