@@ -313,7 +313,25 @@ async fn modern_post(
         drop(others);
         return StatusCode::ACCEPTED.into_response();
     };
-    if let Err(mismatch) = super::modern::check_headers(headers, &method, params.as_ref()) {
+    let mut checked = super::modern::check_headers(headers, &method, params.as_ref());
+    if checked.is_ok()
+        && method == "tools/call"
+        && super::modern::is_modern(params.as_ref())
+        && let Some(name) = params
+            .as_ref()
+            .and_then(|p| p.get("name"))
+            .and_then(Value::as_str)
+    {
+        let router = mcp.server.router();
+        if let Ok(route) = router.resolve(&router.table(), name, None) {
+            checked = super::modern::check_param_headers(
+                headers,
+                &route,
+                params.as_ref().and_then(|p| p.get("arguments")),
+            );
+        }
+    }
+    if let Err(mismatch) = checked {
         let answer = handler::error_response(id, super::modern::HEADER_MISMATCH, &mismatch);
         return (StatusCode::BAD_REQUEST, axum::Json(answer)).into_response();
     }

@@ -588,3 +588,49 @@ fn strip_protocol_meta(params: &mut Option<Value>) {
     params.remove("inputResponses");
     params.remove("requestState");
 }
+
+/// The `Mcp-Param-*` headers of a 2026-07-28 `tools/call` over HTTP: every
+/// argument the tool's schema mirrors into a header (`x-mcp-header`) and
+/// that the call carries must come with that header, holding the same value
+/// (base64 sentinel decoded, numbers compared as numbers).
+pub fn check_param_headers(
+    headers: &axum::http::HeaderMap,
+    route: &crate::router::table::Route,
+    arguments: Option<&Value>,
+) -> Result<(), String> {
+    for param in route.header_params.iter() {
+        let value = arguments
+            .and_then(|arguments| param.path.iter().try_fold(arguments, |at, key| at.get(key)));
+        let name = format!("mcp-param-{}", param.header);
+        let Some(value) = value.filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let header = match headers.get(name.as_str()) {
+            None => return Err(format!("the Mcp-Param-{} header is missing", param.header)),
+            Some(header) => header.to_str().map(str::trim).map_err(|_| {
+                format!(
+                    "the Mcp-Param-{} header holds characters a header may not",
+                    param.header
+                )
+            })?,
+        };
+        let decoded = decode_header_value(header)?;
+        let matches = match value {
+            Value::String(text) => *text == decoded,
+            Value::Bool(flag) => decoded == if *flag { "true" } else { "false" },
+            Value::Number(number) => decoded
+                .parse::<f64>()
+                .ok()
+                .zip(number.as_f64())
+                .is_some_and(|(a, b)| a == b),
+            _ => true,
+        };
+        if !matches {
+            return Err(format!(
+                "Header mismatch: Mcp-Param-{} header value '{decoded}' does not match the argument",
+                param.header
+            ));
+        }
+    }
+    Ok(())
+}

@@ -182,6 +182,7 @@ mod tests {
                         original_name: Arc::from(tool),
                         tool_id: Arc::from(format!("{name}.{tool}")),
                         wire_name: None,
+                        header_params: Arc::from([]),
                     }));
             }
         }

@@ -77,6 +77,18 @@ const TOOLS = [
     },
   },
   { name: "test_reconnection", description: "Closes the answer's stream before answering (HTTP)", inputSchema: noArguments },
+  {
+    name: "test_custom_headers",
+    description: "Arguments mirrored into HTTP headers (x-mcp-header)",
+    inputSchema: {
+      type: "object",
+      properties: {
+        region: { type: "string", "x-mcp-header": "Region" },
+        query: { type: "string" },
+      },
+      required: ["region"],
+    },
+  },
 ];
 
 const RESOURCES = [
@@ -302,6 +314,8 @@ function newServer(transports) {
         });
       case "json_schema_2020_12_tool":
         return { content: [text(`JSON Schema 2020-12 tool called with: ${JSON.stringify(args)}`)] };
+      case "test_custom_headers":
+        return { content: [text(`region=${args.region}`)] };
       case "test_reconnection": {
         const transport = extra.sessionId ? transports?.get(extra.sessionId) : undefined;
         if (transport && extra.requestId !== undefined) {
