@@ -28,12 +28,18 @@ if ! command -v python3 >/dev/null 2>&1; then
   echo "setup: python3 is not on PATH; install Python 3.11 (the interop tests use the Python MCP SDK)" >&2
   exit 1
 fi
-venv_stamp=tests/.venv/.installed-from-requirements
-if ! cmp -s tests/python/requirements.txt "$venv_stamp" 2>/dev/null; then
-  python3 -m venv tests/.venv
-  tests/.venv/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
-  cp tests/python/requirements.txt "$venv_stamp"
-fi
+# Two virtualenvs: the 1.x SDK (and schemathesis), and the 2.x SDK that
+# speaks both protocol eras.
+for pair in ".venv:requirements.txt" ".venv-v2:requirements-v2.txt"; do
+  venv=tests/${pair%%:*}
+  requirements=tests/python/${pair##*:}
+  venv_stamp=$venv/.installed-from-requirements
+  if ! cmp -s "$requirements" "$venv_stamp" 2>/dev/null; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+    cp "$requirements" "$venv_stamp"
+  fi
+done
 # The search model and ONNX Runtime, embedded in the binary at build time.
 ./scripts/fetch-assets.sh
 echo "setup: ok"

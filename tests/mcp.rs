@@ -1568,3 +1568,86 @@ async fn a_2025_servers_question_reaches_a_2026_client_as_input_required() {
     assert_eq!(client.answer(4).await["error"]["code"], -32602);
     let _ = client.child.kill().await;
 }
+
+/// The Python SDK 2.x (PyPI `mcp==2.3.0`) in each of its connect modes —
+/// `auto`, `legacy` and `2026-07-28` — over both front doors, launched as a
+/// desktop client would: it lists every server's tools at once (nothing
+/// waits for it to retry), calls one, and answers a server's roots request
+/// (as a 2025 request, or as an input-required round).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_v2_in_every_mode_through_both_front_doors() {
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/.venv-v2/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup.sh",
+        python.display()
+    );
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/interop_v2.py");
+    let run = move |args: Vec<String>| {
+        let output = std::process::Command::new(&python)
+            .arg(&script)
+            .args(&args)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "python v2 client failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let check = |runs: Vec<Value>, needs: &str| {
+        assert_eq!(runs.len(), 3, "{runs:?}");
+        for out in runs {
+            assert!(
+                out["tools"].as_array().unwrap().iter().any(|t| t == needs),
+                "{out}"
+            );
+            assert_eq!(
+                out["echo"], r#"{"from":"python-v2","n":[1,2.5,null]}"#,
+                "{out}"
+            );
+            assert_eq!(out["echo_error"], false, "{out}");
+            assert!(
+                out["roots"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("file:///from-the-python-v2-client"),
+                "{out}"
+            );
+        }
+    };
+
+    let temp = tempfile::tempdir().unwrap();
+    let config = write_config(temp.path(), &[]);
+    let data = temp.path().join("stdio-data");
+    let args = vec![
+        "stdio".to_owned(),
+        BIN.to_owned(),
+        config.display().to_string(),
+        data.display().to_string(),
+    ];
+    let runs = {
+        let run = run.clone();
+        tokio::task::spawn_blocking(move || run(args))
+            .await
+            .unwrap()
+    };
+    // fy starts with fx: a client that lists once sees it anyway.
+    check(runs, "fy__echo");
+
+    let d = Daemon::start_in(
+        &temp.path().join("daemon"),
+        &["--config", config.to_str().unwrap()],
+    );
+    let args = vec!["http".to_owned(), d.api("/mcp")];
+    let runs = tokio::task::spawn_blocking(move || run(args))
+        .await
+        .unwrap();
+    check(runs, "fy__echo");
+}
