@@ -1651,3 +1651,108 @@ async fn the_python_sdk_v2_in_every_mode_through_both_front_doors() {
         .unwrap();
     check(runs, "fy__echo");
 }
+
+/// A server that speaks only 2026-07-28 (it refuses `initialize`) behind
+/// the aggregator: connected statelessly (`server/discover`, `_meta` on
+/// every request), its list changes followed through a subscription, and
+/// its input-required results reaching a 2025 client as requests and a
+/// 2026-07-28 client as they are (the server's state sealed in ours).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_only_server_serves_clients_of_both_eras() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("servers.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"fx": {"command": FIXTURE,
+            "args": ["--modern-only", "--extra-tool", "ask_roots"]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let mut client = RawClient::start_with(
+        &config,
+        &temp.path().join("data"),
+        json!({"roots": {"listChanged": false}}),
+    )
+    .await;
+    client.wait_for_tool("fx__ask_roots").await;
+    let echoed = client.call(1, "fx__echo", json!({"said": "hi"})).await;
+    assert_eq!(
+        echoed["result"]["content"][0]["text"], r#"{"said":"hi"}"#,
+        "{echoed}"
+    );
+
+    // A 2025 client: the server's question comes as a roots/list request.
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "fx__ask_roots", "arguments": {}}}))
+        .await;
+    let asked = loop {
+        let message = client.next().await;
+        if message["method"] == "roots/list" {
+            break message;
+        }
+        client.backlog.push(message);
+    };
+    client
+        .send(json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"roots": [{"uri": "file:///legacy-client"}]}}))
+        .await;
+    let answered = client.answer(2).await;
+    let text = answered["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("file:///legacy-client"), "{answered}");
+
+    // A 2026-07-28 client: the question as the server put it, its state
+    // sealed; the retry brings the answer back to the server.
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"roots": {}}});
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "fx__ask_roots", "arguments": {}, "_meta": meta}}))
+        .await;
+    let first = client.answer(3).await["result"].clone();
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    assert_eq!(
+        first["inputRequests"]["client_roots"]["method"], "roots/list",
+        "{first}"
+    );
+    let state = first["requestState"].as_str().unwrap().to_owned();
+    assert_ne!(
+        state, "fixture-state",
+        "the server's own state never reaches the client"
+    );
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "fx__ask_roots", "arguments": {}, "_meta": meta,
+            "inputResponses": {"client_roots": {"roots": [{"uri": "file:///modern-client"}]}},
+            "requestState": "fixture-state"}}))
+        .await;
+    assert_eq!(
+        client.answer(4).await["error"]["code"],
+        -32602,
+        "a state we did not issue"
+    );
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "fx__ask_roots", "arguments": {}, "_meta": meta,
+            "inputResponses": {"client_roots": {"roots": [{"uri": "file:///modern-client"}]}},
+            "requestState": state}}))
+        .await;
+    let done = client.answer(5).await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert!(
+        done["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("file:///modern-client"),
+        "{done}"
+    );
+
+    // A tool the server adds shows up: its list change came on the
+    // subscription the aggregator holds.
+    client
+        .call(6, "fx__add_tool", json!({"name": "fresh"}))
+        .await;
+    client.wait_for_tool("fx__fresh").await;
+    let _ = client.child.kill().await;
+}

@@ -66,6 +66,7 @@ pub async fn call_tool(
             None,
             request.server_id.as_deref(),
             None,
+            None,
         )
         .await;
     match outcome {

@@ -23,6 +23,9 @@ const INTERNAL_ERROR: i64 = -32603;
 /// A JSON-RPC error: code, message, data.
 pub(super) type RpcFailure = (i64, String, Option<Value>);
 
+/// How many input-required rounds a 2025 client's call may go through.
+const MAX_INPUT_ROUNDS: usize = 10;
+
 /// What the aggregate tells a client about itself.
 pub(super) const INSTRUCTIONS: &str = "Tools of several MCP servers, named `server__tool`. To find a tool by what it does, call `search_tools`; call any tool directly or through `call_tool`.";
 
@@ -226,6 +229,12 @@ impl ClientConnection {
 
     pub fn is_initialized(&self) -> bool {
         self.initialized.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether this is a 2026-07-28 request's connection (never sent
+    /// requests).
+    pub fn is_modern(&self) -> bool {
+        self.inputs.is_some()
     }
 
     /// Whether the client asked for log messages (`logging/setLevel`, or a
@@ -533,6 +542,47 @@ impl McpServer {
         last
     }
 
+    /// Asks a 2025 client each question of a server's input-required
+    /// result (sampling, elicitation, roots — as that client's own
+    /// requests), and returns the answers for the retry. A question the
+    /// client cannot answer gets its JSON-RPC error as the answer.
+    async fn answer_input_requests(
+        &self,
+        client: &Arc<ClientConnection>,
+        asked: &Value,
+    ) -> crate::router::InputRound {
+        let mut responses = serde_json::Map::new();
+        if let Some(requests) = asked.get("inputRequests").and_then(Value::as_object) {
+            for (key, request) in requests {
+                let Some(method) = request.get("method").and_then(Value::as_str) else {
+                    continue;
+                };
+                let capability = match method {
+                    "sampling/createMessage" => "sampling",
+                    "elicitation/create" => "elicitation",
+                    "roots/list" => "roots",
+                    _ => "",
+                };
+                let answer = if client.supports(capability) {
+                    client
+                        .ask(method, request.get("params").cloned())
+                        .await
+                        .unwrap_or_else(|error| json!({"error": error}))
+                } else if capability == "roots" {
+                    // A client with no roots shares none.
+                    json!({"roots": []})
+                } else {
+                    json!({"error": {"code": METHOD_NOT_FOUND, "message": format!("the client does not support {method}")}})
+                };
+                responses.insert(key.clone(), answer);
+            }
+        }
+        crate::router::InputRound {
+            responses: Value::Object(responses),
+            state: asked.get("requestState").cloned(),
+        }
+    }
+
     pub fn router(&self) -> &Router {
         &self.router
     }
@@ -727,13 +777,59 @@ impl McpServer {
                     .map(|(_, route)| route.server_id);
                 let _caller =
                     server_id.map(|id| super::requests::CallerGuard::new(self, id, client));
-                match self
-                    .router
-                    .call_tool(&name, arguments, meta, None, sink)
-                    .await
-                {
-                    Ok(outcome) => Ok(outcome.result),
-                    Err(err) => tool_call_error(err),
+                // A 2026-07-28 client's answers to a server's questions pass
+                // through to the server that asked.
+                let mut input =
+                    params
+                        .get_mut("inputResponses")
+                        .map(Value::take)
+                        .map(|responses| crate::router::InputRound {
+                            responses,
+                            state: params.get_mut("requestState").map(Value::take),
+                        });
+                let mut rounds = 0;
+                loop {
+                    let outcome = self
+                        .router
+                        .call_tool(
+                            &name,
+                            arguments.clone(),
+                            meta.clone(),
+                            None,
+                            sink.clone(),
+                            input,
+                        )
+                        .await;
+                    let result = match outcome {
+                        Ok(outcome) => outcome.result,
+                        Err(err) => return tool_call_error(err),
+                    };
+                    // A 2026-07-28 server asks the client something. A
+                    // modern client gets the question as it is; a 2025
+                    // client is asked the 2025 way, and the call retried
+                    // with its answers.
+                    let asks =
+                        result.get("resultType").and_then(Value::as_str) == Some("input_required");
+                    if !asks {
+                        return Ok(result);
+                    }
+                    if client.is_modern() {
+                        // The server's state travels sealed in ours, so
+                        // every state a client brings back is checked.
+                        let mut result = result;
+                        if let Some(state) = result.get("requestState").and_then(Value::as_str) {
+                            result["requestState"] =
+                                Value::String(self.relay.wrap_downstream(state));
+                        }
+                        return Ok(result);
+                    }
+                    rounds += 1;
+                    if rounds > MAX_INPUT_ROUNDS {
+                        return Ok(super::meta::tool_error(format!(
+                            "{name} asked for input more than {MAX_INPUT_ROUNDS} times"
+                        )));
+                    }
+                    input = Some(self.answer_input_requests(client, &result).await);
                 }
             }
             "resources/read" => {

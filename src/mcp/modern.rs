@@ -203,18 +203,36 @@ impl McpServer {
         params: Option<Value>,
     ) -> Result<Value, RpcFailure> {
         let target = relay_target(method, params.as_ref());
+        let mut params = params;
         if let Some(state) = params
             .as_ref()
             .and_then(|p| p.get("requestState"))
             .and_then(Value::as_str)
         {
-            let responses = params.as_ref().and_then(|p| p.get("inputResponses"));
-            return self.relay.resume(&target, state, responses).await;
+            match self.relay.open_state(state) {
+                Some(super::relay::State::Parked(_)) => {
+                    let responses = params.as_ref().and_then(|p| p.get("inputResponses"));
+                    return self.relay.resume(&target, state, responses).await;
+                }
+                // The server's own state goes back to it as it gave it.
+                Some(super::relay::State::Downstream(original)) => {
+                    if let Some(Value::Object(params)) = params.as_mut() {
+                        params.insert("requestState".to_owned(), Value::String(original));
+                    }
+                }
+                None => {
+                    return Err((
+                        INVALID_PARAMS,
+                        "requestState refused: it was not issued by this aggregator, or was altered"
+                            .to_owned(),
+                        None,
+                    ));
+                }
+            }
         }
         let Some(me) = self.me.upgrade() else {
             return Err((-32603, "the aggregator is shutting down".to_owned(), None));
         };
-        let mut params = params;
         strip_protocol_meta(&mut params);
         let (inputs, mut steps) = tokio::sync::mpsc::channel(16);
         let connection = transport.for_modern_request(
@@ -585,8 +603,6 @@ fn strip_protocol_meta(params: &mut Option<Value>) {
     if empty {
         params.remove(META);
     }
-    params.remove("inputResponses");
-    params.remove("requestState");
 }
 
 /// The `Mcp-Param-*` headers of a 2026-07-28 `tools/call` over HTTP: every

@@ -58,6 +58,17 @@ struct Parked {
     parked_at: Instant,
 }
 
+const PARKED: u8 = 0;
+const DOWNSTREAM: u8 = 1;
+
+/// What a `requestState` we issued stands for.
+pub(super) enum State {
+    /// A request parked here, waiting for the client's answers.
+    Parked(u64),
+    /// A downstream server's own state.
+    Downstream(String),
+}
+
 pub(super) struct Relay {
     cipher: ChaCha20Poly1305,
     parked: Mutex<HashMap<u64, Parked>>,
@@ -244,17 +255,51 @@ impl Relay {
         questions.insert(format!("{kind}-{n}"), Question { request, reply });
     }
 
+    /// A state for a request parked here.
     fn seal(&self, id: u64) -> String {
+        let mut payload = vec![PARKED];
+        payload.extend(id.to_be_bytes());
+        self.seal_bytes(&payload)
+    }
+
+    /// A downstream server's own state, sealed in ours: the client's retry
+    /// is checked like any state we issue, then the server gets its own.
+    pub(super) fn wrap_downstream(&self, state: &str) -> String {
+        let mut payload = vec![DOWNSTREAM];
+        payload.extend(state.as_bytes());
+        self.seal_bytes(&payload)
+    }
+
+    /// What a state a client brought back stands for; `None` if we did not
+    /// issue it (or it was altered).
+    pub(super) fn open_state(&self, state: &str) -> Option<State> {
+        let payload = self.open_bytes(state)?;
+        let (kind, body) = payload.split_first()?;
+        match *kind {
+            PARKED => Some(State::Parked(u64::from_be_bytes(body.try_into().ok()?))),
+            DOWNSTREAM => Some(State::Downstream(String::from_utf8(body.to_vec()).ok()?)),
+            _ => None,
+        }
+    }
+
+    fn open(&self, state: &str) -> Option<u64> {
+        match self.open_state(state)? {
+            State::Parked(id) => Some(id),
+            State::Downstream(_) => None,
+        }
+    }
+
+    fn seal_bytes(&self, payload: &[u8]) -> String {
         use base64::Engine as _;
         let nonce = ChaCha20Poly1305::generate_nonce(&mut OsRng);
         let mut sealed = nonce.to_vec();
-        if let Ok(body) = self.cipher.encrypt(&nonce, id.to_be_bytes().as_slice()) {
+        if let Ok(body) = self.cipher.encrypt(&nonce, payload) {
             sealed.extend(body);
         }
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sealed)
     }
 
-    fn open(&self, state: &str) -> Option<u64> {
+    fn open_bytes(&self, state: &str) -> Option<Vec<u8>> {
         use base64::Engine as _;
         let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(state)
@@ -263,8 +308,7 @@ impl Relay {
             return None;
         }
         let (nonce, body) = bytes.split_at(12);
-        let plain = self.cipher.decrypt(Nonce::from_slice(nonce), body).ok()?;
-        Some(u64::from_be_bytes(plain.try_into().ok()?))
+        self.cipher.decrypt(Nonce::from_slice(nonce), body).ok()
     }
 }
 
@@ -283,5 +327,14 @@ mod tests {
         assert_eq!(relay.open(std::str::from_utf8(&altered).unwrap()), None);
         assert_eq!(Relay::default().open(&state), None, "another process's key");
         assert_eq!(relay.open("not base64 at all!"), None);
+        let wrapped = relay.wrap_downstream("server-state");
+        assert!(
+            matches!(relay.open_state(&wrapped), Some(State::Downstream(s)) if s == "server-state")
+        );
+        assert_eq!(
+            relay.open(&wrapped),
+            None,
+            "a server's state is not a parked request"
+        );
     }
 }

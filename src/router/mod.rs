@@ -61,6 +61,15 @@ fn cache_key(server_id: ServerId, uri: &str) -> String {
     format!("{server_id} {uri}")
 }
 
+/// A retry of a call a 2026-07-28 server answered with an input-required
+/// result: the answers, and the server's opaque state, passed back as the
+/// server asked.
+#[derive(Debug, Clone)]
+pub struct InputRound {
+    pub responses: Value,
+    pub state: Option<Value>,
+}
+
 /// A resolved call, with how long each part took.
 #[derive(Debug, Clone)]
 pub struct CallOutcome {
@@ -336,6 +345,7 @@ impl Router {
         mut meta: Option<Value>,
         server: Option<&str>,
         sink: Option<Arc<dyn CallSink>>,
+        input: Option<InputRound>,
     ) -> Result<CallOutcome, CallError> {
         let started = Instant::now();
         let (table, route) = self.resolve_settled(name, server).await?;
@@ -359,6 +369,12 @@ impl Router {
         }
         if let Some(meta) = meta {
             params.insert("_meta".to_owned(), meta);
+        }
+        if let Some(input) = input {
+            params.insert("inputResponses".to_owned(), input.responses);
+            if let Some(state) = input.state {
+                params.insert("requestState".to_owned(), state);
+            }
         }
         let result = session
             .request("tools/call", Some(Value::Object(params)))

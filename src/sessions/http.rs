@@ -167,6 +167,16 @@ impl Drop for HttpLink {
 }
 
 impl Inner {
+    /// Whether the link speaks 2026-07-28 (whose requests mirror their
+    /// method and target into headers).
+    fn is_modern(&self) -> bool {
+        self.protocol_version
+            .read()
+            .ok()
+            .and_then(|v| v.as_ref().map(|v| v == super::session::MODERN_VERSION))
+            .unwrap_or(false)
+    }
+
     fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
         let mut request = self
             .client
@@ -186,10 +196,16 @@ impl Inner {
             return Err(LinkError::Closed(self.state.reason()));
         }
         let had_session = self.session_id.read().map(|s| s.is_some()).unwrap_or(false);
-        let response = self
+        let mut request = self
             .request(reqwest::Method::POST)
             .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream")
+            .header(ACCEPT, "application/json, text/event-stream");
+        if self.is_modern() {
+            for (name, value) in mirrored_headers(&message) {
+                request = request.header(name, value);
+            }
+        }
+        let response = request
             .body(message)
             .send()
             .await
@@ -388,6 +404,54 @@ impl Inner {
             tokio::time::sleep(Duration::from_millis(250 * u64::from(failures.max(1)))).await;
         }
     }
+}
+
+/// The `Mcp-Method` and `Mcp-Name` headers a 2026-07-28 request carries:
+/// its method, and for a call, read or prompt its target (base64 sentinel
+/// form when the value cannot be a plain header value).
+fn mirrored_headers(message: &[u8]) -> Vec<(&'static str, HeaderValue)> {
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        method: Option<String>,
+        params: Option<Target>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Target {
+        name: Option<String>,
+        uri: Option<String>,
+    }
+    let Ok(envelope) = serde_json::from_slice::<Envelope>(message) else {
+        return Vec::new();
+    };
+    let Some(method) = envelope.method else {
+        return Vec::new();
+    };
+    let mut headers = Vec::with_capacity(2);
+    if let Ok(value) = HeaderValue::from_str(&method) {
+        headers.push(("mcp-method", value));
+    }
+    let target = match method.as_str() {
+        "tools/call" | "prompts/get" => envelope.params.and_then(|p| p.name),
+        "resources/read" => envelope.params.and_then(|p| p.uri),
+        _ => None,
+    };
+    if let Some(target) = target {
+        let plain = target.bytes().all(|b| (0x21..=0x7e).contains(&b))
+            && !(target.starts_with("=?base64?") && target.ends_with("?="));
+        let text = if plain {
+            target
+        } else {
+            use base64::Engine as _;
+            format!(
+                "=?base64?{}?=",
+                base64::engine::general_purpose::STANDARD.encode(target.as_bytes())
+            )
+        };
+        if let Ok(value) = HeaderValue::from_str(&text) {
+            headers.push(("mcp-name", value));
+        }
+    }
+    headers
 }
 
 /// A request that did not reach the server; a refused connection also

@@ -19,6 +19,22 @@ pub const PROTOCOL_VERSION: &str = "2025-06-18";
 /// Versions we know; another answer is accepted with a warning (we pass
 /// messages through, so most differences do not matter to us).
 pub const KNOWN_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+/// The stateless revision we speak to servers that have no `initialize`.
+pub const MODERN_VERSION: &str = "2026-07-28";
+/// The id of a modern session's `subscriptions/listen` request, which is
+/// never answered while the session lives (so never waited for).
+const LISTEN_ID: u64 = u64::MAX;
+
+/// Which protocol era a connection attempt speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Era {
+    /// An `initialize` handshake (2024-11-05 … 2025-11-25).
+    #[default]
+    Legacy,
+    /// No handshake: `server/discover`, then every request carries its
+    /// protocol in `_meta` (2026-07-28).
+    Modern,
+}
 
 /// Why a request did not get a result.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -204,10 +220,14 @@ pub struct Session {
     closed: CancellationToken,
     initialize_result: Value,
     request_timeout: Duration,
+    /// What a modern session adds to every request's `_meta` (the
+    /// protocol version and our capabilities); none for a 2025 session.
+    modern_meta: Option<serde_json::Map<String, Value>>,
 }
 
 /// What the handshake needs.
 pub struct Handshake {
+    pub era: Era,
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
     /// Where the server's own requests go, with the server's id.
@@ -236,6 +256,7 @@ impl Session {
             closed: closed.clone(),
             initialize_result: Value::Null,
             request_timeout: handshake.request_timeout,
+            modern_meta: None,
         };
         // The dispatcher needs to answer the server's requests (ping) while
         // we are still initializing, so it starts first and owns a sender.
@@ -262,41 +283,99 @@ impl Session {
         } else {
             json!({})
         };
-        let params = json!({
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": capabilities,
-            "clientInfo": {"name": "mcp-aggregator", "version": env!("CARGO_PKG_VERSION")},
-        });
-        let result = tokio::select! {
-            result = session.request_with_timeout("initialize", Some(params), handshake.connect_timeout) => result,
-            // Replies to server requests go out through the link, which the
-            // session owns; forward them while the handshake runs.
-            () = async {
-                while let Some(reply) = reply_rx.recv().await {
-                    let _ = session.link.send(reply).await;
+        if handshake.era == Era::Modern {
+            session.link.set_protocol_version(MODERN_VERSION);
+            let mut meta = serde_json::Map::new();
+            meta.insert(
+                "io.modelcontextprotocol/protocolVersion".to_owned(),
+                json!(MODERN_VERSION),
+            );
+            meta.insert(
+                "io.modelcontextprotocol/clientCapabilities".to_owned(),
+                capabilities,
+            );
+            meta.insert(
+                "io.modelcontextprotocol/clientInfo".to_owned(),
+                json!({"name": "mcp-aggregator", "version": env!("CARGO_PKG_VERSION")}),
+            );
+            session.modern_meta = Some(meta);
+            let discovered = tokio::select! {
+                result = session.request_with_timeout("server/discover", None, handshake.connect_timeout) => result,
+                () = async {
+                    while let Some(reply) = reply_rx.recv().await {
+                        let _ = session.link.send(reply).await;
+                    }
+                    std::future::pending::<()>().await
+                } => unreachable!(),
+            };
+            let discovered = match discovered {
+                Ok(result) => result,
+                Err(err) => {
+                    session.link.close().await;
+                    return Err(err);
                 }
-                std::future::pending::<()>().await
-            } => unreachable!(),
-        };
-        let result = match result {
-            Ok(result) => result,
-            Err(err) => {
+            };
+            let speaks_modern = discovered
+                .get("supportedVersions")
+                .and_then(Value::as_array)
+                .is_some_and(|versions| versions.iter().any(|v| v == MODERN_VERSION));
+            if !speaks_modern {
                 session.link.close().await;
-                return Err(err);
+                return Err(RpcError::Malformed(format!(
+                    "server/discover does not list {MODERN_VERSION}"
+                )));
             }
-        };
-        let version = result
-            .get("protocolVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        if !KNOWN_VERSIONS.contains(&version.as_str()) {
-            tracing::warn!(server, version = %version, "the server speaks a protocol version we do not know; continuing");
+            // Shaped as an initialize result, so the rest of the code asks
+            // one thing whatever the era.
+            session.initialize_result = json!({
+                "protocolVersion": MODERN_VERSION,
+                "capabilities": discovered.get("capabilities").cloned().unwrap_or(json!({})),
+                "serverInfo": discovered
+                    .get("_meta")
+                    .and_then(|m| m.get("io.modelcontextprotocol/serverInfo"))
+                    .cloned()
+                    .unwrap_or(Value::Null),
+                "instructions": discovered.get("instructions").cloned().unwrap_or(Value::Null),
+            });
+            // List changes come on a subscription, not on their own.
+            session.listen().await;
+        } else {
+            let params = json!({
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": capabilities,
+                "clientInfo": {"name": "mcp-aggregator", "version": env!("CARGO_PKG_VERSION")},
+            });
+            let result = tokio::select! {
+                result = session.request_with_timeout("initialize", Some(params), handshake.connect_timeout) => result,
+                // Replies to server requests go out through the link, which the
+                // session owns; forward them while the handshake runs.
+                () = async {
+                    while let Some(reply) = reply_rx.recv().await {
+                        let _ = session.link.send(reply).await;
+                    }
+                    std::future::pending::<()>().await
+                } => unreachable!(),
+            };
+            let result = match result {
+                Ok(result) => result,
+                Err(err) => {
+                    session.link.close().await;
+                    return Err(err);
+                }
+            };
+            let version = result
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            if !KNOWN_VERSIONS.contains(&version.as_str()) {
+                tracing::warn!(server, version = %version, "the server speaks a protocol version we do not know; continuing");
+            }
+            session.link.set_protocol_version(&version);
+            session.initialize_result = result;
+            session.notify("notifications/initialized", None).await?;
+            session.link.initialized();
         }
-        session.link.set_protocol_version(&version);
-        session.initialize_result = result;
-        session.notify("notifications/initialized", None).await?;
-        session.link.initialized();
         let session = Arc::new(session);
         // Timeouts: one sweep per session, not one timer per request.
         let sweeper = Arc::downgrade(&session);
@@ -353,6 +432,52 @@ impl Session {
         self.link.pid()
     }
 
+    /// Opens a modern session's `subscriptions/listen` for every list change
+    /// (answered only when the server ends it, so nobody waits for it);
+    /// its notifications arrive like a 2025 server's.
+    async fn listen(&self) {
+        let mut params = json!({"notifications": {
+            "toolsListChanged": true,
+            "promptsListChanged": true,
+            "resourcesListChanged": true
+        }});
+        self.add_modern_meta(&mut params);
+        let message = json!({"jsonrpc": "2.0", "id": LISTEN_ID, "method": "subscriptions/listen", "params": params});
+        match line(&message) {
+            Ok(bytes) => {
+                if let Err(err) = self.link.send(Bytes::from(bytes)).await {
+                    tracing::warn!(server = %self.server, "cannot subscribe to list changes: {err}");
+                }
+            }
+            Err(err) => {
+                tracing::warn!(server = %self.server, "cannot subscribe to list changes: {err}")
+            }
+        }
+    }
+
+    /// Whether the session speaks 2026-07-28 (no handshake; `_meta` on
+    /// every request).
+    pub fn is_modern(&self) -> bool {
+        self.modern_meta.is_some()
+    }
+
+    fn add_modern_meta(&self, params: &mut Value) {
+        let Some(meta) = &self.modern_meta else {
+            return;
+        };
+        if !params.is_object() {
+            *params = json!({});
+        }
+        if !params.get("_meta").is_some_and(Value::is_object) {
+            params["_meta"] = json!({});
+        }
+        if let Some(Value::Object(target)) = params.get_mut("_meta") {
+            for (key, value) in meta {
+                target.entry(key.clone()).or_insert_with(|| value.clone());
+            }
+        }
+    }
+
     /// Sends a request and waits for its result (default timeout).
     pub async fn request(&self, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
         self.request_with_timeout(method, params, self.request_timeout)
@@ -369,6 +494,12 @@ impl Session {
     ) -> Result<Value, RpcError> {
         if self.closed.is_cancelled() {
             return Err(RpcError::Closed(self.close_reason()));
+        }
+        let mut params = params;
+        if self.modern_meta.is_some() {
+            let mut with_meta = params.take().unwrap_or_else(|| json!({}));
+            self.add_modern_meta(&mut with_meta);
+            params = Some(with_meta);
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();

@@ -8,7 +8,7 @@ use tokio::sync::{mpsc, watch};
 use super::discovery::{self, What};
 use super::link::Link;
 use super::session::{
-    EventSender, Handshake, Session, SessionEvent, event_channel, inbound_channel,
+    Era, EventSender, Handshake, Session, SessionEvent, event_channel, inbound_channel,
 };
 use super::{Command, Shared, http, sse, stdio};
 use crate::model::{ServerId, ServerRecord, ServerStatus, StatusTrigger, Transport};
@@ -33,6 +33,8 @@ pub(super) async fn run(
     let _started = StartedOnDrop(Arc::clone(&shared), id);
     let mut want = false;
     let mut failures: usize = 0;
+    // The era the server last spoke: tried first on the next connect.
+    let mut era = Era::Legacy;
     loop {
         if !want {
             match commands.recv().await {
@@ -68,7 +70,7 @@ pub(super) async fn run(
         }
 
         let (events_tx, mut events) = event_channel();
-        let attempt = open_session(&shared, &record, events_tx);
+        let attempt = open_session(&shared, &record, events_tx, era);
         tokio::pin!(attempt);
         let mut stop_reply = None;
         let result = loop {
@@ -108,7 +110,10 @@ pub(super) async fn run(
         };
 
         let session = match result {
-            Ok(session) => session,
+            Ok((session, spoken)) => {
+                era = spoken;
+                session
+            }
             Err(reason) => {
                 // Shown in the API, the history and the log: no credential
                 // a URL carried may be in it.
@@ -327,63 +332,118 @@ async fn set_status_with(
     }
 }
 
-/// Opens the transport and runs the handshake, within the connect timeout.
+/// Opens the transport and runs the handshake, within the connect timeout,
+/// in `era` first. A server that answers the handshake but refuses it (a
+/// JSON-RPC error, an HTTP 4xx) is tried again at once in the other era on
+/// a fresh link — a 2026-07-28-only server refuses `initialize`, a 2025 one
+/// `server/discover`. Returns the session and the era it speaks.
 async fn open_session(
     shared: &Shared,
     record: &ServerRecord,
     events: EventSender,
-) -> Result<Arc<Session>, String> {
+    era: Era,
+) -> Result<(Arc<Session>, Era), String> {
     let timeout = shared.settings.connect_timeout;
     let attempt = async {
-        let (inbound_tx, inbound_rx) = inbound_channel();
-        let name = record.name.as_str();
-        let link = match &record.transport {
-            Transport::Stdio {
-                command,
-                args,
-                env,
-                cwd,
-            } => {
-                let spec = stdio::StdioSpec {
-                    command,
-                    args,
-                    env,
-                    cwd: cwd.as_deref(),
+        match open_in(shared, record, events.clone(), era).await {
+            Err(Attempt::Refused(reason)) if !matches!(record.transport, Transport::Sse { .. }) => {
+                let other = match era {
+                    Era::Legacy => Era::Modern,
+                    Era::Modern => Era::Legacy,
                 };
-                Link::Stdio(stdio::open(name, &spec, inbound_tx).map_err(|e| e.to_string())?)
-            }
-            Transport::Http { base_url, headers } => Link::Http(
-                http::open(name, shared.http.clone(), base_url, headers, inbound_tx)
-                    .map_err(|e| e.to_string())?,
-            ),
-            Transport::Sse { url, headers } => Link::Sse(
-                sse::open(name, shared.http.clone(), url, headers, inbound_tx, timeout)
+                tracing::info!(server = %record.name, "the server refused the {era:?} handshake ({reason}); trying {other:?}");
+                open_in(shared, record, events, other)
                     .await
-                    .map_err(|e| e.to_string())?,
-            ),
-        };
-        let handshake = Handshake {
-            connect_timeout: timeout,
-            request_timeout: shared.settings.request_timeout,
-            requests: shared
-                .request_handler
-                .read()
-                .ok()
-                .and_then(|h| h.clone())
-                .map(|h| (record.id, h)),
-        };
-        Session::start(name, link, inbound_rx, events, handshake)
-            .await
-            .map_err(|err| match err {
-                super::RpcError::Timeout(t) => format!("no answer to initialize within {t:?}"),
-                super::RpcError::Closed(_) | super::RpcError::Link(_) => {
-                    format!("the server went away during the handshake: {err}")
-                }
-                other => other.to_string(),
-            })
+                    .map(|session| (session, other))
+                    .map_err(|failed| match failed {
+                        Attempt::Refused(later) => format!("{reason}; then {later}"),
+                        Attempt::Failed(later) => later,
+                    })
+            }
+            Err(Attempt::Refused(reason) | Attempt::Failed(reason)) => Err(reason),
+            Ok(session) => Ok((session, era)),
+        }
     };
     match tokio::time::timeout(timeout, attempt).await {
         Ok(result) => result,
         Err(_) => Err(format!("no answer to initialize within {timeout:?}")),
     }
+}
+
+/// Why one handshake did not give a session.
+enum Attempt {
+    /// The server answered and refused this era's handshake.
+    Refused(String),
+    /// Anything else (no answer, the link broke, …).
+    Failed(String),
+}
+
+/// One handshake in one era on a fresh link.
+async fn open_in(
+    shared: &Shared,
+    record: &ServerRecord,
+    events: EventSender,
+    era: Era,
+) -> Result<Arc<Session>, Attempt> {
+    let timeout = shared.settings.connect_timeout;
+    let (inbound_tx, inbound_rx) = inbound_channel();
+    let name = record.name.as_str();
+    let failed = |e: String| Attempt::Failed(e);
+    let link = match &record.transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let spec = stdio::StdioSpec {
+                command,
+                args,
+                env,
+                cwd: cwd.as_deref(),
+            };
+            Link::Stdio(stdio::open(name, &spec, inbound_tx).map_err(|e| failed(e.to_string()))?)
+        }
+        Transport::Http { base_url, headers } => Link::Http(
+            http::open(name, shared.http.clone(), base_url, headers, inbound_tx)
+                .map_err(|e| failed(e.to_string()))?,
+        ),
+        Transport::Sse { url, headers } => Link::Sse(
+            sse::open(name, shared.http.clone(), url, headers, inbound_tx, timeout)
+                .await
+                .map_err(|e| failed(e.to_string()))?,
+        ),
+    };
+    let handshake = Handshake {
+        era,
+        connect_timeout: timeout,
+        request_timeout: shared.settings.request_timeout,
+        requests: shared
+            .request_handler
+            .read()
+            .ok()
+            .and_then(|h| h.clone())
+            .map(|h| (record.id, h)),
+    };
+    let opening = match era {
+        Era::Legacy => "initialize",
+        Era::Modern => "server/discover",
+    };
+    Session::start(name, link, inbound_rx, events, handshake)
+        .await
+        .map_err(|err| match err {
+            super::RpcError::Server { .. } => Attempt::Refused(format!("{opening}: {err}")),
+            super::RpcError::Link(super::link::LinkError::Status { status, .. })
+                if (400..500).contains(&status) =>
+            {
+                Attempt::Refused(format!("{opening}: {err}"))
+            }
+            super::RpcError::Timeout(t) => {
+                Attempt::Failed(format!("no answer to {opening} within {t:?}"))
+            }
+            super::RpcError::Closed(_) | super::RpcError::Link(_) => {
+                Attempt::Failed(format!("the server went away during the handshake: {err}"))
+            }
+            other => Attempt::Failed(other.to_string()),
+        })
 }
