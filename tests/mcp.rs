@@ -1756,3 +1756,89 @@ async fn a_2026_only_server_serves_clients_of_both_eras() {
     client.wait_for_tool("fx__fresh").await;
     let _ = client.child.kill().await;
 }
+
+/// A real 2026-07-28-only server (the Python SDK 2.x `MCPServer`) behind
+/// the aggregator over stdio: listed and called by clients of both eras.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_sdk_v2_server_is_served_to_both_eras() {
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/.venv-v2/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup.sh",
+        python.display()
+    );
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/modern_server.py");
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("servers.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"py": {"command": python, "args": [script]}}}).to_string(),
+    )
+    .unwrap();
+    let mut client = RawClient::start(&config, &temp.path().join("data")).await;
+    client.wait_for_tool("py__greet").await;
+    let legacy = client.call(1, "py__greet", json!({"name": "ada"})).await;
+    assert_eq!(
+        legacy["result"]["content"][0]["text"], "hello ada, from a 2026-07-28 server",
+        "{legacy}"
+    );
+    client
+        .send(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "py__greet", "arguments": {"name": "grace"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}}),
+        )
+        .await;
+    let modern = client.answer(2).await;
+    assert_eq!(modern["result"]["resultType"], "complete", "{modern}");
+    assert_eq!(
+        modern["result"]["content"][0]["text"], "hello grace, from a 2026-07-28 server",
+        "{modern}"
+    );
+    let _ = client.child.kill().await;
+}
+
+/// The same 2026-07-28-only Python server over Streamable HTTP: its
+/// `initialize` refusal (an HTTP 400) turns the aggregator to the modern
+/// revision, whose requests mirror their method and tool into headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_sdk_v2_server_over_http_is_served() {
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/.venv-v2/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup.sh",
+        python.display()
+    );
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/modern_server.py");
+    let port = common::free_port();
+    let mut server = std::process::Command::new(python)
+        .arg(script)
+        .args(["--http", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    common::wait_for(UP, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    })
+    .expect("the Python server listens");
+    let d = Daemon::start();
+    register(
+        &d,
+        json!({"name": "py", "transport_type": "HTTP",
+            "connection_config": {"base_url": format!("http://127.0.0.1:{port}/mcp")}}),
+    )
+    .await;
+    wait_status(&d, "py", "CONNECTED", UP).await;
+    let (status, body) = common::rest_call(&d, "py.greet", json!({"name": "lin"})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["content"][0]["text"], "hello lin, from a 2026-07-28 server",
+        "{body}"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}
