@@ -1569,6 +1569,23 @@ async fn a_2025_servers_question_reaches_a_2026_client_as_input_required() {
     let _ = client.child.kill().await;
 }
 
+/// The Python SDK 2.x's interpreter (its own virtualenv, from setup.sh).
+fn python_v2() -> std::path::PathBuf {
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/.venv-v2/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup.sh",
+        python.display()
+    );
+    python
+}
+
+fn python_script(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/python")
+        .join(name)
+}
+
 /// The Python SDK 2.x (PyPI `mcp==2.3.0`) in each of its connect modes —
 /// `auto`, `legacy` and `2026-07-28` — over both front doors, launched as a
 /// desktop client would: it lists every server's tools at once (nothing
@@ -1576,14 +1593,8 @@ async fn a_2025_servers_question_reaches_a_2026_client_as_input_required() {
 /// (as a 2025 request, or as an input-required round).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_v2_in_every_mode_through_both_front_doors() {
-    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/.venv-v2/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup.sh",
-        python.display()
-    );
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/interop_v2.py");
+    let python = python_v2();
+    let script = python_script("interop_v2.py");
     let run = move |args: Vec<String>| {
         let output = std::process::Command::new(&python)
             .arg(&script)
@@ -1761,14 +1772,8 @@ async fn a_2026_only_server_serves_clients_of_both_eras() {
 /// the aggregator over stdio: listed and called by clients of both eras.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_sdk_v2_server_is_served_to_both_eras() {
-    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/.venv-v2/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup.sh",
-        python.display()
-    );
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/modern_server.py");
+    let python = python_v2();
+    let script = python_script("modern_server.py");
     let temp = tempfile::tempdir().unwrap();
     let config = temp.path().join("servers.json");
     std::fs::write(
@@ -1805,14 +1810,8 @@ async fn a_python_sdk_v2_server_is_served_to_both_eras() {
 /// revision, whose requests mirror their method and tool into headers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_sdk_v2_server_over_http_is_served() {
-    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/.venv-v2/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup.sh",
-        python.display()
-    );
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/modern_server.py");
+    let python = python_v2();
+    let script = python_script("modern_server.py");
     let port = common::free_port();
     let mut server = std::process::Command::new(python)
         .arg(script)

@@ -225,6 +225,32 @@ pub struct Session {
     modern_meta: Option<serde_json::Map<String, Value>>,
 }
 
+/// A request of the handshake, the server's own requests answered
+/// meanwhile (until the session is shared, it alone owns the link). On
+/// failure the link is closed.
+async fn handshake_request(
+    session: &Session,
+    replies: &mut mpsc::Receiver<Bytes>,
+    method: &str,
+    params: Option<Value>,
+    timeout: Duration,
+) -> Result<Value, RpcError> {
+    let forward_replies = async {
+        while let Some(reply) = replies.recv().await {
+            let _ = session.link.send(reply).await;
+        }
+        std::future::pending::<()>().await
+    };
+    let result = tokio::select! {
+        result = session.request_with_timeout(method, params, timeout) => result,
+        () = forward_replies => unreachable!("pending never resolves"),
+    };
+    if result.is_err() {
+        session.link.close().await;
+    }
+    result
+}
+
 /// What the handshake needs.
 pub struct Handshake {
     pub era: Era,
@@ -299,22 +325,14 @@ impl Session {
                 json!({"name": "mcp-aggregator", "version": env!("CARGO_PKG_VERSION")}),
             );
             session.modern_meta = Some(meta);
-            let discovered = tokio::select! {
-                result = session.request_with_timeout("server/discover", None, handshake.connect_timeout) => result,
-                () = async {
-                    while let Some(reply) = reply_rx.recv().await {
-                        let _ = session.link.send(reply).await;
-                    }
-                    std::future::pending::<()>().await
-                } => unreachable!(),
-            };
-            let discovered = match discovered {
-                Ok(result) => result,
-                Err(err) => {
-                    session.link.close().await;
-                    return Err(err);
-                }
-            };
+            let discovered = handshake_request(
+                &session,
+                &mut reply_rx,
+                "server/discover",
+                None,
+                handshake.connect_timeout,
+            )
+            .await?;
             let speaks_modern = discovered
                 .get("supportedVersions")
                 .and_then(Value::as_array)
@@ -345,24 +363,14 @@ impl Session {
                 "capabilities": capabilities,
                 "clientInfo": {"name": "mcp-aggregator", "version": env!("CARGO_PKG_VERSION")},
             });
-            let result = tokio::select! {
-                result = session.request_with_timeout("initialize", Some(params), handshake.connect_timeout) => result,
-                // Replies to server requests go out through the link, which the
-                // session owns; forward them while the handshake runs.
-                () = async {
-                    while let Some(reply) = reply_rx.recv().await {
-                        let _ = session.link.send(reply).await;
-                    }
-                    std::future::pending::<()>().await
-                } => unreachable!(),
-            };
-            let result = match result {
-                Ok(result) => result,
-                Err(err) => {
-                    session.link.close().await;
-                    return Err(err);
-                }
-            };
+            let result = handshake_request(
+                &session,
+                &mut reply_rx,
+                "initialize",
+                Some(params),
+                handshake.connect_timeout,
+            )
+            .await?;
             let version = result
                 .get("protocolVersion")
                 .and_then(Value::as_str)
