@@ -787,14 +787,23 @@ impl McpServer {
                             responses,
                             state: params.get_mut("requestState").map(Value::take),
                         });
+                // Only a 2026-07-28 server can ask for input, and only a
+                // 2025 client's call is then retried here: keep copies for
+                // the retry just then (arguments can be large).
+                let retry_copies = (!client.is_modern()
+                    && server_id
+                        .and_then(|id| self.router.sessions().session(id))
+                        .is_some_and(|session| session.is_modern()))
+                .then(|| (arguments.clone(), meta.clone()));
+                let (mut arguments, mut meta) = (arguments, meta);
                 let mut rounds = 0;
                 loop {
                     let outcome = self
                         .router
                         .call_tool(
                             &name,
-                            arguments.clone(),
-                            meta.clone(),
+                            arguments.take(),
+                            meta.take(),
                             None,
                             sink.clone(),
                             input,
@@ -823,6 +832,10 @@ impl McpServer {
                         }
                         return Ok(result);
                     }
+                    let Some((first_arguments, first_meta)) = &retry_copies else {
+                        return Ok(result);
+                    };
+                    (arguments, meta) = (first_arguments.clone(), first_meta.clone());
                     rounds += 1;
                     if rounds > MAX_INPUT_ROUNDS {
                         return Ok(super::meta::tool_error(format!(
