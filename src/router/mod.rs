@@ -152,7 +152,10 @@ impl Router {
         let strategy = self.strategy;
         let built =
             tokio::task::spawn_blocking(move || -> Result<RouteTable, crate::store::StoreError> {
-                Ok(RouteTable::build(
+                // Read first: a write landing meanwhile only makes the
+                // table look older than it is (one rebuild too many).
+                let generation = store.generation()?;
+                let mut table = RouteTable::build(
                     Snapshot {
                         servers: store.list_servers()?,
                         tools: store.all_tools()?,
@@ -161,7 +164,9 @@ impl Router {
                         prompts: store.all_items(CatalogKind::Prompt)?,
                     },
                     strategy,
-                ))
+                );
+                table.generation = generation;
+                Ok(table)
             })
             .await;
         match built {
@@ -189,7 +194,7 @@ impl Router {
         if let Some(found) = self.table().route_resource(uri) {
             return Ok(found);
         }
-        self.settle_startup().await;
+        self.settle().await;
         self.table()
             .route_resource(uri)
             .ok_or_else(|| CallError::UnknownResource(uri.to_owned()))
@@ -315,6 +320,22 @@ impl Router {
         }
     }
 
+    /// For a name the table does not know: waits for servers still
+    /// starting, and rebuilds the table if the store moved since it was
+    /// read (a server's tools can be stored a moment before the table that
+    /// routes them is rebuilt). Only on a miss, never on the hot path.
+    pub async fn settle(&self) {
+        self.settle_startup().await;
+        let store = Arc::clone(self.sessions.registry().store());
+        let current = tokio::task::spawn_blocking(move || store.generation())
+            .await
+            .ok()
+            .and_then(Result::ok);
+        if current.is_some_and(|generation| generation != self.table().generation) {
+            self.rebuild().await;
+        }
+    }
+
     /// `resolve`, except that a name nobody offers yet is looked up again
     /// once the servers still starting have started.
     pub async fn resolve_settled(
@@ -325,7 +346,7 @@ impl Router {
         let table = self.table();
         match self.resolve(&table, name, server) {
             Err(CallError::UnknownTool(_) | CallError::UnknownServer(_)) => {
-                self.settle_startup().await;
+                self.settle().await;
                 let table = self.table();
                 let route = self.resolve(&table, name, server)?;
                 Ok((table, route))
@@ -438,7 +459,7 @@ impl Router {
     ) -> Result<Value, CallError> {
         let mut table = self.table();
         if table.route_prompt(name).is_none() {
-            self.settle_startup().await;
+            self.settle().await;
             table = self.table();
         }
         let route = table
@@ -471,7 +492,7 @@ impl Router {
                 let name = reference.get("name").and_then(Value::as_str).unwrap_or("");
                 let mut table = self.table();
                 if table.route_prompt(name).is_none() {
-                    self.settle_startup().await;
+                    self.settle().await;
                     table = self.table();
                 }
                 let route = table.route_prompt(name).cloned();
@@ -484,7 +505,7 @@ impl Router {
                 let uri = reference.get("uri").and_then(Value::as_str).unwrap_or("");
                 let mut table = self.table();
                 if table.route_template(uri).is_none() && table.route_resource(uri).is_none() {
-                    self.settle_startup().await;
+                    self.settle().await;
                     table = self.table();
                 }
                 let route = table

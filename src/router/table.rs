@@ -119,6 +119,8 @@ pub struct RouteTable {
     /// Change whenever what a client would list changes: tools, resources
     /// (and templates), prompts.
     pub fingerprints: Fingerprints,
+    /// The store's generation when the table was read from it.
+    pub generation: u64,
 }
 
 /// What the table is built from.
