@@ -201,13 +201,15 @@ async fn the_conformance_suite_through_the_aggregator_with_a_stdio_backend() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_conformance_suite_through_the_aggregator_with_an_http_backend() {
     let port = free_port();
-    let mut backend = Command::new(node())
-        .arg(conformance_dir().join("backend.mjs"))
-        .args(["--http", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let _backend = common::Reaped(
+        Command::new(node())
+            .arg(conformance_dir().join("backend.mjs"))
+            .args(["--http", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     wait_for(UP, || {
         std::net::TcpStream::connect(("127.0.0.1", port)).ok()
     })
@@ -219,8 +221,6 @@ async fn the_conformance_suite_through_the_aggregator_with_an_http_backend() {
     tokio::task::spawn_blocking(move || run_both_eras(&d, "Streamable HTTP"))
         .await
         .unwrap();
-    let _ = backend.kill();
-    let _ = backend.wait();
 }
 
 /// The aggregator as the client: the runner starts a scenario's server and

@@ -398,13 +398,15 @@ async fn oversized_messages_are_refused_without_being_held() {
     let pid = d.pid() as u32;
     register(&d, hostile_server("big", &[])).await;
     let port = free_port();
-    let mut http_server = std::process::Command::new("python3")
-        .arg(hostile_py())
-        .args(["--http", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let _http_server = common::Reaped(
+        std::process::Command::new("python3")
+            .arg(hostile_py())
+            .args(["--http", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     wait_for(UP, || {
         std::net::TcpStream::connect(("127.0.0.1", port)).ok()
     })
@@ -436,8 +438,6 @@ async fn oversized_messages_are_refused_without_being_held() {
     );
     let health = http().get(d.api("/healthz")).send().await.unwrap();
     assert_eq!(health.status(), 200);
-    let _ = http_server.kill();
-    let _ = http_server.wait();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

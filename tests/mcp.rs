@@ -1813,13 +1813,15 @@ async fn a_python_sdk_v2_server_over_http_is_served() {
     let python = python_v2();
     let script = python_script("modern_server.py");
     let port = common::free_port();
-    let mut server = std::process::Command::new(python)
-        .arg(script)
-        .args(["--http", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let _server = common::Reaped(
+        std::process::Command::new(python)
+            .arg(script)
+            .args(["--http", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     common::wait_for(UP, || {
         std::net::TcpStream::connect(("127.0.0.1", port)).ok()
     })
@@ -1838,6 +1840,4 @@ async fn a_python_sdk_v2_server_over_http_is_served() {
         body["content"][0]["text"], "hello lin, from a 2026-07-28 server",
         "{body}"
     );
-    let _ = server.kill();
-    let _ = server.wait();
 }

@@ -285,6 +285,13 @@ async fn twenty_servers_connect_while_one_never_answers_initialize() {
     assert_eq!(staller["status"], "CONNECTING", "{staller}");
     let state: Value = common::get_json(&d.api("/api/v1/aggregator/state")).await;
     assert_eq!(state["connected_servers"], 20);
+    // A clean stop ends the staller too (a SIGKILLed daemon could not: the
+    // staller, stuck in its handshake, would outlive the test).
+    let mut d = d;
+    assert!(
+        d.terminate(Duration::from_secs(20)).is_some(),
+        "the daemon did not stop"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -645,13 +652,15 @@ async fn refused_credentials_end_in_error_with_a_clear_reason() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stateless_http_server_stays_connected_and_a_closed_stream_is_resumed() {
     let port = free_port();
-    let mut server = std::process::Command::new("python3")
-        .arg(common::hostile_py())
-        .args(["--http", &port.to_string(), "--stateless"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let _server = common::Reaped(
+        std::process::Command::new("python3")
+            .arg(common::hostile_py())
+            .args(["--http", &port.to_string(), "--stateless"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     wait_for(UP, || {
         std::net::TcpStream::connect(("127.0.0.1", port)).ok()
     })
@@ -682,6 +691,4 @@ async fn a_stateless_http_server_stays_connected_and_a_closed_stream_is_resumed(
     );
     let record: Value = common::get_json(&d.api("/api/v1/aggregator/servers/stateless")).await;
     assert_eq!(record["status"], "CONNECTED", "{record}");
-    let _ = server.kill();
-    let _ = server.wait();
 }

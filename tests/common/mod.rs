@@ -311,6 +311,16 @@ impl Drop for Everything {
     }
 }
 
+/// A child process killed and reaped when the test ends, pass or fail.
+pub struct Reaped(pub std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The hostile fixture server (stdlib Python): tools that misbehave on
 /// purpose (see its docstring).
 pub fn hostile_py() -> PathBuf {
