@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{Daemon, free_port, wait_for, wait_status};
+use common::{Daemon, wait_status};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -200,20 +200,9 @@ async fn the_conformance_suite_through_the_aggregator_with_a_stdio_backend() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_conformance_suite_through_the_aggregator_with_an_http_backend() {
-    let port = free_port();
-    let _backend = common::Reaped(
-        Command::new(node())
-            .arg(conformance_dir().join("backend.mjs"))
-            .args(["--http", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for(UP, || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
-    })
-    .expect("the backend listens");
+    let mut backend = Command::new(node());
+    backend.arg(conformance_dir().join("backend.mjs"));
+    let (_backend, port) = common::http_test_server(backend);
     let (_temp, d) = aggregator_with(serde_json::json!({"mcpServers": {"conf": {
         "type": "http", "url": format!("http://127.0.0.1:{port}/mcp")
     }}}))

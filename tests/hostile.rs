@@ -397,20 +397,9 @@ async fn oversized_messages_are_refused_without_being_held() {
     );
     let pid = d.pid() as u32;
     register(&d, hostile_server("big", &[])).await;
-    let port = free_port();
-    let _http_server = common::Reaped(
-        std::process::Command::new("python3")
-            .arg(hostile_py())
-            .args(["--http", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for(UP, || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
-    })
-    .expect("the HTTP server listens");
+    let mut http_server = std::process::Command::new("python3");
+    http_server.arg(hostile_py());
+    let (_http_server, port) = common::http_test_server(http_server);
     register(
         &d,
         json!({"name": "bighttp", "transport_type": "HTTP", "connection_config": {"base_url": format!("http://127.0.0.1:{port}/mcp")}, "auto_connect": true}),

@@ -1812,20 +1812,9 @@ async fn a_python_sdk_v2_server_is_served_to_both_eras() {
 async fn a_python_sdk_v2_server_over_http_is_served() {
     let python = python_v2();
     let script = python_script("modern_server.py");
-    let port = common::free_port();
-    let _server = common::Reaped(
-        std::process::Command::new(python)
-            .arg(script)
-            .args(["--http", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    common::wait_for(UP, || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
-    })
-    .expect("the Python server listens");
+    let mut server = std::process::Command::new(python);
+    server.arg(script);
+    let (_server, port) = common::http_test_server(server);
     let d = Daemon::start();
     register(
         &d,

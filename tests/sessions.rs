@@ -651,20 +651,9 @@ async fn refused_credentials_end_in_error_with_a_clear_reason() {
 /// `Last-Event-ID`, no sooner than its `retry:` asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stateless_http_server_stays_connected_and_a_closed_stream_is_resumed() {
-    let port = free_port();
-    let _server = common::Reaped(
-        std::process::Command::new("python3")
-            .arg(common::hostile_py())
-            .args(["--http", &port.to_string(), "--stateless"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for(UP, || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
-    })
-    .expect("the HTTP server listens");
+    let mut server = std::process::Command::new("python3");
+    server.arg(common::hostile_py()).arg("--stateless");
+    let (_server, port) = common::http_test_server(server);
     let d = Daemon::start();
     register(
         &d,

@@ -321,6 +321,24 @@ impl Drop for Reaped {
     }
 }
 
+/// Starts an HTTP test server — `command` with `--http PORT` added, on a
+/// free loopback port — and waits until it listens. Reaped when dropped.
+pub fn http_test_server(mut command: Command) -> (Reaped, u16) {
+    let port = free_port();
+    let child = command
+        .args(["--http", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the HTTP test server");
+    let server = Reaped(child);
+    wait_for(Duration::from_secs(30), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    })
+    .expect("the HTTP test server listens");
+    (server, port)
+}
+
 /// The hostile fixture server (stdlib Python): tools that misbehave on
 /// purpose (see its docstring).
 pub fn hostile_py() -> PathBuf {
