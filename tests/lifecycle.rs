@@ -294,5 +294,9 @@ async fn with_require_token_the_api_needs_the_generated_token() {
     common::signal(child.id() as i32, libc::SIGTERM);
     let status =
         wait_for(Duration::from_secs(5), || child.try_wait().ok().flatten()).expect("stops");
-    assert!(status.success());
+    assert!(
+        status.success(),
+        "SIGTERM ended the daemon with {status}; its log:\n{}",
+        std::fs::read_to_string(common::log_path(&data_dir)).unwrap_or_default()
+    );
 }
