@@ -479,6 +479,18 @@ pub fn main() -> ExitCode {
     // A blocking task still running (a batch being embedded) must not hold
     // the exit up: everything durable was committed already.
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    if code == ExitCode::SUCCESS {
+        // Everything is closed and committed. A thread still inside ONNX
+        // Runtime (the model loading when a SIGTERM came early) would crash
+        // the C library's exit-time destructors (SIGSEGV seen in CI): leave
+        // without running them.
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        // SAFETY: `_exit` ends the process at once; nothing of ours needs
+        // to run after this point.
+        unsafe { libc::_exit(0) }
+    }
     code
 }
 
