@@ -1,9 +1,11 @@
 //! The official MCP conformance runner (npm `@modelcontextprotocol/conformance`)
-//! pointed at the aggregator's `/mcp`, with our conformance backend
-//! (`tests/conformance/backend.mjs`) behind it over stdio and over
-//! Streamable HTTP, for the 2025 suite and the 2026-07-28 requirements. Each
-//! run is checked against an expected-failures file that may only shrink:
-//! the runner fails on an unlisted failure and on a listed entry that passes.
+//! pointed at the aggregator's `/mcp`, for the 2025 suite and the 2026-07-28
+//! requirements, with a conformance backend behind it over stdio and over
+//! Streamable HTTP: `backend.mjs` (a 2025 server, TypeScript SDK 1.x) and
+//! `backend2026.mjs` (a dual-era server, TypeScript SDK v2, which the
+//! aggregator speaks 2026-07-28 to). Each run is checked against an
+//! expected-failures file that may only shrink: the runner fails on an
+//! unlisted failure and on a listed entry that passes.
 
 #![cfg(feature = "fixture")]
 
@@ -170,20 +172,46 @@ async fn aggregator_with(config: serde_json::Value) -> (tempfile::TempDir, Daemo
     (temp, d)
 }
 
-fn run_both_eras(d: &Daemon, label: &str) {
+/// The expected failures of a backend's runs: `(2025 suite, 2026-07-28)`.
+struct Baselines {
+    legacy: &'static str,
+    modern: &'static str,
+}
+
+const BACKEND_2025: Baselines = Baselines {
+    legacy: "expected-failures-2025.yaml",
+    modern: "expected-failures-2026-07-28.yaml",
+};
+
+const BACKEND_2026: Baselines = Baselines {
+    legacy: "expected-failures-2025.yaml",
+    modern: "expected-failures-2026-07-28-backend2026.yaml",
+};
+
+fn run_both_eras(d: &Daemon, label: &str, baselines: &Baselines) {
     let url = d.api("/mcp");
     run_conformance(
         &url,
         None,
-        "expected-failures-2025.yaml",
-        &format!("2025 suite, backend over {label}"),
+        baselines.legacy,
+        &format!("2025 suite, {label}"),
     );
     run_conformance(
         &url,
         Some("2026-07-28"),
-        "expected-failures-2026-07-28.yaml",
-        &format!("2026-07-28 requirements, backend over {label}"),
+        baselines.modern,
+        &format!("2026-07-28 requirements, {label}"),
     );
+}
+
+/// The protocol revision the aggregator speaks to the backend.
+async fn spoken_revision(d: &Daemon) -> String {
+    let server: serde_json::Value =
+        common::get_json(&d.api("/api/v1/aggregator/servers/conf")).await;
+    server["protocol_version"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -193,9 +221,12 @@ async fn the_conformance_suite_through_the_aggregator_with_a_stdio_backend() {
         "command": node(), "args": [backend]
     }}}))
     .await;
-    tokio::task::spawn_blocking(move || run_both_eras(&d, "stdio"))
-        .await
-        .unwrap();
+    assert_eq!(spoken_revision(&d).await, "2025-06-18");
+    tokio::task::spawn_blocking(move || {
+        run_both_eras(&d, "2025 backend over stdio", &BACKEND_2025)
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -207,9 +238,46 @@ async fn the_conformance_suite_through_the_aggregator_with_an_http_backend() {
         "type": "http", "url": format!("http://127.0.0.1:{port}/mcp")
     }}}))
     .await;
-    tokio::task::spawn_blocking(move || run_both_eras(&d, "Streamable HTTP"))
-        .await
-        .unwrap();
+    assert_eq!(spoken_revision(&d).await, "2025-06-18");
+    tokio::task::spawn_blocking(move || {
+        run_both_eras(&d, "2025 backend over Streamable HTTP", &BACKEND_2025)
+    })
+    .await
+    .unwrap();
+}
+
+/// A dual-era server is spoken to in 2026-07-28 (the probe the spec's
+/// compatibility section describes), whatever era the client speaks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conformance_suite_through_the_aggregator_with_a_2026_stdio_backend() {
+    let backend = conformance_dir().join("backend2026.mjs");
+    let (_temp, d) = aggregator_with(serde_json::json!({"mcpServers": {"conf": {
+        "command": node(), "args": [backend]
+    }}}))
+    .await;
+    assert_eq!(spoken_revision(&d).await, "2026-07-28");
+    tokio::task::spawn_blocking(move || {
+        run_both_eras(&d, "2026 backend over stdio", &BACKEND_2026)
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conformance_suite_through_the_aggregator_with_a_2026_http_backend() {
+    let mut backend = Command::new(node());
+    backend.arg(conformance_dir().join("backend2026.mjs"));
+    let (_backend, port) = common::http_test_server(backend);
+    let (_temp, d) = aggregator_with(serde_json::json!({"mcpServers": {"conf": {
+        "type": "http", "url": format!("http://127.0.0.1:{port}/mcp")
+    }}}))
+    .await;
+    assert_eq!(spoken_revision(&d).await, "2026-07-28");
+    tokio::task::spawn_blocking(move || {
+        run_both_eras(&d, "2026 backend over Streamable HTTP", &BACKEND_2026)
+    })
+    .await
+    .unwrap();
 }
 
 /// The aggregator as the client: the runner starts a scenario's server and

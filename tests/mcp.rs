@@ -25,8 +25,10 @@ fn object(value: Value) -> Map<String, Value> {
 }
 
 /// A config file with fixtures `fx` (dotted names) and `fy`.
+/// `fx` is a 2025 server (it asks its client for roots the 2025 way); `fy`
+/// speaks both eras, so the aggregator speaks 2026-07-28 to it.
 fn write_config(dir: &std::path::Path, extra: &[&str]) -> std::path::PathBuf {
-    let mut fx_args = vec!["--dotted"];
+    let mut fx_args = vec!["--dotted", "--legacy-only"];
     fx_args.extend_from_slice(extra);
     let config = json!({"mcpServers": {
         "fx": {"command": FIXTURE, "args": fx_args},
@@ -1042,7 +1044,7 @@ async fn a_servers_request_reaches_an_http_client_too() {
     let d = Daemon::start();
     register(
         &d,
-        json!({"name": "fx", "transport_type": "STDIO", "connection_config": {"command": FIXTURE}}),
+        json!({"name": "fx", "transport_type": "STDIO", "connection_config": {"command": FIXTURE, "args": ["--legacy-only"]}}),
     )
     .await;
     wait_status(&d, "fx", "CONNECTED", UP).await;

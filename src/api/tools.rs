@@ -60,14 +60,19 @@ pub async fn call_tool(
 ) -> Response {
     let outcome = state
         .router
-        .call_tool(
-            &request.name,
-            request.arguments,
-            None,
-            request.server_id.as_deref(),
-            None,
-            None,
-        )
+        .call_tool(crate::router::ToolCall {
+            name: &request.name,
+            arguments: request.arguments,
+            meta: None,
+            server: request.server_id.as_deref(),
+            sink: None,
+            input: None,
+            // A REST caller can answer no questions and hears no logs.
+            caller: &crate::sessions::Caller {
+                capabilities: Some(serde_json::json!({})),
+                log_level: None,
+            },
+        })
         .await;
     match outcome {
         Ok(outcome) => {

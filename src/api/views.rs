@@ -34,6 +34,9 @@ pub struct ServerView {
     pub connected_at: Option<DateTime<Utc>>,
     pub updated_at: DateTime<Utc>,
     pub source: ServerSource,
+    /// The MCP revision the server spoke at its last connect (`2026-07-28`,
+    /// `2025-06-18`, …); `null` before its first connect.
+    pub protocol_version: Option<String>,
     /// Present when the list was asked for with `include_tools=true`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<ToolView>>,
@@ -118,6 +121,7 @@ impl ServerView {
             connected_at: record.connected_at,
             updated_at: record.updated_at,
             source: record.source.clone(),
+            protocol_version: record.protocol_version.clone(),
             tools: None,
         }
     }

@@ -243,6 +243,25 @@ impl ClientConnection {
         self.log_level.load(std::sync::atomic::Ordering::Relaxed) < LOG_LEVELS.len()
     }
 
+    /// The client as a 2026-07-28 server is told about it: its declared
+    /// capabilities and the log level it wants (a 2025 client that never
+    /// set one hears everything, as a 2025 server would send it).
+    pub fn caller(&self) -> crate::sessions::Caller {
+        let level = match self.log_level.load(std::sync::atomic::Ordering::Relaxed) {
+            LEVEL_UNSET => Some(LOG_LEVELS[0]),
+            index => LOG_LEVELS.get(index).copied(),
+        };
+        crate::sessions::Caller {
+            capabilities: Some(
+                self.capabilities
+                    .get()
+                    .cloned()
+                    .unwrap_or_else(|| json!({})),
+            ),
+            log_level: level,
+        }
+    }
+
     /// Whether the client declared a capability (`sampling`, `roots`, …).
     pub fn supports(&self, capability: &str) -> bool {
         self.capabilities
@@ -542,6 +561,50 @@ impl McpServer {
         last
     }
 
+    /// Runs a request a 2026-07-28 server may answer with an input-required
+    /// result. A modern client gets the questions as they are, with the
+    /// server's state sealed in ours (so every state a client brings back
+    /// is checked); a 2025 client is asked the 2025 way, and the request
+    /// made again (when `retries`) with its answers.
+    async fn with_input_rounds<F, Fut>(
+        &self,
+        client: &Arc<ClientConnection>,
+        first: Option<crate::router::InputRound>,
+        retries: bool,
+        mut attempt: F,
+    ) -> Result<Value, RpcFailure>
+    where
+        F: FnMut(Option<crate::router::InputRound>) -> Fut,
+        Fut: std::future::Future<Output = Result<Value, RpcFailure>>,
+    {
+        let mut input = first;
+        let mut rounds = 0;
+        loop {
+            let mut result = attempt(input.take()).await?;
+            if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+                return Ok(result);
+            }
+            if client.is_modern() {
+                if let Some(state) = result.get("requestState").and_then(Value::as_str) {
+                    result["requestState"] = Value::String(self.relay.wrap_downstream(state));
+                }
+                return Ok(result);
+            }
+            if !retries {
+                return Ok(result);
+            }
+            rounds += 1;
+            if rounds > MAX_INPUT_ROUNDS {
+                return Err((
+                    -32603,
+                    format!("the server asked for input more than {MAX_INPUT_ROUNDS} times"),
+                    None,
+                ));
+            }
+            input = Some(self.answer_input_requests(client, &result).await);
+        }
+    }
+
     /// Asks a 2025 client each question of a server's input-required
     /// result (sampling, elicitation, roots — as that client's own
     /// requests), and returns the answers for the retry. A question the
@@ -779,14 +842,7 @@ impl McpServer {
                     server_id.map(|id| super::requests::CallerGuard::new(self, id, client));
                 // A 2026-07-28 client's answers to a server's questions pass
                 // through to the server that asked.
-                let mut input =
-                    params
-                        .get_mut("inputResponses")
-                        .map(Value::take)
-                        .map(|responses| crate::router::InputRound {
-                            responses,
-                            state: params.get_mut("requestState").map(Value::take),
-                        });
+                let input = take_input_round(&mut params);
                 // Only a 2026-07-28 server can ask for input, and only a
                 // 2025 client's call is then retried here: keep copies for
                 // the retry just then (arguments can be large).
@@ -795,55 +851,32 @@ impl McpServer {
                         .and_then(|id| self.router.sessions().session(id))
                         .is_some_and(|session| session.is_modern()))
                 .then(|| (arguments.clone(), meta.clone()));
-                let (mut arguments, mut meta) = (arguments, meta);
-                let mut rounds = 0;
-                loop {
-                    let outcome = self
-                        .router
-                        .call_tool(
-                            &name,
-                            arguments.take(),
-                            meta.take(),
-                            None,
-                            sink.clone(),
+                let mut first = Some((arguments, meta));
+                let caller = client.caller();
+                let retries = retry_copies.is_some();
+                self.with_input_rounds(client, input, retries, |input| {
+                    let (arguments, meta) = first
+                        .take()
+                        .or_else(|| retry_copies.clone())
+                        .unwrap_or_default();
+                    let (name, sink, caller) = (&name, sink.clone(), &caller);
+                    async move {
+                        let call = crate::router::ToolCall {
+                            name,
+                            arguments,
+                            meta,
+                            server: None,
+                            sink,
                             input,
-                        )
-                        .await;
-                    let result = match outcome {
-                        Ok(outcome) => outcome.result,
-                        Err(err) => return tool_call_error(err),
-                    };
-                    // A 2026-07-28 server asks the client something. A
-                    // modern client gets the question as it is; a 2025
-                    // client is asked the 2025 way, and the call retried
-                    // with its answers.
-                    let asks =
-                        result.get("resultType").and_then(Value::as_str) == Some("input_required");
-                    if !asks {
-                        return Ok(result);
-                    }
-                    if client.is_modern() {
-                        // The server's state travels sealed in ours, so
-                        // every state a client brings back is checked.
-                        let mut result = result;
-                        if let Some(state) = result.get("requestState").and_then(Value::as_str) {
-                            result["requestState"] =
-                                Value::String(self.relay.wrap_downstream(state));
+                            caller,
+                        };
+                        match self.router.call_tool(call).await {
+                            Ok(outcome) => Ok(outcome.result),
+                            Err(err) => tool_call_error(err),
                         }
-                        return Ok(result);
                     }
-                    let Some((first_arguments, first_meta)) = &retry_copies else {
-                        return Ok(result);
-                    };
-                    (arguments, meta) = (first_arguments.clone(), first_meta.clone());
-                    rounds += 1;
-                    if rounds > MAX_INPUT_ROUNDS {
-                        return Ok(super::meta::tool_error(format!(
-                            "{name} asked for input more than {MAX_INPUT_ROUNDS} times"
-                        )));
-                    }
-                    input = Some(self.answer_input_requests(client, &result).await);
-                }
+                })
+                .await
             }
             "resources/read" => {
                 let mut params = params.ok_or_else(|| invalid("resources/read needs params"))?;
@@ -854,7 +887,7 @@ impl McpServer {
                     .to_owned();
                 let meta = params.get_mut("_meta").map(Value::take);
                 self.router
-                    .read_resource(&uri, meta)
+                    .read_resource(&uri, meta, &client.caller())
                     .await
                     .map_err(rpc_error)
             }
@@ -897,14 +930,32 @@ impl McpServer {
                     .to_owned();
                 let arguments = params.get_mut("arguments").map(Value::take);
                 let meta = params.get_mut("_meta").map(Value::take);
-                self.router
-                    .get_prompt(&name, arguments, meta)
-                    .await
-                    .map_err(rpc_error)
+                let input = take_input_round(&mut params);
+                let caller = client.caller();
+                self.with_input_rounds(client, input, true, |input| {
+                    let (name, arguments, meta, caller) =
+                        (&name, arguments.clone(), meta.clone(), &caller);
+                    async move {
+                        self.router
+                            .get_prompt(name, arguments, meta, input, caller)
+                            .await
+                            .map_err(rpc_error)
+                    }
+                })
+                .await
             }
             other => Err((METHOD_NOT_FOUND, format!("Method not found: {other}"), None)),
         }
     }
+}
+
+/// The answers and state a 2026-07-28 client's retry carries.
+fn take_input_round(params: &mut Value) -> Option<crate::router::InputRound> {
+    let responses = params.get_mut("inputResponses").map(Value::take)?;
+    Some(crate::router::InputRound {
+        responses,
+        state: params.get_mut("requestState").map(Value::take),
+    })
 }
 
 fn invalid(message: &str) -> (i64, String, Option<Value>) {

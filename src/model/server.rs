@@ -164,6 +164,10 @@ pub struct ServerRecord {
     pub connected_at: Option<DateTime<Utc>>,
     pub last_health_check: Option<DateTime<Utc>>,
     pub source: ServerSource,
+    /// The protocol revision the server spoke at its last connect; the
+    /// next connect starts in that era (none yet: probe).
+    #[serde(default)]
+    pub protocol_version: Option<String>,
 }
 
 impl ServerRecord {
@@ -191,6 +195,7 @@ impl ServerRecord {
             connected_at: None,
             last_health_check: None,
             source,
+            protocol_version: None,
         }
     }
 }

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use crate::model::{CatalogKind, ServerId, ServerStatus};
 use crate::registry::RegistryEvent;
-use crate::sessions::{CallSink, RpcError, Session, SessionManager};
+use crate::sessions::{CallSink, Caller, RpcError, Session, SessionManager};
 pub use conflicts::{Conflict, ConflictStrategy};
 use table::{Fingerprints, ItemRoute, Route, RouteTable, Snapshot, UriForm};
 
@@ -70,6 +70,21 @@ pub struct InputRound {
     pub state: Option<Value>,
 }
 
+/// A tool call as a front door asks for it.
+pub struct ToolCall<'a> {
+    /// The name the client used (wire name, tool id or bare name).
+    pub name: &'a str,
+    pub arguments: Option<Value>,
+    pub meta: Option<Value>,
+    /// The server the client named, if it did.
+    pub server: Option<&'a str>,
+    /// Where the call's progress and log messages go.
+    pub sink: Option<Arc<dyn CallSink>>,
+    /// A retry's answers to the server's questions.
+    pub input: Option<InputRound>,
+    pub caller: &'a Caller,
+}
+
 /// A resolved call, with how long each part took.
 #[derive(Debug, Clone)]
 pub struct CallOutcome {
@@ -85,6 +100,8 @@ pub struct Router {
     table: Arc<ArcSwap<RouteTable>>,
     sessions: SessionManager,
     changes: watch::Sender<Fingerprints>,
+    /// How many times servers announced a change of each list.
+    announced: Arc<std::sync::Mutex<Fingerprints>>,
     strategy: ConflictStrategy,
     cache: Arc<cache::ResourceCache>,
     /// One rebuild at a time, so an older snapshot never replaces a newer.
@@ -110,6 +127,7 @@ impl Router {
             table: Arc::new(ArcSwap::from_pointee(RouteTable::default())),
             sessions,
             changes,
+            announced: Arc::default(),
             strategy,
             cache: Arc::new(cache::ResourceCache::new(cache::CacheSettings::default())),
             rebuilding: Arc::new(tokio::sync::Mutex::new(())),
@@ -171,7 +189,8 @@ impl Router {
             .await;
         match built {
             Ok(Ok(table)) => {
-                let fingerprints = table.fingerprints;
+                let epochs = self.announced.lock().map(|e| *e).unwrap_or_default();
+                let fingerprints = table.fingerprints.with_epochs(epochs);
                 self.table.store(Arc::new(table));
                 // The snapshot the table was built from is gone: give its
                 // pages back (a catalog of 10,000 tools is tens of MB).
@@ -207,15 +226,31 @@ impl Router {
         subscribe: bool,
     ) -> Result<Value, CallError> {
         let session = self.session_for(&self.table(), route.server_id).await?;
-        let method = if subscribe {
-            "resources/subscribe"
-        } else {
-            "resources/unsubscribe"
-        };
         session
-            .request(method, Some(json!({"uri": route.original.as_ref()})))
+            .resource_subscription(&route.original, subscribe)
             .await
             .map_err(|err| self.call_failure(session.server(), err))
+    }
+
+    /// A server said one of its lists changed (after we listed it again):
+    /// clients are told, even if the aggregate is the same — design §6, and
+    /// what a client of that server alone would see.
+    fn spawn_announce(&self, list: fn(&mut Fingerprints) -> &mut u64) {
+        let router = self.clone();
+        tokio::spawn(async move { router.announce(list).await });
+    }
+
+    async fn announce(&self, list: fn(&mut Fingerprints) -> &mut u64) {
+        // The table first holds what was just listed.
+        self.catch_up().await;
+        if let Ok(mut epochs) = self.announced.lock() {
+            let epoch = list(&mut epochs);
+            *epoch = epoch.wrapping_add(1);
+        }
+        self.changes.send_modify(|published| {
+            let hash = list(published);
+            *hash = hash.wrapping_add(1);
+        });
     }
 
     /// Keeps the cache honest: an updated resource, a changed list, or a
@@ -234,7 +269,12 @@ impl Router {
                                     router.cache.invalidate(&cache_key(notice.server_id, uri));
                                 }
                             }
-                            Some("notifications/resources/list_changed") => router.cache.invalidate_server(notice.server_id),
+                            Some("notifications/resources/list_changed") => {
+                                router.cache.invalidate_server(notice.server_id);
+                                router.spawn_announce(|f| &mut f.resources);
+                            }
+                            Some("notifications/tools/list_changed") => router.spawn_announce(|f| &mut f.tools),
+                            Some("notifications/prompts/list_changed") => router.spawn_announce(|f| &mut f.prompts),
                             _ => {}
                         },
                         Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
@@ -326,6 +366,11 @@ impl Router {
     /// routes them is rebuilt). Only on a miss, never on the hot path.
     pub async fn settle(&self) {
         self.settle_startup().await;
+        self.catch_up().await;
+    }
+
+    /// Rebuilds the table if the store moved since it was built.
+    async fn catch_up(&self) {
         let store = Arc::clone(self.sessions.registry().store());
         let current = tokio::task::spawn_blocking(move || store.generation())
             .await
@@ -359,15 +404,16 @@ impl Router {
     /// that a progress token is swapped for one of ours. With a `sink`, the
     /// server's progress (with the client's token) and log messages during
     /// the call go to it, before the result.
-    pub async fn call_tool(
-        &self,
-        name: &str,
-        arguments: Option<Value>,
-        mut meta: Option<Value>,
-        server: Option<&str>,
-        sink: Option<Arc<dyn CallSink>>,
-        input: Option<InputRound>,
-    ) -> Result<CallOutcome, CallError> {
+    pub async fn call_tool(&self, call: ToolCall<'_>) -> Result<CallOutcome, CallError> {
+        let ToolCall {
+            name,
+            arguments,
+            mut meta,
+            server,
+            sink,
+            input,
+            caller,
+        } = call;
         let started = Instant::now();
         let (table, route) = self.resolve_settled(name, server).await?;
         let session = self.session_for(&table, route.server_id).await?;
@@ -398,7 +444,7 @@ impl Router {
             }
         }
         let result = session
-            .request("tools/call", Some(Value::Object(params)))
+            .request_for(caller, "tools/call", Some(Value::Object(params)))
             .await
             .map_err(|err| self.call_failure(&route.server_name, err))?;
         Ok(CallOutcome {
@@ -416,7 +462,12 @@ impl Router {
 
     /// Reads a resource (through the cache). Contents name their URI in
     /// the form the client used.
-    pub async fn read_resource(&self, uri: &str, meta: Option<Value>) -> Result<Value, CallError> {
+    pub async fn read_resource(
+        &self,
+        uri: &str,
+        meta: Option<Value>,
+        caller: &Caller,
+    ) -> Result<Value, CallError> {
         let (route, form) = self.route_resource(uri).await?;
         let key = cache_key(route.server_id, &route.original);
         let mut result = match self.cache.get(&key) {
@@ -428,7 +479,7 @@ impl Router {
                     params["_meta"] = meta;
                 }
                 let result = session
-                    .request("resources/read", Some(params))
+                    .request_for(caller, "resources/read", Some(params))
                     .await
                     .map_err(|err| self.call_failure(session.server(), err))?;
                 self.cache.put(&key, route.server_id, &result);
@@ -456,6 +507,8 @@ impl Router {
         name: &str,
         arguments: Option<Value>,
         meta: Option<Value>,
+        input: Option<InputRound>,
+        caller: &Caller,
     ) -> Result<Value, CallError> {
         let mut table = self.table();
         if table.route_prompt(name).is_none() {
@@ -474,8 +527,14 @@ impl Router {
         if let Some(meta) = meta {
             params["_meta"] = meta;
         }
+        if let Some(input) = input {
+            params["inputResponses"] = input.responses;
+            if let Some(state) = input.state {
+                params["requestState"] = state;
+            }
+        }
         session
-            .request("prompts/get", Some(params))
+            .request_for(caller, "prompts/get", Some(params))
             .await
             .map_err(|err| self.call_failure(session.server(), err))
     }

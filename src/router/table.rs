@@ -489,6 +489,19 @@ pub struct Fingerprints {
     pub prompts: u64,
 }
 
+impl Fingerprints {
+    /// These hashes moved on by `epochs` (the times servers announced a
+    /// change): a server's own list_changed reaches clients even when the
+    /// aggregate did not change.
+    pub fn with_epochs(self, epochs: Fingerprints) -> Fingerprints {
+        Fingerprints {
+            tools: self.tools.wrapping_add(epochs.tools),
+            resources: self.resources.wrapping_add(epochs.resources),
+            prompts: self.prompts.wrapping_add(epochs.prompts),
+        }
+    }
+}
+
 /// A cheap hash of lists clients can read.
 fn fingerprint(lists: &[&Arc<Vec<Value>>]) -> u64 {
     use std::hash::{Hash as _, Hasher as _};

@@ -109,6 +109,12 @@ impl HttpLink {
         }
     }
 
+    pub fn forget_protocol_version(&self) {
+        if let Ok(mut slot) = self.inner.protocol_version.write() {
+            *slot = None;
+        }
+    }
+
     /// Sends one message; returns once the server accepted it. A response
     /// body (JSON or SSE) is read in the background into the inbound channel.
     pub async fn send(&self, message: Bytes) -> Result<(), LinkError> {
@@ -233,7 +239,16 @@ impl Inner {
             });
         }
         if !status.is_success() {
-            return Err(status_error(response).await);
+            // A 2026-07-28 server answers a request it refuses with a 4xx
+            // whose body is the JSON-RPC error: that is the answer.
+            let body = bounded_body(response, ERROR_BODY_MAX)
+                .await
+                .unwrap_or_default();
+            if is_error_answer(&body) {
+                self.deliver_json(&body).await;
+                return Ok(());
+            }
+            return Err(status_error_from(status.as_u16(), &body));
         }
         if status == reqwest::StatusCode::ACCEPTED {
             return Ok(());
@@ -470,16 +485,33 @@ pub(super) fn unreachable(
 
 /// An answer that is not a success, as an error (the body shortened; no
 /// more of it is read than is shown).
+/// The most of an HTTP error body we read.
+const ERROR_BODY_MAX: usize = 64 * 1024;
+
+/// Whether an HTTP error body is a JSON-RPC error answering a request.
+fn is_error_answer(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|message| {
+        message
+            .get("error")
+            .is_some_and(serde_json::Value::is_object)
+            && message.get("id").is_some_and(|id| !id.is_null())
+    })
+}
+
 pub(super) async fn status_error(response: reqwest::Response) -> LinkError {
-    const SHOWN: usize = 500;
     let status = response.status().as_u16();
-    let body = match bounded_body(response, SHOWN * 4).await {
-        Ok(body) => String::from_utf8_lossy(&body).into_owned(),
-        Err(_) => String::new(),
-    };
+    let body = bounded_body(response, ERROR_BODY_MAX)
+        .await
+        .unwrap_or_default();
+    status_error_from(status, &body)
+}
+
+/// An HTTP error status as a link error, with the start of its body.
+fn status_error_from(status: u16, body: &[u8]) -> LinkError {
+    const SHOWN: usize = 500;
     LinkError::Status {
         status,
-        body: body.chars().take(SHOWN).collect(),
+        body: String::from_utf8_lossy(body).chars().take(SHOWN).collect(),
     }
 }
 

@@ -111,6 +111,14 @@ impl Link {
         }
     }
 
+    /// Forgets the protocol version (a 2026-07-28 probe the server refused:
+    /// the `initialize` that follows carries no version header).
+    pub fn forget_protocol_version(&self) {
+        if let Link::Http(link) = self {
+            link.forget_protocol_version();
+        }
+    }
+
     /// Called once the handshake is done (HTTP opens its listening stream).
     pub fn initialized(&self) {
         if let Link::Http(link) = self {

@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 use crate::catalog::Catalog;
 use crate::model::{ServerId, ServerStatus, StatusTrigger};
 use crate::registry::{Registry, RegistryError};
-pub use session::{CallSink, RpcError, ServerRequestHandler, Session, SessionEvent};
+pub use session::{CallSink, Caller, RpcError, ServerRequestHandler, Session, SessionEvent};
 
 /// Timeouts and retry policy (design §4).
 #[derive(Debug, Clone)]
@@ -113,6 +113,15 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Tells whoever listens (the router) that a server announced a change
+    /// of one of its lists, now listed again.
+    fn announce(&self, id: ServerId, method: &str) {
+        let _ = self.notices.send(ServerNotice {
+            server_id: id,
+            message: serde_json::json!({"jsonrpc": "2.0", "method": method}),
+        });
+    }
+
     /// The server is connected and its lists are being discovered.
     fn starting(&self, id: ServerId) {
         self.starting

@@ -22,8 +22,9 @@ pub const KNOWN_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", 
 /// The stateless revision we speak to servers that have no `initialize`.
 pub const MODERN_VERSION: &str = "2026-07-28";
 /// The id of a modern session's `subscriptions/listen` request, which is
-/// never answered while the session lives (so never waited for).
-const LISTEN_ID: u64 = u64::MAX;
+/// never answered while the session lives (so never waited for). The
+/// largest integer a JavaScript server can read exactly.
+const LISTEN_ID: u64 = (1 << 53) - 1;
 
 /// Which protocol era a connection attempt speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -34,6 +35,29 @@ pub enum Era {
     /// No handshake: `server/discover`, then every request carries its
     /// protocol in `_meta` (2026-07-28).
     Modern,
+}
+
+impl Era {
+    /// The era of a protocol version a server answered with (versions are
+    /// dates, so they compare as strings).
+    pub fn of_version(version: &str) -> Era {
+        if version >= MODERN_VERSION {
+            Era::Modern
+        } else {
+            Era::Legacy
+        }
+    }
+}
+
+/// The client a request is made for, as a 2026-07-28 server is told in
+/// each request's `_meta` (a 2025 server knows only the aggregator).
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    /// The client's declared capabilities: a server asks only for input
+    /// the client can give.
+    pub capabilities: Option<Value>,
+    /// The least severe log message the client wants; none: no logs.
+    pub log_level: Option<&'static str>,
 }
 
 /// Why a request did not get a result.
@@ -223,11 +247,13 @@ pub struct Session {
     /// What a modern session adds to every request's `_meta` (the
     /// protocol version and our capabilities); none for a 2025 session.
     modern_meta: Option<serde_json::Map<String, Value>>,
+    /// A modern session's resource subscriptions: the id of the
+    /// `subscriptions/listen` request open for each URI.
+    resource_listens: Mutex<HashMap<String, u64>>,
 }
 
 /// A request of the handshake, the server's own requests answered
-/// meanwhile (until the session is shared, it alone owns the link). On
-/// failure the link is closed.
+/// meanwhile (until the session is shared, it alone owns the link).
 async fn handshake_request(
     session: &Session,
     replies: &mut mpsc::Receiver<Bytes>,
@@ -245,10 +271,39 @@ async fn handshake_request(
         result = session.request_with_timeout(method, params, timeout) => result,
         () = forward_replies => unreachable!("pending never resolves"),
     };
-    if result.is_err() {
-        session.link.close().await;
-    }
     result
+}
+
+/// Whether a `server/discover` result names the revision we speak.
+fn lists_modern(discovered: &Value) -> bool {
+    discovered
+        .get("supportedVersions")
+        .and_then(Value::as_array)
+        .is_some_and(|versions| versions.iter().any(|v| v == MODERN_VERSION))
+}
+
+/// Whether a failed `server/discover` probe shows a 2025 server: any
+/// JSON-RPC error or HTTP 4xx refusal (a legacy server does not know the
+/// method, or wants `initialize` first), a malformed answer, or silence —
+/// except an unsupported-version error naming only revisions newer than
+/// the 2025 ones, which is a 2026 server we cannot speak to.
+fn says_legacy(err: &RpcError) -> bool {
+    match err {
+        RpcError::Server {
+            code: -32022, data, ..
+        } => data
+            .as_ref()
+            .and_then(|d| d.get("supported"))
+            .and_then(Value::as_array)
+            .is_none_or(|versions| {
+                versions
+                    .iter()
+                    .any(|v| v.as_str().is_some_and(|v| KNOWN_VERSIONS.contains(&v)))
+            }),
+        RpcError::Server { .. } | RpcError::Timeout(_) | RpcError::Malformed(_) => true,
+        RpcError::Link(LinkError::Status { status, .. }) => (400..500).contains(status),
+        RpcError::Closed(_) | RpcError::Link(_) => false,
+    }
 }
 
 /// What the handshake needs.
@@ -283,6 +338,7 @@ impl Session {
             initialize_result: Value::Null,
             request_timeout: handshake.request_timeout,
             modern_meta: None,
+            resource_listens: Mutex::new(HashMap::new()),
         };
         // The dispatcher needs to answer the server's requests (ping) while
         // we are still initializing, so it starts first and owns a sender.
@@ -309,6 +365,7 @@ impl Session {
         } else {
             json!({})
         };
+        let mut modern = false;
         if handshake.era == Era::Modern {
             session.link.set_protocol_version(MODERN_VERSION);
             let mut meta = serde_json::Map::new();
@@ -318,59 +375,79 @@ impl Session {
             );
             meta.insert(
                 "io.modelcontextprotocol/clientCapabilities".to_owned(),
-                capabilities,
+                capabilities.clone(),
             );
             meta.insert(
                 "io.modelcontextprotocol/clientInfo".to_owned(),
                 json!({"name": "mcp-aggregator", "version": env!("CARGO_PKG_VERSION")}),
             );
             session.modern_meta = Some(meta);
-            let discovered = handshake_request(
+            // The probe the spec's compatibility section describes: a
+            // server that does not answer `server/discover` as a 2026-07-28
+            // server is a 2025 one, asked to `initialize` on the same link.
+            let probe = handshake_request(
                 &session,
                 &mut reply_rx,
                 "server/discover",
                 None,
-                handshake.connect_timeout,
+                (handshake.connect_timeout / 3).max(Duration::from_millis(100)),
             )
-            .await?;
-            let speaks_modern = discovered
-                .get("supportedVersions")
-                .and_then(Value::as_array)
-                .is_some_and(|versions| versions.iter().any(|v| v == MODERN_VERSION));
-            if !speaks_modern {
-                session.link.close().await;
-                return Err(RpcError::Malformed(format!(
-                    "server/discover does not list {MODERN_VERSION}"
-                )));
+            .await;
+            match probe {
+                Ok(discovered) if lists_modern(&discovered) => {
+                    modern = true;
+                    // Shaped as an initialize result, so the rest of the
+                    // code asks one thing whatever the era.
+                    session.initialize_result = json!({
+                        "protocolVersion": MODERN_VERSION,
+                        "capabilities": discovered.get("capabilities").cloned().unwrap_or(json!({})),
+                        "serverInfo": discovered
+                            .get("_meta")
+                            .and_then(|m| m.get("io.modelcontextprotocol/serverInfo"))
+                            .cloned()
+                            .unwrap_or(Value::Null),
+                        "instructions": discovered.get("instructions").cloned().unwrap_or(Value::Null),
+                    });
+                    // List changes come on a subscription, not on their own.
+                    session.listen().await;
+                }
+                Ok(_) => {
+                    tracing::debug!(server, "server/discover lists no 2026-07-28: a 2025 server")
+                }
+                Err(err) if says_legacy(&err) => {
+                    tracing::debug!(server, "server/discover refused ({err}): a 2025 server")
+                }
+                Err(err) => {
+                    session.link.close().await;
+                    return Err(err);
+                }
             }
-            // Shaped as an initialize result, so the rest of the code asks
-            // one thing whatever the era.
-            session.initialize_result = json!({
-                "protocolVersion": MODERN_VERSION,
-                "capabilities": discovered.get("capabilities").cloned().unwrap_or(json!({})),
-                "serverInfo": discovered
-                    .get("_meta")
-                    .and_then(|m| m.get("io.modelcontextprotocol/serverInfo"))
-                    .cloned()
-                    .unwrap_or(Value::Null),
-                "instructions": discovered.get("instructions").cloned().unwrap_or(Value::Null),
-            });
-            // List changes come on a subscription, not on their own.
-            session.listen().await;
-        } else {
+            if !modern {
+                session.modern_meta = None;
+                session.link.forget_protocol_version();
+            }
+        }
+        if !modern {
             let params = json!({
                 "protocolVersion": PROTOCOL_VERSION,
                 "capabilities": capabilities,
                 "clientInfo": {"name": "mcp-aggregator", "version": env!("CARGO_PKG_VERSION")},
             });
-            let result = handshake_request(
+            let result = match handshake_request(
                 &session,
                 &mut reply_rx,
                 "initialize",
                 Some(params),
                 handshake.connect_timeout,
             )
-            .await?;
+            .await
+            {
+                Ok(result) => result,
+                Err(err) => {
+                    session.link.close().await;
+                    return Err(err);
+                }
+            };
             let version = result
                 .get("protocolVersion")
                 .and_then(Value::as_str)
@@ -444,23 +521,77 @@ impl Session {
     /// (answered only when the server ends it, so nobody waits for it);
     /// its notifications arrive like a 2025 server's.
     async fn listen(&self) {
-        let mut params = json!({"notifications": {
+        let filter = json!({
             "toolsListChanged": true,
             "promptsListChanged": true,
             "resourcesListChanged": true
-        }});
+        });
+        if let Err(err) = self.open_listen(LISTEN_ID, filter).await {
+            tracing::warn!(server = %self.server, "cannot subscribe to list changes: {err}");
+        }
+    }
+
+    /// Sends a `subscriptions/listen` request with `id`; nobody waits for
+    /// its answer (it comes when the server ends the subscription).
+    async fn open_listen(&self, id: u64, filter: Value) -> Result<(), RpcError> {
+        let mut params = json!({ "notifications": filter });
         self.add_modern_meta(&mut params);
-        let message = json!({"jsonrpc": "2.0", "id": LISTEN_ID, "method": "subscriptions/listen", "params": params});
-        match line(&message) {
-            Ok(bytes) => {
-                if let Err(err) = self.link.send(Bytes::from(bytes)).await {
-                    tracing::warn!(server = %self.server, "cannot subscribe to list changes: {err}");
-                }
+        let message =
+            json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params});
+        let bytes = line(&message).map_err(|err| RpcError::Malformed(err.to_string()))?;
+        self.link.send(Bytes::from(bytes)).await?;
+        Ok(())
+    }
+
+    /// Subscribes to (or unsubscribes from) a resource's updates: a 2025
+    /// server is asked with `resources/subscribe`; a 2026-07-28 server
+    /// gets a `subscriptions/listen` for that URI, cancelled to
+    /// unsubscribe.
+    pub async fn resource_subscription(
+        &self,
+        uri: &str,
+        subscribe: bool,
+    ) -> Result<Value, RpcError> {
+        if !self.is_modern() {
+            let method = if subscribe {
+                "resources/subscribe"
+            } else {
+                "resources/unsubscribe"
+            };
+            return self.request(method, Some(json!({"uri": uri}))).await;
+        }
+        if subscribe {
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            self.open_listen(id, json!({"resourceSubscriptions": [uri]}))
+                .await?;
+            let replaced = self
+                .resource_listens
+                .lock()
+                .ok()
+                .and_then(|mut listens| listens.insert(uri.to_owned(), id));
+            if let Some(old) = replaced {
+                self.cancel_listen(old).await;
             }
-            Err(err) => {
-                tracing::warn!(server = %self.server, "cannot subscribe to list changes: {err}")
+        } else {
+            let id = self
+                .resource_listens
+                .lock()
+                .ok()
+                .and_then(|mut listens| listens.remove(uri));
+            if let Some(id) = id {
+                self.cancel_listen(id).await;
             }
         }
+        Ok(json!({}))
+    }
+
+    async fn cancel_listen(&self, id: u64) {
+        let _ = self
+            .notify(
+                "notifications/cancelled",
+                Some(json!({"requestId": id, "reason": "unsubscribed"})),
+            )
+            .await;
     }
 
     /// Whether the session speaks 2026-07-28 (no handshake; `_meta` on
@@ -488,6 +619,33 @@ impl Session {
 
     /// Sends a request and waits for its result (default timeout).
     pub async fn request(&self, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
+        self.request_with_timeout(method, params, self.request_timeout)
+            .await
+    }
+
+    /// Sends a request made for a client: a 2026-07-28 server is told the
+    /// client's capabilities and log level instead of ours.
+    pub async fn request_for(
+        &self,
+        caller: &Caller,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, RpcError> {
+        let mut params = params;
+        if self.is_modern() {
+            let mut with_meta = params.take().unwrap_or_else(|| json!({}));
+            if !with_meta.get("_meta").is_some_and(Value::is_object) {
+                with_meta["_meta"] = json!({});
+            }
+            if let Some(capabilities) = &caller.capabilities {
+                with_meta["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+                    capabilities.clone();
+            }
+            if let Some(level) = caller.log_level {
+                with_meta["_meta"]["io.modelcontextprotocol/logLevel"] = json!(level);
+            }
+            params = Some(with_meta);
+        }
         self.request_with_timeout(method, params, self.request_timeout)
             .await
     }

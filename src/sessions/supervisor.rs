@@ -33,8 +33,6 @@ pub(super) async fn run(
     let _started = StartedOnDrop(Arc::clone(&shared), id);
     let mut want = false;
     let mut failures: usize = 0;
-    // The era the server last spoke: tried first on the next connect.
-    let mut era = Era::Legacy;
     loop {
         if !want {
             match commands.recv().await {
@@ -69,6 +67,12 @@ pub(super) async fn run(
             set_status(&shared, id, ServerStatus::Connecting, trigger, None).await;
         }
 
+        // The era the server spoke at its last connect (kept in the store)
+        // is tried first; a server never connected is probed.
+        let era = record
+            .protocol_version
+            .as_deref()
+            .map_or(Era::Modern, Era::of_version);
         let (events_tx, mut events) = event_channel();
         let attempt = open_session(&shared, &record, events_tx, era);
         tokio::pin!(attempt);
@@ -110,10 +114,7 @@ pub(super) async fn run(
         };
 
         let session = match result {
-            Ok((session, spoken)) => {
-                era = spoken;
-                session
-            }
+            Ok(session) => session,
             Err(reason) => {
                 // Shown in the API, the history and the log: no credential
                 // a URL carried may be in it.
@@ -150,13 +151,17 @@ pub(super) async fn run(
         // Whoever sees CONNECTED and looks for this server's tools waits
         // (bounded) for the discovery below instead of finding nothing.
         shared.starting(id);
+        let spoken = session.protocol_version().to_owned();
         set_status_with(
             &shared,
             id,
             ServerStatus::Connected,
             StatusTrigger::ConnectSucceeded,
-            Some(format!("protocol {}", session.protocol_version())),
-            |r| r.error_message = None,
+            Some(format!("protocol {spoken}")),
+            |r| {
+                r.error_message = None;
+                r.protocol_version = Some(spoken);
+            },
         )
         .await;
         tracing::info!(server = %name, protocol = session.protocol_version(), pid, "connected");
@@ -170,15 +175,20 @@ pub(super) async fn run(
             tokio::select! {
                 () = session.closed() => break Connected::Lost(session.close_reason()),
                 event = events.recv() => match event {
-                    Some(SessionEvent::ToolsChanged) => discovery::discover(&session, id, &shared.catalog, What::Tools).await,
+                    // Listed again, then announced: the router tells the
+                    // clients, who list what we just stored.
+                    Some(SessionEvent::ToolsChanged) => {
+                        discovery::discover(&session, id, &shared.catalog, What::Tools).await;
+                        shared.announce(id, "notifications/tools/list_changed");
+                    }
                     Some(SessionEvent::ResourcesChanged) => {
                         discovery::discover(&session, id, &shared.catalog, What::Resources).await;
-                        let _ = shared.notices.send(super::ServerNotice {
-                            server_id: id,
-                            message: serde_json::json!({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}),
-                        });
+                        shared.announce(id, "notifications/resources/list_changed");
                     }
-                    Some(SessionEvent::PromptsChanged) => discovery::discover(&session, id, &shared.catalog, What::Prompts).await,
+                    Some(SessionEvent::PromptsChanged) => {
+                        discovery::discover(&session, id, &shared.catalog, What::Prompts).await;
+                        shared.announce(id, "notifications/prompts/list_changed");
+                    }
                     Some(SessionEvent::EverythingChanged) => discovery::discover(&session, id, &shared.catalog, What::Everything).await,
                     Some(SessionEvent::Notification(message)) => {
                         let _ = shared.notices.send(super::ServerNotice { server_id: id, message });
@@ -332,36 +342,35 @@ async fn set_status_with(
     }
 }
 
-/// Opens the transport and runs the handshake, within the connect timeout,
-/// in `era` first. A server that answers the handshake but refuses it (a
-/// JSON-RPC error, an HTTP 4xx) is tried again at once in the other era on
-/// a fresh link — a 2026-07-28-only server refuses `initialize`, a 2025 one
-/// `server/discover`. Returns the session and the era it speaks.
+/// Opens the transport and runs the handshake, within the connect timeout.
+/// `Era::Modern` probes with `server/discover` and falls back to
+/// `initialize` on the same link (the spec's compatibility section);
+/// `Era::Legacy` (a server that spoke 2025 last time) goes straight to
+/// `initialize`, and if the server now refuses it (a JSON-RPC error, an
+/// HTTP 4xx) it is probed at once on a fresh link — it may have been
+/// upgraded to a 2026-07-28-only server.
 async fn open_session(
     shared: &Shared,
     record: &ServerRecord,
     events: EventSender,
     era: Era,
-) -> Result<(Arc<Session>, Era), String> {
+) -> Result<Arc<Session>, String> {
     let timeout = shared.settings.connect_timeout;
     let attempt = async {
         match open_in(shared, record, events.clone(), era).await {
-            Err(Attempt::Refused(reason)) if !matches!(record.transport, Transport::Sse { .. }) => {
-                let other = match era {
-                    Era::Legacy => Era::Modern,
-                    Era::Modern => Era::Legacy,
-                };
-                tracing::info!(server = %record.name, "the server refused the {era:?} handshake ({reason}); trying {other:?}");
-                open_in(shared, record, events, other)
+            Err(Attempt::Refused(reason))
+                if era == Era::Legacy && !matches!(record.transport, Transport::Sse { .. }) =>
+            {
+                tracing::info!(server = %record.name, "the server refused initialize ({reason}); probing for 2026-07-28");
+                open_in(shared, record, events, Era::Modern)
                     .await
-                    .map(|session| (session, other))
                     .map_err(|failed| match failed {
                         Attempt::Refused(later) => format!("{reason}; then {later}"),
                         Attempt::Failed(later) => later,
                     })
             }
             Err(Attempt::Refused(reason) | Attempt::Failed(reason)) => Err(reason),
-            Ok(session) => Ok((session, era)),
+            Ok(session) => Ok(session),
         }
     };
     match tokio::time::timeout(timeout, attempt).await {
@@ -386,6 +395,11 @@ async fn open_in(
     era: Era,
 ) -> Result<Arc<Session>, Attempt> {
     let timeout = shared.settings.connect_timeout;
+    // The 2024 HTTP+SSE transport predates the 2026-07-28 revision.
+    let era = match record.transport {
+        Transport::Sse { .. } => Era::Legacy,
+        _ => era,
+    };
     let (inbound_tx, inbound_rx) = inbound_channel();
     let name = record.name.as_str();
     let failed = |e: String| Attempt::Failed(e);
@@ -427,7 +441,7 @@ async fn open_in(
     };
     let opening = match era {
         Era::Legacy => "initialize",
-        Era::Modern => "server/discover",
+        Era::Modern => "server/discover, then initialize",
     };
     Session::start(name, link, inbound_rx, events, handshake)
         .await

@@ -307,6 +307,13 @@ impl Store {
                         connected_at: current.connected_at,
                         last_health_check: current.last_health_check,
                         updated_at: current.updated_at,
+                        // Another command or URL may be another server:
+                        // probed afresh.
+                        protocol_version: if current.transport == incoming.transport {
+                            current.protocol_version.clone()
+                        } else {
+                            None
+                        },
                         ..incoming.clone()
                     };
                     let unchanged = ServerRecord {
