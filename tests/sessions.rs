@@ -195,6 +195,66 @@ async fn a_thousand_paginated_tools_with_dotted_and_long_names() {
     assert_eq!(wire_names.len(), BIG, "wire names are unique");
 }
 
+/// A server never connected is probed with `server/discover`; a 2025 one is
+/// then asked to `initialize` in the same process. The revision it spoke is
+/// kept in the store, so after a restart a 2025 server goes straight to
+/// `initialize` and a server of both eras to 2026-07-28.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_server_is_spoken_to_in_its_era_and_the_era_is_remembered() {
+    let temp = tempfile::tempdir().unwrap();
+    let old_log = temp.path().join("old.log");
+    let both_log = temp.path().join("both.log");
+    let old_log_arg = old_log.to_str().unwrap().to_owned();
+    let both_log_arg = both_log.to_str().unwrap().to_owned();
+    let read = |path: &std::path::Path| -> Vec<String> {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    };
+    let data = temp.path().join("data");
+    {
+        let d = Daemon::start_in(&data, &[]);
+        register(
+            &d,
+            fixture("old", &["--legacy-only", "--handshake-log", &old_log_arg]),
+        )
+        .await;
+        register(&d, fixture("both", &["--handshake-log", &both_log_arg])).await;
+        for (name, revision) in [("old", "2025-06-18"), ("both", "2026-07-28")] {
+            let server = wait_status(&d, name, "CONNECTED", UP).await;
+            assert_eq!(server["protocol_version"], revision, "{server}");
+        }
+        assert_eq!(read(&old_log), ["server/discover", "initialize"]);
+        assert_eq!(read(&both_log), ["server/discover"]);
+        // Both eras' tools are listed and called alike.
+        wait_for_tools(&d, "old", DEFAULT).await;
+        wait_for_tools(&d, "both", DEFAULT).await;
+        for name in ["old.echo", "both.echo"] {
+            let answer: Value = common::http()
+                .post(d.api("/api/v1/tools/call"))
+                .json(&json!({"name": name, "arguments": {"n": 1}}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            assert_eq!(answer["content"][0]["text"], r#"{"n":1}"#, "{answer}");
+        }
+    }
+    std::fs::remove_file(&old_log).unwrap();
+    std::fs::remove_file(&both_log).unwrap();
+    let d = Daemon::start_in(&data, &[]);
+    for (name, revision) in [("old", "2025-06-18"), ("both", "2026-07-28")] {
+        let server = wait_status(&d, name, "CONNECTED", UP).await;
+        assert_eq!(server["protocol_version"], revision, "{server}");
+    }
+    assert_eq!(read(&old_log), ["initialize"]);
+    assert_eq!(read(&both_log), ["server/discover"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_changed_triggers_rediscovery() {
     let d = Daemon::start();
