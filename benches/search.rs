@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{ms, rss_kib};
-use mcp_aggregator::catalog::wire_name::WireNameRules;
-use mcp_aggregator::index::eval::{load_cases, load_catalog, placeholder_transport};
+use mcp_aggregator::eval::{load_cases, load_catalog, placeholder_transport};
 use mcp_aggregator::index::{SearchIndex, SearchMode, SearchRequest};
+use mcp_aggregator::model::wire_name::WireNameRules;
 use mcp_aggregator::model::{ServerRecord, ServerSource};
 use mcp_aggregator::store::Store;
 

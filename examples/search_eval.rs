@@ -6,9 +6,7 @@
 //!
 //! `--misses` lists the hybrid mode's queries whose answer is not first.
 
-use mcp_aggregator::index::eval::{
-    CaseResult, build_index, load_cases, load_catalog, metrics, run,
-};
+use mcp_aggregator::eval::{CaseResult, build_index, load_cases, load_catalog, metrics, run};
 use mcp_aggregator::index::{Normalisation, SearchMode, Weights};
 use std::path::Path;
 

@@ -9,12 +9,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AppState};
 use crate::catalog::Catalog;
-use crate::catalog::wire_name::WireNameRules;
 use crate::config::{self, ConfigError};
 use crate::index::{IndexError, SearchIndex};
 use crate::mcp::meta::Expose;
 use crate::mcp::{self, McpServer, http::McpHttp};
 use crate::model::ServerSource;
+use crate::model::wire_name::WireNameRules;
 use crate::paths::{self, DaemonInfo};
 use crate::registry::{Registry, RegistryError};
 use crate::router::{ConflictStrategy, Router};
@@ -211,6 +211,15 @@ impl Stack {
 }
 
 /// Runs the daemon until `shutdown` is cancelled.
+/// The search index over a data dir no daemon owns (for a reindex without
+/// one), with the model loaded. Blocking.
+pub fn open_search_index(data_dir: &Path) -> Result<SearchIndex, DaemonError> {
+    let store = Arc::new(Store::open(data_dir)?);
+    let index = SearchIndex::open(store, data_dir)?;
+    index.load_model();
+    Ok(index)
+}
+
 pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result<(), DaemonError> {
     let started = Instant::now();
     // Read the config before touching the store: a typo must not leave a
@@ -225,7 +234,6 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     let token = admin_token(&options)?;
     let state = AppState {
         registry: stack.registry.clone(),
-        sessions: stack.sessions.clone(),
         router: stack.router.clone(),
         search: stack.search.clone(),
         token: token.map(Arc::from),
@@ -302,7 +310,7 @@ pub async fn stdio(
                 );
             }
             let url = format!("{}/mcp", daemon.url);
-            return mcp::bridge::relay(
+            return crate::bridge::relay(
                 &url,
                 paths::read_token(&data_dir),
                 mcp::stdio::stdin(),
@@ -402,7 +410,7 @@ fn admin_token(options: &ServeOptions) -> Result<Option<String>, DaemonError> {
         uuid::Uuid::new_v4().simple(),
         uuid::Uuid::new_v4().simple()
     );
-    crate::store::secrets::write_private_file(&path, token.as_bytes()).map_err(|source| {
+    crate::paths::write_private_file(&path, token.as_bytes()).map_err(|source| {
         DaemonError::DataFile {
             path: path.clone(),
             source,

@@ -5,11 +5,15 @@
 //! front doors (admin API, CLI) sit on top.
 
 pub mod api;
+pub mod bridge;
 pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod daemon;
+pub mod eval;
+pub mod http_error;
 pub mod index;
+pub mod jsonrpc;
 pub mod limits;
 pub mod listener;
 pub mod logging;

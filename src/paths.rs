@@ -42,7 +42,7 @@ impl DaemonInfo {
         let tmp = data_dir.join(format!("{DAEMON_FILE}.{}.tmp", self.pid));
         let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
         let _ = std::fs::remove_file(&tmp);
-        crate::store::secrets::write_private_file(&tmp, text.as_bytes())?;
+        write_private_file(&tmp, text.as_bytes())?;
         std::fs::rename(&tmp, data_dir.join(DAEMON_FILE))
     }
 
@@ -65,4 +65,16 @@ pub fn read_token(data_dir: &Path) -> Option<String> {
         .ok()
         .map(|t| t.trim().to_owned())
         .filter(|t| !t.is_empty())
+}
+
+/// Writes a file only its owner can read, replacing nothing that exists.
+pub fn write_private_file(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    std::io::Write::write_all(&mut file, contents)?;
+    file.sync_all()
 }

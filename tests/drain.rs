@@ -5,7 +5,7 @@
 #![cfg(feature = "fixture")]
 
 use mcp_aggregator::catalog::Catalog;
-use mcp_aggregator::catalog::wire_name::WireNameRules;
+use mcp_aggregator::model::wire_name::WireNameRules;
 use mcp_aggregator::model::{ServerSource, ServerStatus, Transport};
 use mcp_aggregator::registry::{Registry, ServerSpec};
 use mcp_aggregator::sessions::{RpcError, SessionManager, SessionSettings};

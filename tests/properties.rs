@@ -3,11 +3,11 @@
 //! SSE event sizing, wire-name mapping and URL redaction. Each runs on
 //! generated input; none may panic, and each keeps its stated invariant.
 
-use mcp_aggregator::catalog::wire_name::{WireNameRules, is_valid_wire_name};
 use mcp_aggregator::config::{self, expand::expand};
 use mcp_aggregator::limits::{EventSizeCheck, Line, read_line};
-use mcp_aggregator::mcp::handler::{Incoming, classify};
+use mcp_aggregator::mcp::incoming::{Incoming, classify};
 use mcp_aggregator::model::redact::{redact_text, redact_url};
+use mcp_aggregator::model::wire_name::{WireNameRules, is_valid_wire_name};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use std::path::Path;

@@ -4,8 +4,8 @@
 //! search_eval`; these floors sit a little under them so quality cannot
 //! slip unnoticed.
 
+use mcp_aggregator::eval::{build_index, load_cases, load_catalog, metrics, run};
 use mcp_aggregator::index::SearchMode;
-use mcp_aggregator::index::eval::{build_index, load_cases, load_catalog, metrics, run};
 use std::path::Path;
 
 #[test]

@@ -9,7 +9,7 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use std::net::SocketAddr;
 
-use super::error::ApiError;
+use super::error::HttpError;
 
 /// Header the CLI sets so the audit log can say who acted.
 pub const ACTOR_HEADER: &str = "x-mcp-aggregator-actor";
@@ -20,7 +20,7 @@ pub const ACTOR_HEADER: &str = "x-mcp-aggregator-actor";
 pub struct JsonBody<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
-    type Rejection = ApiError;
+    type Rejection = HttpError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = Bytes::from_request(req, state)
@@ -31,9 +31,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 }
 
 /// Parses a JSON document, with the path of the first wrong field.
-pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, HttpError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::unprocessable(
+        return Err(HttpError::unprocessable(
             "request body is empty; expected a JSON object",
         ));
     }
@@ -49,10 +49,10 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         } else {
             format!("{path}: {}", strip_position(&inner.to_string()))
         };
-        ApiError::unprocessable(detail)
+        HttpError::unprocessable(detail)
     })?;
     de.end()
-        .map_err(|err| ApiError::unprocessable(format!("Invalid JSON: {err}")))?;
+        .map_err(|err| HttpError::unprocessable(format!("Invalid JSON: {err}")))?;
     Ok(value)
 }
 
@@ -63,10 +63,10 @@ fn strip_position(message: &str) -> String {
     }
 }
 
-fn body_rejection(rejection: BytesRejection) -> ApiError {
+fn body_rejection(rejection: BytesRejection) -> HttpError {
     let status = rejection.status();
     if status == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::new(
+        HttpError::new(
             status,
             format!(
                 "request body is larger than the {} byte limit",
@@ -74,7 +74,7 @@ fn body_rejection(rejection: BytesRejection) -> ApiError {
             ),
         )
     } else {
-        ApiError::new(
+        HttpError::new(
             status,
             format!("cannot read the request body: {}", rejection.body_text()),
         )
@@ -85,14 +85,14 @@ fn body_rejection(rejection: BytesRejection) -> ApiError {
 pub struct QueryParams<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for QueryParams<T> {
-    type Rejection = ApiError;
+    type Rejection = HttpError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         axum::extract::Query::<T>::from_request_parts(parts, state)
             .await
             .map(|q| QueryParams(q.0))
             .map_err(|err: QueryRejection| {
-                ApiError::unprocessable(format!("invalid query string: {}", err.body_text()))
+                HttpError::unprocessable(format!("invalid query string: {}", err.body_text()))
             })
     }
 }
@@ -101,14 +101,14 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for QueryPa
 pub struct PathParam<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for PathParam<T> {
-    type Rejection = ApiError;
+    type Rejection = HttpError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|p| PathParam(p.0))
             .map_err(|err: PathRejection| {
-                ApiError::unprocessable(format!("invalid path: {}", err.body_text()))
+                HttpError::unprocessable(format!("invalid path: {}", err.body_text()))
             })
     }
 }

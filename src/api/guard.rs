@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use super::error::ApiError;
+use super::error::HttpError;
 
 /// Which `Host` and `Origin` values the listener accepts.
 #[derive(Debug, Clone, Default)]
@@ -124,7 +124,7 @@ pub async fn guard(State(policy): State<HostPolicy>, request: Request, next: Nex
                 path = %request.uri().path(),
                 "request refused: {refusal}"
             );
-            ApiError::new(refusal.status(), refusal.to_string()).into_response()
+            HttpError::new(refusal.status(), refusal.to_string()).into_response()
         }
     }
 }

@@ -24,8 +24,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::registry::Registry;
-use crate::sessions::SessionManager;
-use error::ApiError;
+use error::HttpError;
 
 /// Largest request body accepted (a registration is a few KiB).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -35,7 +34,6 @@ pub const OPENAPI_PATH: &str = "/api/v1/openapi.json";
 #[derive(Clone)]
 pub struct AppState {
     pub registry: Registry,
-    pub sessions: SessionManager,
     pub router: crate::router::Router,
     pub search: crate::index::SearchIndex,
     /// When set, every route but `/healthz` needs `Authorization: Bearer`.
@@ -137,12 +135,12 @@ async fn healthz(State(state): State<AppState>) -> Json<Health> {
     })
 }
 
-async fn not_found(uri: Uri) -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, format!("Not Found: {}", uri.path()))
+async fn not_found(uri: Uri) -> HttpError {
+    HttpError::new(StatusCode::NOT_FOUND, format!("Not Found: {}", uri.path()))
 }
 
-async fn method_not_allowed(request: Request) -> ApiError {
-    ApiError::new(
+async fn method_not_allowed(request: Request) -> HttpError {
+    HttpError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         format!(
             "Method {} is not allowed on {}",
@@ -154,7 +152,7 @@ async fn method_not_allowed(request: Request) -> ApiError {
 
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     tracing::error!("a request handler panicked");
-    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
+    HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
 }
 
 async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
@@ -173,7 +171,7 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
         return next.run(request).await;
     }
     let mut response =
-        ApiError::new(StatusCode::UNAUTHORIZED, "missing or invalid bearer token").into_response();
+        HttpError::new(StatusCode::UNAUTHORIZED, "missing or invalid bearer token").into_response();
     response
         .headers_mut()
         .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -221,7 +219,7 @@ async fn json_errors(request: Request, next: Next) -> Response {
     } else {
         text
     };
-    let mut wrapped = ApiError::new(status, detail).into_response();
+    let mut wrapped = HttpError::new(status, detail).into_response();
     for (name, value) in &parts.headers {
         if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
             wrapped.headers_mut().insert(name.clone(), value.clone());

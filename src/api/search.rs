@@ -9,7 +9,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::error::{ApiError, ErrorBody};
+use super::error::{ErrorBody, HttpError};
 use super::extract::JsonBody;
 use crate::index::query::{QueryError, SearchQuery, SearchResponse};
 
@@ -35,7 +35,7 @@ pub async fn search(
     match answered {
         Ok(Ok(response)) => Json(response).into_response(),
         Ok(Err(err)) => query_error(err).into_response(),
-        Err(err) => ApiError::new(
+        Err(err) => HttpError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("the search task failed: {err}"),
         )
@@ -43,7 +43,7 @@ pub async fn search(
     }
 }
 
-pub fn query_error(err: QueryError) -> ApiError {
+pub fn query_error(err: QueryError) -> HttpError {
     let status = match &err {
         QueryError::EmptyQuery | QueryError::QueryTooLong(_) | QueryError::BadLimit(_) => {
             StatusCode::UNPROCESSABLE_ENTITY
@@ -51,7 +51,7 @@ pub fn query_error(err: QueryError) -> ApiError {
         QueryError::UnknownServer(_) => StatusCode::NOT_FOUND,
         QueryError::Index(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    ApiError::new(status, err.to_string())
+    HttpError::new(status, err.to_string())
 }
 
 /// How far indexing has come.

@@ -8,13 +8,13 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
-use super::error::{ApiError, ErrorBody};
+use super::error::{ErrorBody, HttpError};
 use super::extract::{Actor, JsonBody, PathParam, QueryParams};
 use super::views::{ServerView, ToolView};
 use crate::model::{AuditEntry, ConnectionHistoryEntry, ServerSource, ServerStatus, TransportType};
 use crate::registry::AggregatorState;
 use crate::registry::validate::{self, ServerSpec};
-use crate::sessions::{ConnectOutcome, SessionsError};
+use crate::router::{ConnectOutcome, SessionsError};
 
 /// `POST /api/v1/aggregator/servers` (seed 001, BR-001).
 #[derive(Debug, Deserialize, ToSchema)]
@@ -84,9 +84,9 @@ pub async fn register_server(
     State(state): State<AppState>,
     Actor(actor): Actor,
     JsonBody(req): JsonBody<RegisterServerRequest>,
-) -> Result<(StatusCode, Json<ServerView>), ApiError> {
+) -> Result<(StatusCode, Json<ServerView>), HttpError> {
     let transport = validate::parse_connection_config(req.transport_type, req.connection_config)
-        .map_err(|err| ApiError::unprocessable(err.to_string()))?;
+        .map_err(|err| HttpError::unprocessable(err.to_string()))?;
     let spec = ServerSpec {
         name: req.name,
         description: req.description,
@@ -98,7 +98,7 @@ pub async fn register_server(
     };
     let mut record = state.registry.register(spec, &actor).await?;
     if record.auto_connect {
-        match state.sessions.connect(record.id).await {
+        match state.router.connect(record.id).await {
             Ok(_) => record = state.registry.get(&record.id.to_string()).await?,
             Err(err) => tracing::error!(server = %record.name, "cannot start connecting: {err}"),
         }
@@ -120,13 +120,13 @@ pub async fn register_server(
 pub async fn list_servers(
     State(state): State<AppState>,
     QueryParams(query): QueryParams<ListServersQuery>,
-) -> Result<Json<Vec<ServerView>>, ApiError> {
+) -> Result<Json<Vec<ServerView>>, HttpError> {
     let status = query
         .status
         .as_deref()
         .map(str::parse::<ServerStatus>)
         .transpose()
-        .map_err(|err| ApiError::unprocessable(format!("status: {err}")))?;
+        .map_err(|err| HttpError::unprocessable(format!("status: {err}")))?;
     let records = state.registry.list(status).await?;
     let mut views = Vec::with_capacity(records.len());
     for record in &records {
@@ -154,7 +154,7 @@ pub async fn list_servers(
 pub async fn get_server(
     State(state): State<AppState>,
     PathParam(id): PathParam<String>,
-) -> Result<Json<ServerView>, ApiError> {
+) -> Result<Json<ServerView>, HttpError> {
     let record = state.registry.get(&id).await?;
     Ok(Json(ServerView::new(&record)))
 }
@@ -174,10 +174,10 @@ pub async fn delete_server(
     State(state): State<AppState>,
     Actor(actor): Actor,
     PathParam(id): PathParam<String>,
-) -> Result<StatusCode, ApiError> {
+) -> Result<StatusCode, HttpError> {
     // BR-008: disconnect first, then delete.
     if let Ok(record) = state.registry.get(&id).await {
-        state.sessions.stop(record.id).await;
+        state.router.stop(record.id).await;
     }
     state.registry.remove(&id, &actor).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -197,7 +197,7 @@ pub async fn delete_server(
 pub async fn server_tools(
     State(state): State<AppState>,
     PathParam(id): PathParam<String>,
-) -> Result<Json<Vec<ToolView>>, ApiError> {
+) -> Result<Json<Vec<ToolView>>, HttpError> {
     let tools = state.registry.tools(&id).await?;
     Ok(Json(tools.iter().map(ToolView::new).collect()))
 }
@@ -242,9 +242,9 @@ pub async fn connect_server(
     State(state): State<AppState>,
     Actor(actor): Actor,
     PathParam(id): PathParam<String>,
-) -> Result<Json<ConnectResponse>, ApiError> {
+) -> Result<Json<ConnectResponse>, HttpError> {
     let record = state.registry.get(&id).await?;
-    let outcome = state.sessions.connect(record.id).await;
+    let outcome = state.router.connect(record.id).await;
     let result = match &outcome {
         Ok(ConnectOutcome::Initiated) => "ok".to_owned(),
         Ok(ConnectOutcome::AlreadyConnected) => "already connected".to_owned(),
@@ -259,7 +259,7 @@ pub async fn connect_server(
             status: ServerStatus::Connecting,
             message: "Connection initiated".to_owned(),
         })),
-        Ok(ConnectOutcome::AlreadyConnected) => Err(ApiError::new(
+        Ok(ConnectOutcome::AlreadyConnected) => Err(HttpError::new(
             StatusCode::CONFLICT,
             format!("Server already connected: {}", record.name),
         )),
@@ -286,14 +286,14 @@ pub async fn disconnect_server(
     Actor(actor): Actor,
     PathParam(id): PathParam<String>,
     body: axum::body::Bytes,
-) -> Result<Json<DisconnectResponse>, ApiError> {
+) -> Result<Json<DisconnectResponse>, HttpError> {
     let request: DisconnectRequest = if body.iter().all(u8::is_ascii_whitespace) {
         DisconnectRequest::default()
     } else {
         super::extract::parse_json(&body)?
     };
     let record = state.registry.get(&id).await?;
-    let outcome = state.sessions.disconnect(record.id, request.force).await;
+    let outcome = state.router.disconnect(record.id, request.force).await;
     let result = match &outcome {
         Ok(_) => "ok".to_owned(),
         Err(err) => err.to_string(),
@@ -310,11 +310,11 @@ pub async fn disconnect_server(
     }))
 }
 
-fn sessions_error(err: SessionsError) -> ApiError {
+fn sessions_error(err: SessionsError) -> HttpError {
     match err {
         SessionsError::Registry(err) => err.into(),
         SessionsError::ShuttingDown => {
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, err.to_string())
+            HttpError::new(StatusCode::SERVICE_UNAVAILABLE, err.to_string())
         }
     }
 }
@@ -334,7 +334,7 @@ pub async fn server_history(
     State(state): State<AppState>,
     PathParam(id): PathParam<String>,
     QueryParams(query): QueryParams<LimitQuery>,
-) -> Result<Json<Vec<ConnectionHistoryEntry>>, ApiError> {
+) -> Result<Json<Vec<ConnectionHistoryEntry>>, HttpError> {
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT);
     Ok(Json(state.registry.history(&id, limit).await?))
 }
@@ -348,7 +348,7 @@ pub async fn server_history(
 )]
 pub async fn aggregator_state(
     State(state): State<AppState>,
-) -> Result<Json<AggregatorState>, ApiError> {
+) -> Result<Json<AggregatorState>, HttpError> {
     Ok(Json(state.registry.state().await?))
 }
 
@@ -363,7 +363,7 @@ pub async fn aggregator_state(
 pub async fn audit_log(
     State(state): State<AppState>,
     QueryParams(query): QueryParams<AuditQuery>,
-) -> Result<Json<Vec<AuditEntry>>, ApiError> {
+) -> Result<Json<Vec<AuditEntry>>, HttpError> {
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT);
     Ok(Json(state.registry.audit(limit, query.before).await?))
 }

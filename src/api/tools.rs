@@ -68,7 +68,7 @@ pub async fn call_tool(
             sink: None,
             input: None,
             // A REST caller can answer no questions and hears no logs.
-            caller: &crate::sessions::Caller {
+            caller: &crate::router::Caller {
                 capabilities: Some(serde_json::json!({})),
                 log_level: None,
             },

@@ -2,14 +2,12 @@
 //! templates, prompts), namespaced and stored. Discovery writes it; the index
 //! and the front doors read it and follow its change events.
 
-pub mod wire_name;
-
 use std::sync::Arc;
 use tokio::sync::broadcast;
 
+use crate::model::wire_name::WireNameRules;
 use crate::model::{CatalogDiff, CatalogKind, ServerId, ToolRecord};
 use crate::store::{Store, StoreError};
-use wire_name::WireNameRules;
 
 /// A server's catalog changed.
 #[derive(Debug, Clone, PartialEq)]

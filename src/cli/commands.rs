@@ -12,7 +12,6 @@ use super::{
 };
 use crate::config;
 use crate::daemon::{DEFAULT_LISTEN, LISTEN_ENV};
-use crate::index::SearchIndex;
 use crate::model::Transport;
 use crate::paths::{self, DaemonInfo};
 
@@ -650,15 +649,10 @@ async fn local_reindex(
     bar: indicatif::ProgressBar,
 ) -> Result<Value, CliError> {
     let failed = |err: &dyn std::fmt::Display| CliError::Failed(err.to_string());
-    let opened = tokio::task::spawn_blocking(move || -> Result<SearchIndex, CliError> {
-        let store =
-            std::sync::Arc::new(crate::store::Store::open(&data_dir).map_err(|e| failed(&e))?);
-        let index = SearchIndex::open(store, &data_dir).map_err(|e| failed(&e))?;
-        index.load_model();
-        Ok(index)
-    })
-    .await
-    .map_err(|e| failed(&e))??;
+    let opened = tokio::task::spawn_blocking(move || crate::daemon::open_search_index(&data_dir))
+        .await
+        .map_err(|e| failed(&e))?
+        .map_err(|e| failed(&e))?;
     let mut progress = opened.progress();
     let index = opened.clone();
     let work = tokio::task::spawn_blocking(move || index.sync(true));

@@ -7,7 +7,6 @@
 //! blocks connecting or calling.
 
 pub mod embedder;
-pub mod eval;
 pub mod keyword;
 pub mod query;
 pub mod rank;

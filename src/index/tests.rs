@@ -6,13 +6,13 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::*;
-use crate::catalog::wire_name::WireNameRules;
+use crate::model::wire_name::WireNameRules;
 use crate::model::{ServerRecord, ServerSource};
 
 fn server(store: &Store, name: &str) -> ServerRecord {
     let record = ServerRecord::new(
         name,
-        super::eval::placeholder_transport(),
+        crate::eval::placeholder_transport(),
         ServerSource::Api,
     );
     store.insert_server(&record, "test").unwrap();

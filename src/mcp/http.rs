@@ -17,10 +17,11 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::handler::{self, ClientConnection, Incoming, McpServer};
+use super::handler::{ClientConnection, McpServer};
+use super::incoming::Incoming;
 use super::outbound::Outbound;
 use super::session_table::{InUse, SessionLimits, SessionTable, TableFull};
-use crate::api::error::ApiError;
+use crate::http_error::HttpError;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
 
@@ -85,24 +86,24 @@ impl McpHttp {
         });
     }
 
-    fn session(&self, headers: &HeaderMap) -> Result<(Arc<HttpSession>, InUse), ApiError> {
+    fn session(&self, headers: &HeaderMap) -> Result<(Arc<HttpSession>, InUse), HttpError> {
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
-            return Err(ApiError::new(
+            return Err(HttpError::new(
                 StatusCode::BAD_REQUEST,
                 "missing Mcp-Session-Id header; send initialize first",
             ));
         };
         self.sessions
             .get(id)
-            .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown or expired MCP session"))
+            .ok_or_else(|| HttpError::new(StatusCode::NOT_FOUND, "unknown or expired MCP session"))
     }
 
-    fn open_session(&self, remote: IpAddr) -> Result<(String, Arc<HttpSession>, InUse), ApiError> {
+    fn open_session(&self, remote: IpAddr) -> Result<(String, Arc<HttpSession>, InUse), HttpError> {
         let (outbound, notifications) = Outbound::for_client();
         let connection = ClientConnection::new(Arc::new(outbound));
         // Until the client opens its GET stream, nothing we send reaches it.
         connection.set_accepts_requests(false);
-        let notifier = tokio::spawn(handler::forward_list_changes(
+        let notifier = tokio::spawn(super::subscriptions::forward_list_changes(
             self.server.router().clone(),
             Arc::clone(&connection),
         ));
@@ -118,7 +119,7 @@ impl McpHttp {
                     TableFull::Client(_) => StatusCode::TOO_MANY_REQUESTS,
                     TableFull::Total(_) => StatusCode::SERVICE_UNAVAILABLE,
                 };
-                Err(ApiError::new(status, full.to_string()))
+                Err(HttpError::new(status, full.to_string()))
             }
         }
     }
@@ -154,7 +155,7 @@ pub async fn post(
         Err(err) => {
             return (
                 StatusCode::BAD_REQUEST,
-                axum::Json(handler::parse_error(&err.to_string())),
+                axum::Json(super::incoming::parse_error(&err.to_string())),
             )
                 .into_response();
         }
@@ -168,7 +169,7 @@ pub async fn post(
     let mut others = Vec::new();
     let mut answers = Vec::new();
     for message in messages {
-        match handler::classify(message) {
+        match super::incoming::classify(message) {
             Incoming::Request { id, method, params } => requests.push((id, method, params)),
             Incoming::Other(message) => others.push(message),
             Incoming::Invalid(answer) => answers.push(answer),
@@ -177,7 +178,7 @@ pub async fn post(
     if requests.is_empty() && others.is_empty() {
         // Nothing valid: the errors need no session.
         let body = if batch && answers.is_empty() {
-            handler::invalid_request("an empty batch")
+            super::incoming::invalid_request("an empty batch")
         } else if batch {
             Value::Array(answers)
         } else {
@@ -332,7 +333,7 @@ async fn modern_post(
         }
     }
     if let Err(mismatch) = checked {
-        let answer = handler::error_response(id, super::modern::HEADER_MISMATCH, &mismatch);
+        let answer = crate::jsonrpc::error(id, crate::jsonrpc::HEADER_MISMATCH, &mismatch);
         return (StatusCode::BAD_REQUEST, axum::Json(answer)).into_response();
     }
     let wants_stream = headers
@@ -380,7 +381,7 @@ pub async fn get(State(mcp): State<McpHttp>, headers: HeaderMap) -> Response {
     if headers.get(SESSION_HEADER).is_none() {
         // The 2026-07-28 revision has no GET stream (subscriptions/listen
         // replaces it); a 2025 session names itself.
-        return ApiError::new(
+        return HttpError::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "GET needs the Mcp-Session-Id of a 2025 session; 2026-07-28 clients use subscriptions/listen",
         )
@@ -396,7 +397,7 @@ pub async fn get(State(mcp): State<McpHttp>, headers: HeaderMap) -> Response {
         .ok()
         .and_then(|mut slot| slot.take())
     else {
-        return ApiError::new(
+        return HttpError::new(
             StatusCode::CONFLICT,
             "this session already has a notification stream",
         )
@@ -418,7 +419,7 @@ pub async fn get(State(mcp): State<McpHttp>, headers: HeaderMap) -> Response {
 /// `DELETE /mcp`: ends the session.
 pub async fn delete(State(mcp): State<McpHttp>, headers: HeaderMap) -> Response {
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
-        return ApiError::new(
+        return HttpError::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "DELETE ends a 2025 session and needs its Mcp-Session-Id",
         )
@@ -427,7 +428,7 @@ pub async fn delete(State(mcp): State<McpHttp>, headers: HeaderMap) -> Response 
     match mcp.sessions.remove(id) {
         true => StatusCode::NO_CONTENT.into_response(),
         false => {
-            ApiError::new(StatusCode::NOT_FOUND, "unknown or expired MCP session").into_response()
+            HttpError::new(StatusCode::NOT_FOUND, "unknown or expired MCP session").into_response()
         }
     }
 }

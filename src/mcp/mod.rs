@@ -4,9 +4,11 @@
 //! HTTP at `/mcp`); `modern` adapts it to the 2026-07-28 revision, served
 //! beside the 2025 revisions by the same process. Messages stay raw JSON.
 
-pub mod bridge;
+mod client;
 pub mod handler;
 pub mod http;
+pub mod incoming;
+mod input;
 pub mod meta;
 pub mod modern;
 pub mod outbound;
@@ -14,5 +16,6 @@ mod relay;
 mod requests;
 pub mod session_table;
 pub mod stdio;
+mod subscriptions;
 
 pub use handler::{ClientConnection, McpServer};

@@ -21,12 +21,10 @@ const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
-/// The header field mismatch error (`HeaderMismatch`).
-pub const HEADER_MISMATCH: i64 = -32020;
-/// `UnsupportedProtocolVersion`.
-pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
-/// Resource not found in the 2025 revisions; modern clients get -32602.
-const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
+use crate::jsonrpc::{self, RESOURCE_NOT_FOUND as LEGACY_RESOURCE_NOT_FOUND};
+pub use crate::jsonrpc::{
+    HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION,
+};
 
 /// How long, by default, a client may keep a list (`ttlMs`) when nothing
 /// is starting; list changes are announced on `subscriptions/listen`.
@@ -101,7 +99,7 @@ pub fn request_meta(params: Option<&Value>) -> Result<RequestMeta, RpcFailure> {
     }
     let log_level = match meta.get(LOG_LEVEL) {
         None | Some(Value::Null) => None,
-        Some(Value::String(level)) if super::handler::log_level_index(level).is_some() => {
+        Some(Value::String(level)) if super::client::log_level_index(level).is_some() => {
             Some(level.clone())
         }
         Some(other) => {
@@ -136,18 +134,14 @@ impl McpServer {
     ) -> Value {
         let answer = self.modern_result(transport, &id, method, params).await;
         match answer {
-            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Ok(result) => jsonrpc::result(id, result),
             Err((code, message, data)) => {
                 let code = if code == LEGACY_RESOURCE_NOT_FOUND {
                     INVALID_PARAMS
                 } else {
                     code
                 };
-                let mut error = json!({"code": code, "message": message});
-                if let Some(data) = data {
-                    error["data"] = data;
-                }
-                json!({"jsonrpc": "2.0", "id": id, "error": error})
+                jsonrpc::error_answer(id, jsonrpc::error_object(code, &message, data))
             }
         }
     }
@@ -231,7 +225,11 @@ impl McpServer {
             }
         }
         let Some(me) = self.me.upgrade() else {
-            return Err((-32603, "the aggregator is shutting down".to_owned(), None));
+            return Err((
+                jsonrpc::INTERNAL_ERROR,
+                "the aggregator is shutting down".to_owned(),
+                None,
+            ));
         };
         strip_protocol_meta(&mut params);
         let (inputs, mut steps) = tokio::sync::mpsc::channel(16);
@@ -305,14 +303,14 @@ impl McpServer {
             let Ok((route, _)) = self.router().route_resource(&uri).await else {
                 continue;
             };
-            if self.subscribe(&listener, &route, &uri)
+            if self.subscriptions.add(&listener, &route, &uri)
                 && self
                     .router()
                     .resource_subscription(&route, true)
                     .await
                     .is_err()
             {
-                self.unsubscribe(&listener, &route, &uri);
+                self.subscriptions.remove(&listener, &route, &uri);
                 continue;
             }
             guard.subscribed.push((route, uri));
@@ -343,11 +341,10 @@ impl McpServer {
             message
         };
         let outbound = transport.outbound();
-        outbound.notify(tag(json!({
-            "jsonrpc": "2.0",
-            "method": "notifications/subscriptions/acknowledged",
-            "params": {"notifications": honored}
-        })));
+        outbound.notify(tag(jsonrpc::notification(
+            "notifications/subscriptions/acknowledged",
+            Some(json!({"notifications": honored})),
+        )));
         let mut changes = self.router().subscribe();
         let mut last = *changes.borrow_and_update();
         loop {
@@ -363,7 +360,7 @@ impl McpServer {
                         (resources, now.resources != last.resources, "notifications/resources/list_changed"),
                     ] {
                         if on && differs {
-                            outbound.notify(tag(json!({"jsonrpc": "2.0", "method": method})));
+                            outbound.notify(tag(jsonrpc::notification(method, None)));
                         }
                     }
                     last = now;
@@ -406,7 +403,7 @@ impl McpServer {
             .or_insert_with(|| Value::String("complete".to_owned()))
             == "complete";
         if cacheable && complete {
-            let ttl = if self.router().sessions().is_starting() {
+            let ttl = if self.router().is_starting() {
                 0
             } else {
                 LIST_TTL_MS
@@ -455,15 +452,12 @@ pub fn http_status(answer: &Value) -> axum::http::StatusCode {
             | HEADER_MISMATCH
             | MISSING_CLIENT_CAPABILITY
             | UNSUPPORTED_PROTOCOL_VERSION
-            | -32600
-            | -32700,
+            | jsonrpc::INVALID_REQUEST
+            | jsonrpc::PARSE_ERROR,
         ) => StatusCode::BAD_REQUEST,
         _ => StatusCode::OK,
     }
 }
-
-/// `MissingRequiredClientCapability`.
-pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
 
 /// The Streamable HTTP headers a modern request mirrors from its body
 /// (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) must be there and
@@ -557,7 +551,11 @@ struct ListenGuard<'a> {
 impl Drop for ListenGuard<'_> {
     fn drop(&mut self) {
         for (route, uri) in self.subscribed.drain(..) {
-            if self.server.unsubscribe(&self.listener, &route, &uri) {
+            if self
+                .server
+                .subscriptions
+                .remove(&self.listener, &route, &uri)
+            {
                 let router = self.server.router().clone();
                 tokio::spawn(async move {
                     let _ = router.resource_subscription(&route, false).await;

@@ -130,7 +130,7 @@ impl Outbound {
     }
 }
 
-impl crate::sessions::CallSink for Outbound {
+impl crate::router::CallSink for Outbound {
     fn send(&self, message: Value) -> bool {
         self.notify(message)
     }

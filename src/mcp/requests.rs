@@ -52,7 +52,7 @@ impl Drop for CallerGuard<'_> {
 /// a call, to the most recent client that can answer).
 pub(super) struct ForwardToClients(pub(super) std::sync::Weak<McpServer>);
 
-impl crate::sessions::ServerRequestHandler for ForwardToClients {
+impl crate::router::ServerRequestHandler for ForwardToClients {
     fn handle(
         &self,
         server_id: crate::model::ServerId,

@@ -8,7 +8,8 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::handler::{self, ClientConnection, Incoming, McpServer};
+use super::handler::{ClientConnection, McpServer};
+use super::incoming::Incoming;
 use super::outbound::Outbound;
 use crate::limits::{self, Line};
 
@@ -32,7 +33,7 @@ pub async fn serve(
     let client = ClientConnection::new(Arc::clone(&outbound));
 
     let writer = spawn_line_writer(output, queue);
-    let notifier = tokio::spawn(handler::forward_list_changes(
+    let notifier = tokio::spawn(super::subscriptions::forward_list_changes(
         server.router().clone(),
         Arc::clone(&client),
     ));
@@ -51,8 +52,9 @@ pub async fn serve(
         match read {
             Ok(Line::Complete) => {}
             Ok(Line::TooLong) => {
-                let answer =
-                    handler::parse_error(&format!("message larger than the {max} byte limit"));
+                let answer = super::incoming::parse_error(&format!(
+                    "message larger than the {max} byte limit"
+                ));
                 if !outbound.deliver(answer).await {
                     break;
                 }
@@ -68,7 +70,7 @@ pub async fn serve(
             Ok(message) => message,
             Err(err) => {
                 if !outbound
-                    .deliver(handler::parse_error(&err.to_string()))
+                    .deliver(super::incoming::parse_error(&err.to_string()))
                     .await
                 {
                     break;
@@ -108,7 +110,7 @@ fn dispatch(
     message: Value,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) {
-    match handler::classify(message) {
+    match super::incoming::classify(message) {
         Incoming::Request { id, method, params } => {
             let (server, client) = (Arc::clone(server), Arc::clone(client));
             // Registered before it runs, so `notifications/cancelled` can

@@ -5,6 +5,7 @@ pub mod redact;
 pub mod server;
 pub mod status;
 pub mod tool;
+pub mod wire_name;
 
 pub use server::{
     AuditEntry, ConnectionHistoryEntry, ServerId, ServerRecord, ServerSource, Transport,

@@ -32,6 +32,14 @@ pub enum RegistryError {
     Task(String),
 }
 
+impl RegistryError {
+    /// Whether the status change was refused by the state machine (someone
+    /// moved the server first).
+    pub fn is_refused_transition(&self) -> bool {
+        matches!(self, RegistryError::Store(StoreError::Transition(_)))
+    }
+}
+
 impl From<StoreError> for RegistryError {
     fn from(err: StoreError) -> Self {
         match err {

@@ -15,7 +15,12 @@ use tokio::sync::watch;
 
 use crate::model::{CatalogKind, ServerId, ServerStatus};
 use crate::registry::RegistryEvent;
-use crate::sessions::{CallSink, Caller, RpcError, Session, SessionManager};
+use crate::sessions::{Session, SessionManager};
+// The parts of the sessions' interface the front doors use: they reach live
+// servers only through the router.
+pub use crate::sessions::{
+    CallSink, Caller, ConnectOutcome, RpcError, ServerNotice, ServerRequestHandler, SessionsError,
+};
 pub use conflicts::{Conflict, ConflictStrategy};
 use table::{Fingerprints, ItemRoute, Route, RouteTable, Snapshot, UriForm};
 
@@ -149,8 +154,46 @@ impl Router {
         self.changes.subscribe()
     }
 
-    pub fn sessions(&self) -> &SessionManager {
-        &self.sessions
+    /// Starts connecting a server (the admin API's connect).
+    pub async fn connect(&self, id: ServerId) -> Result<ConnectOutcome, SessionsError> {
+        self.sessions.connect(id).await
+    }
+
+    /// Disconnects a server: its calls drain (or are cut off with `force`);
+    /// answers how many were cut off.
+    pub async fn disconnect(&self, id: ServerId, force: bool) -> Result<usize, SessionsError> {
+        self.sessions.disconnect(id, force).await
+    }
+
+    /// Stops a server's supervisor before its registration is removed.
+    pub async fn stop(&self, id: ServerId) {
+        self.sessions.stop(id).await;
+    }
+
+    /// Where a server's requests to a client (sampling, elicitation, roots)
+    /// go.
+    pub fn set_request_handler(&self, handler: Arc<dyn ServerRequestHandler>) {
+        self.sessions.set_request_handler(handler);
+    }
+
+    /// Servers' notifications that are not list changes (resource updates,
+    /// log messages outside calls, …), as they come.
+    pub fn notices(&self) -> tokio::sync::broadcast::Receiver<ServerNotice> {
+        self.sessions.notices()
+    }
+
+    /// Whether `auto_connect` servers are still starting (or one just
+    /// connected is being discovered): lists are about to grow.
+    pub fn is_starting(&self) -> bool {
+        self.sessions.is_starting()
+    }
+
+    /// Whether the server speaks 2026-07-28 (then only it can ask a client
+    /// for input in an input-required result).
+    pub fn speaks_modern(&self, id: ServerId) -> bool {
+        self.sessions
+            .session(id)
+            .is_some_and(|session| session.is_modern())
     }
 
     /// Many clients list once when they start and ignore `list_changed`:
@@ -597,58 +640,24 @@ impl Router {
         id: ServerId,
     ) -> Result<Arc<Session>, CallError> {
         // A session whose link just died is not used: its server is about
-        // to be marked ERROR, and the wait below reconnects it.
-        let live = |sessions: &SessionManager| sessions.session(id).filter(|s| !s.is_closed());
-        if let Some(session) = live(&self.sessions) {
+        // to be marked ERROR, and the wait reconnects it.
+        if let Some(session) = self.sessions.session(id).filter(|s| !s.is_closed()) {
             return Ok(session);
         }
-        let name = table
-            .server(id)
-            .map(|e| e.name.to_string())
-            .unwrap_or_else(|| id.to_string());
-        let status_of = |sessions: &SessionManager| {
-            let sessions = sessions.clone();
-            async move {
-                sessions
-                    .registry()
-                    .get(&id.to_string())
-                    .await
-                    .map(|r| r.status)
-                    .ok()
-            }
+        let name = || {
+            table
+                .server(id)
+                .map(|e| e.name.to_string())
+                .unwrap_or_else(|| id.to_string())
         };
-        let deadline = Instant::now() + RECONNECT_WAIT;
-        let mut nudged = false;
-        let mut status;
-        loop {
-            if let Some(session) = live(&self.sessions) {
-                return Ok(session);
-            }
-            let Some(now) = status_of(&self.sessions).await else {
-                return Err(CallError::UnknownServer(name));
-            };
-            status = now;
-            match status {
-                // Disconnected by an admin: not ours to reconnect.
-                ServerStatus::Disconnected => break,
-                ServerStatus::Error if nudged => break,
-                ServerStatus::Error => {
-                    nudged = true;
-                    let _ = self.sessions.connect(id).await;
-                }
-                // Connecting, or connected and about to publish its session
-                // (or to notice it died): wait a little.
-                _ => {}
-            }
-            if Instant::now() >= deadline {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        match self.sessions.wait_session(id, RECONNECT_WAIT).await {
+            Ok(session) => Ok(session),
+            Err(Some(status)) => Err(CallError::Unavailable {
+                server: name(),
+                status,
+            }),
+            Err(None) => Err(CallError::UnknownServer(name())),
         }
-        Err(CallError::Unavailable {
-            server: name,
-            status,
-        })
     }
 
     fn call_failure(&self, server: &str, err: RpcError) -> CallError {

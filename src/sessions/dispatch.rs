@@ -3,6 +3,7 @@
 //! subscriber, list_changed and other notifications to the supervisor, and
 //! the server's own requests to the front door's handler.
 
+use crate::jsonrpc::{self, Kind};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -52,10 +53,8 @@ impl Dispatcher {
             let Some(message) = message else {
                 break;
             };
-            let method = message.get("method").and_then(Value::as_str);
-            let id = message.get("id");
-            match (method, id) {
-                (None, Some(id)) => {
+            match jsonrpc::classify(&message) {
+                Kind::Answer { id } => {
                     let Some(id) = id.as_u64() else {
                         tracing::debug!(server = %server, "an answer with an id we never sent: {id}");
                         continue;
@@ -66,7 +65,10 @@ impl Dispatcher {
                     };
                     let outcome = if let Some(error) = message.get("error") {
                         Err(RpcError::Server {
-                            code: error.get("code").and_then(Value::as_i64).unwrap_or(-32603),
+                            code: error
+                                .get("code")
+                                .and_then(Value::as_i64)
+                                .unwrap_or(jsonrpc::INTERNAL_ERROR),
                             message: error
                                 .get("message")
                                 .and_then(Value::as_str)
@@ -85,13 +87,17 @@ impl Dispatcher {
                     };
                     let _ = waiter.send(outcome);
                 }
-                (Some(method), Some(id)) if method != "ping" && requests.is_some() => {
+                Kind::Request { id, method } if method != "ping" && requests.is_some() => {
                     let Some((server_id, handler)) = requests.clone() else {
                         continue;
                     };
                     let (id, method) = (id.clone(), method.to_owned());
                     let Ok(permit) = Arc::clone(&asking).try_acquire_owned() else {
-                        let reply = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": "too many requests from this server are waiting for an answer"}});
+                        let reply = jsonrpc::error(
+                            id.clone(),
+                            jsonrpc::INTERNAL_ERROR,
+                            "too many requests from this server are waiting for an answer",
+                        );
                         if let Ok(bytes) = line(&reply) {
                             let _ = replies.try_send(Bytes::from(bytes));
                         }
@@ -101,8 +107,8 @@ impl Dispatcher {
                     let replies = replies.clone();
                     tokio::spawn(async move {
                         let reply = match handler.handle(server_id, method, params).await {
-                            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-                            Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+                            Ok(result) => jsonrpc::result(id, result),
+                            Err(error) => jsonrpc::error_answer(id, error),
                         };
                         drop(permit);
                         if let Ok(bytes) = line(&reply) {
@@ -110,21 +116,23 @@ impl Dispatcher {
                         }
                     });
                 }
-                (Some(method), Some(id)) => {
+                Kind::Request { id, method } => {
                     let reply = match method {
-                        "ping" => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
-                        "roots/list" => {
-                            json!({"jsonrpc": "2.0", "id": id, "result": {"roots": []}})
-                        }
-                        _ => {
-                            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("{method} is not supported by this client")}})
-                        }
+                        "ping" => jsonrpc::result(id.clone(), json!({})),
+                        "roots/list" => jsonrpc::result(id.clone(), json!({"roots": []})),
+                        _ => jsonrpc::error(
+                            id.clone(),
+                            jsonrpc::METHOD_NOT_FOUND,
+                            &format!("{method} is not supported by this client"),
+                        ),
                     };
                     if let Ok(bytes) = line(&reply) {
                         let _ = replies.try_send(Bytes::from(bytes));
                     }
                 }
-                (Some("notifications/progress"), None) => {
+                Kind::Notification {
+                    method: "notifications/progress",
+                } => {
                     if !route_progress(&calls, &message) {
                         events.send(SessionEvent::Notification(message));
                     }
@@ -132,12 +140,14 @@ impl Dispatcher {
                 // A log message while calls are under way belongs to them
                 // (which one the protocol cannot say): their clients get it
                 // before the answer. Outside a call it is the server's own.
-                (Some("notifications/message"), None) => {
+                Kind::Notification {
+                    method: "notifications/message",
+                } => {
                     if !route_log(&calls, &message) {
                         events.send(SessionEvent::Notification(message));
                     }
                 }
-                (Some(method), None) => {
+                Kind::Notification { method } => {
                     let event = match method {
                         "notifications/tools/list_changed" => SessionEvent::ToolsChanged,
                         "notifications/resources/list_changed" => SessionEvent::ResourcesChanged,
@@ -146,7 +156,7 @@ impl Dispatcher {
                     };
                     events.send(event);
                 }
-                (None, None) => {
+                Kind::Invalid => {
                     tracing::debug!(server = %server, "ignoring a message that is neither request, answer nor notification")
                 }
             }

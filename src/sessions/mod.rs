@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 
 use crate::catalog::Catalog;
 use crate::model::{ServerId, ServerStatus, StatusTrigger};
-use crate::registry::{Registry, RegistryError};
+use crate::registry::{Registry, RegistryError, RegistryEvent};
 pub use session::{CallSink, Caller, RpcError, ServerRequestHandler, Session, SessionEvent};
 
 /// Timeouts and retry policy (design §4).
@@ -118,7 +118,7 @@ impl Shared {
     fn announce(&self, id: ServerId, method: &str) {
         let _ = self.notices.send(ServerNotice {
             server_id: id,
-            message: serde_json::json!({"jsonrpc": "2.0", "method": method}),
+            message: crate::jsonrpc::notification(method, None),
         });
     }
 
@@ -268,7 +268,7 @@ impl SessionManager {
                 {
                     Ok(_) => {}
                     // Someone else moved it first (a racing connect): fine.
-                    Err(RegistryError::Store(crate::store::StoreError::Transition(_))) => {}
+                    Err(err) if err.is_refused_transition() => {}
                     Err(err) => return Err(err.into()),
                 }
             }
@@ -332,6 +332,81 @@ impl SessionManager {
         self.lock()
             .get(&id)
             .and_then(|h| h.session.borrow().clone())
+    }
+
+    /// The server's live session, waiting (at most `wait`) while it is
+    /// connecting or about to publish its session; a server in ERROR is
+    /// asked to reconnect once, a DISCONNECTED one is not waited for (an
+    /// admin's choice). Woken by the session being published and by status
+    /// changes, never by polling. `Err` is the status it was left in (none:
+    /// the server is not registered).
+    pub async fn wait_session(
+        &self,
+        id: ServerId,
+        wait: Duration,
+    ) -> Result<Arc<Session>, Option<ServerStatus>> {
+        let live = |session: Option<Arc<Session>>| session.filter(|s| !s.is_closed());
+        // Subscribed before the status is read, so no change is missed.
+        let mut statuses = self.registry().subscribe();
+        let mut published = self.lock().get(&id).map(|h| h.session.clone());
+        if let Some(session) = published.as_ref().and_then(|rx| live(rx.borrow().clone())) {
+            return Ok(session);
+        }
+        let mut status = match self.registry().get(&id.to_string()).await {
+            Ok(record) => record.status,
+            Err(_) => return Err(None),
+        };
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut nudged = false;
+        loop {
+            if published.is_none() {
+                published = self.lock().get(&id).map(|h| h.session.clone());
+            }
+            if let Some(session) = published.as_ref().and_then(|rx| live(rx.borrow().clone())) {
+                return Ok(session);
+            }
+            match status {
+                ServerStatus::Disconnected => return Err(Some(status)),
+                ServerStatus::Error if nudged => return Err(Some(status)),
+                ServerStatus::Error => {
+                    nudged = true;
+                    let _ = self.connect(id).await;
+                    // `connect` moved it to CONNECTING (or someone else did).
+                    match self.registry().get(&id.to_string()).await {
+                        Ok(record) => status = record.status,
+                        Err(_) => return Err(None),
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let session_changed = async {
+                match published.as_mut() {
+                    Some(rx) => {
+                        if rx.changed().await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                () = session_changed => {}
+                event = statuses.recv() => match event {
+                    Ok(RegistryEvent::StatusChanged { id: changed, status: now, .. }) if changed == id => status = now,
+                    Ok(RegistryEvent::Removed { id: removed, .. }) if removed == id => return Err(None),
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        match self.registry().get(&id.to_string()).await {
+                            Ok(record) => status = record.status,
+                            Err(_) => return Err(None),
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return Err(Some(status)),
+                },
+                () = tokio::time::sleep_until(deadline) => return Err(Some(status)),
+            }
+        }
     }
 
     /// Stops every supervisor and closes every session (child process groups

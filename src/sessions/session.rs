@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::link::{INBOUND_CAPACITY, Link, LinkError};
+use crate::jsonrpc;
 
 /// The protocol version we ask for; servers answer with the one they speak.
 pub const PROTOCOL_VERSION: &str = "2025-06-18";
@@ -95,12 +96,18 @@ impl RpcError {
                 }
                 error
             }
-            other => json!({"code": -32603, "message": other.to_string()}),
+            other => jsonrpc::error_object(jsonrpc::INTERNAL_ERROR, &other.to_string(), None),
         }
     }
 
     pub fn is_method_not_found(&self) -> bool {
-        matches!(self, RpcError::Server { code: -32601, .. })
+        matches!(
+            self,
+            RpcError::Server {
+                code: jsonrpc::METHOD_NOT_FOUND,
+                ..
+            }
+        )
     }
 }
 
@@ -290,7 +297,9 @@ fn lists_modern(discovered: &Value) -> bool {
 fn says_legacy(err: &RpcError) -> bool {
     match err {
         RpcError::Server {
-            code: -32022, data, ..
+            code: jsonrpc::UNSUPPORTED_PROTOCOL_VERSION,
+            data,
+            ..
         } => data
             .as_ref()
             .and_then(|d| d.get("supported"))
@@ -536,8 +545,7 @@ impl Session {
     async fn open_listen(&self, id: u64, filter: Value) -> Result<(), RpcError> {
         let mut params = json!({ "notifications": filter });
         self.add_modern_meta(&mut params);
-        let message =
-            json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params});
+        let message = jsonrpc::request(id, "subscriptions/listen", Some(params));
         let bytes = line(&message).map_err(|err| RpcError::Malformed(err.to_string()))?;
         self.link.send(Bytes::from(bytes)).await?;
         Ok(())
@@ -684,16 +692,8 @@ impl Session {
             id,
             armed: true,
         };
-        // Serialised straight from the parts: no envelope object to build.
-        let envelope = RequestEnvelope {
-            jsonrpc: "2.0",
-            id,
-            method,
-            params: params.as_ref(),
-        };
-        let mut bytes =
-            serde_json::to_vec(&envelope).map_err(|err| RpcError::Malformed(err.to_string()))?;
-        bytes.push(b'\n');
+        let bytes = jsonrpc::request_line(id, method, params.as_ref())
+            .map_err(|err| RpcError::Malformed(err.to_string()))?;
         let bytes = Bytes::from(bytes);
         if let Err(err) = self.link.send(bytes).await {
             guard.disarm();
@@ -710,10 +710,7 @@ impl Session {
 
     /// Sends a notification.
     pub async fn notify(&self, method: &str, params: Option<Value>) -> Result<(), RpcError> {
-        let mut message = json!({"jsonrpc": "2.0", "method": method});
-        if let Some(params) = params {
-            message["params"] = params;
-        }
+        let message = jsonrpc::notification(method, params);
         let bytes =
             Bytes::from(line(&message).map_err(|err| RpcError::Malformed(err.to_string()))?);
         self.link.send(bytes).await.map_err(Into::into)
@@ -801,7 +798,10 @@ impl Session {
     }
 
     fn send_cancelled(&self, id: u64, reason: &str) {
-        let message = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": reason}});
+        let message = jsonrpc::notification(
+            "notifications/cancelled",
+            Some(json!({"requestId": id, "reason": reason})),
+        );
         if let Ok(bytes) = line(&message) {
             self.link.send_detached(Bytes::from(bytes));
         }
@@ -866,23 +866,7 @@ impl Drop for PendingGuard<'_> {
     }
 }
 
-/// A request as it goes on the wire.
-#[derive(serde::Serialize)]
-struct RequestEnvelope<'a> {
-    jsonrpc: &'static str,
-    id: u64,
-    method: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    params: Option<&'a Value>,
-}
-
-/// A message serialised as one line (newline included): what every
-/// transport sends, in one write.
-pub(super) fn line(message: &Value) -> serde_json::Result<Vec<u8>> {
-    let mut bytes = serde_json::to_vec(message)?;
-    bytes.push(b'\n');
-    Ok(bytes)
-}
+pub(super) use crate::jsonrpc::line;
 
 /// A fresh inbound channel for a link.
 pub fn inbound_channel() -> (mpsc::Sender<Value>, mpsc::Receiver<Value>) {

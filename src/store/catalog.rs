@@ -12,7 +12,7 @@ use super::{
     META, META_LAST_SYNC_MS, Store, StoreError, bump_catalog_generation, bump_generation, decode,
     encode,
 };
-use crate::catalog::wire_name::WireNameRules;
+use crate::model::wire_name::WireNameRules;
 use crate::model::{CatalogDiff, CatalogKind, ServerId, ToolRecord};
 
 /// Tools by (server id, original name).

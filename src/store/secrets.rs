@@ -6,7 +6,6 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD_NO_PAD;
 use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
-use std::io::Write as _;
 use std::path::Path;
 
 const SEALED_PREFIX: &str = "enc:v1:";
@@ -43,7 +42,7 @@ impl Cipher {
             Ok(bytes) => bytes,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                 let key = ChaCha20Poly1305::generate_key(&mut OsRng);
-                write_private_file(path, key.as_slice()).map_err(key_err)?;
+                crate::paths::write_private_file(path, key.as_slice()).map_err(key_err)?;
                 key.to_vec()
             }
             Err(err) => return Err(key_err(err)),
@@ -92,18 +91,6 @@ impl Cipher {
             .ok()?;
         String::from_utf8(plain).ok()
     }
-}
-
-/// Writes a file only its owner can read, replacing nothing that exists.
-pub fn write_private_file(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(contents)?;
-    file.sync_all()
 }
 
 #[cfg(test)]

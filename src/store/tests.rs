@@ -313,8 +313,8 @@ fn the_audit_log_is_bounded_in_bytes_and_each_entry_in_size() {
 
 mod catalog {
     use super::*;
-    use crate::catalog::wire_name::WireNameRules;
     use crate::model::CatalogKind;
+    use crate::model::wire_name::WireNameRules;
     use serde_json::json;
 
     fn stored(store: &Store, name: &str) -> ServerRecord {

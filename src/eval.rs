@@ -9,8 +9,8 @@ use serde_json::Value;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{SearchIndex, SearchMode, SearchRequest};
-use crate::catalog::wire_name::WireNameRules;
+use crate::index::{SearchIndex, SearchMode, SearchRequest};
+use crate::model::wire_name::WireNameRules;
 use crate::model::{ServerRecord, ServerSource, Transport};
 use crate::store::Store;
 
@@ -21,7 +21,7 @@ pub enum EvalError {
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
-    Index(#[from] super::IndexError),
+    Index(#[from] crate::index::IndexError),
 }
 
 /// One server's recorded `tools/list`.

@@ -4,7 +4,7 @@
 //! processes.
 
 use bytes::Bytes;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
@@ -30,10 +30,10 @@ pub async fn relay(
     let (inbound, mut from_daemon) = mpsc::channel::<Value>(1024);
     let client = reqwest::Client::builder().build().unwrap_or_default();
     let link = Arc::new(http::open("daemon", client, mcp_url, &headers, inbound)?);
-    let (to_client, queue) = super::outbound::Outbound::for_client();
+    let (to_client, queue) = crate::mcp::outbound::Outbound::for_client();
     let to_client = Arc::new(to_client);
 
-    let writer = super::stdio::spawn_line_writer(output, queue);
+    let writer = crate::mcp::stdio::spawn_line_writer(output, queue);
     let forward_link = Arc::clone(&link);
     let forward_client = Arc::clone(&to_client);
     let forwarder = tokio::spawn(async move {
@@ -71,7 +71,7 @@ pub async fn relay(
         match read {
             Ok(crate::limits::Line::Complete) => {}
             Ok(crate::limits::Line::TooLong) => {
-                let answer = super::handler::parse_error(&format!(
+                let answer = crate::mcp::incoming::parse_error(&format!(
                     "message larger than the {max} byte limit"
                 ));
                 to_client.deliver(answer).await;
@@ -98,7 +98,11 @@ pub async fn relay(
                 .filter(|_| parsed.as_ref().is_some_and(|m| m.get("method").is_some()))
             {
                 to_client
-                    .deliver(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": format!("the aggregator daemon did not take the message: {err}")}}))
+                    .deliver(crate::jsonrpc::error(
+                        id.clone(),
+                        crate::jsonrpc::INTERNAL_ERROR,
+                        &format!("the aggregator daemon did not take the message: {err}"),
+                    ))
                     .await;
             }
             if link.state().is_closed() {

@@ -1,0 +1,110 @@
+//! Multi-round-trip requests (2026-07-28 `input_required`) for the
+//! clients of either era: a modern client gets a server's questions as
+//! they are (the server's state sealed in ours); a 2025 client is asked
+//! them as its own sampling, elicitation and roots requests, and the
+//! request made again with its answers.
+
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+use super::client::ClientConnection;
+use super::handler::{METHOD_NOT_FOUND, McpServer, RpcFailure};
+
+/// How many input-required rounds a 2025 client's call may go through.
+const MAX_INPUT_ROUNDS: usize = 10;
+
+impl McpServer {
+    /// Runs a request a 2026-07-28 server may answer with an input-required
+    /// result. A modern client gets the questions as they are, with the
+    /// server's state sealed in ours (so every state a client brings back
+    /// is checked); a 2025 client is asked the 2025 way, and the request
+    /// made again (when `retries`) with its answers.
+    pub(super) async fn with_input_rounds<F, Fut>(
+        &self,
+        client: &Arc<ClientConnection>,
+        first: Option<crate::router::InputRound>,
+        retries: bool,
+        mut attempt: F,
+    ) -> Result<Value, RpcFailure>
+    where
+        F: FnMut(Option<crate::router::InputRound>) -> Fut,
+        Fut: std::future::Future<Output = Result<Value, RpcFailure>>,
+    {
+        let mut input = first;
+        let mut rounds = 0;
+        loop {
+            let mut result = attempt(input.take()).await?;
+            if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+                return Ok(result);
+            }
+            if client.is_modern() {
+                if let Some(state) = result.get("requestState").and_then(Value::as_str) {
+                    result["requestState"] = Value::String(self.relay.wrap_downstream(state));
+                }
+                return Ok(result);
+            }
+            if !retries {
+                return Ok(result);
+            }
+            rounds += 1;
+            if rounds > MAX_INPUT_ROUNDS {
+                return Err((
+                    -32603,
+                    format!("the server asked for input more than {MAX_INPUT_ROUNDS} times"),
+                    None,
+                ));
+            }
+            input = Some(self.answer_input_requests(client, &result).await);
+        }
+    }
+
+    /// Asks a 2025 client each question of a server's input-required
+    /// result (sampling, elicitation, roots — as that client's own
+    /// requests), and returns the answers for the retry. A question the
+    /// client cannot answer gets its JSON-RPC error as the answer.
+    async fn answer_input_requests(
+        &self,
+        client: &Arc<ClientConnection>,
+        asked: &Value,
+    ) -> crate::router::InputRound {
+        let mut responses = serde_json::Map::new();
+        if let Some(requests) = asked.get("inputRequests").and_then(Value::as_object) {
+            for (key, request) in requests {
+                let Some(method) = request.get("method").and_then(Value::as_str) else {
+                    continue;
+                };
+                let capability = match method {
+                    "sampling/createMessage" => "sampling",
+                    "elicitation/create" => "elicitation",
+                    "roots/list" => "roots",
+                    _ => "",
+                };
+                let answer = if client.supports(capability) {
+                    client
+                        .ask(method, request.get("params").cloned())
+                        .await
+                        .unwrap_or_else(|error| json!({"error": error}))
+                } else if capability == "roots" {
+                    // A client with no roots shares none.
+                    json!({"roots": []})
+                } else {
+                    json!({"error": {"code": METHOD_NOT_FOUND, "message": format!("the client does not support {method}")}})
+                };
+                responses.insert(key.clone(), answer);
+            }
+        }
+        crate::router::InputRound {
+            responses: Value::Object(responses),
+            state: asked.get("requestState").cloned(),
+        }
+    }
+}
+
+/// The answers and state a 2026-07-28 client's retry carries.
+pub(super) fn take_input_round(params: &mut Value) -> Option<crate::router::InputRound> {
+    let responses = params.get_mut("inputResponses").map(Value::take)?;
+    Some(crate::router::InputRound {
+        responses,
+        state: params.get_mut("requestState").map(Value::take),
+    })
+}
