@@ -1595,10 +1595,49 @@ fn python_script(name: &str) -> std::path::PathBuf {
 /// (as a 2025 request, or as an input-required round).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_v2_in_every_mode_through_both_front_doors() {
-    let python = python_v2();
-    let script = python_script("interop_v2.py");
+    interop_in_every_mode(
+        python_v2(),
+        python_script("interop_v2.py"),
+        "python-v2",
+        "file:///from-the-python-v2-client",
+    )
+    .await;
+}
+
+/// The TypeScript SDK v2 client (npm `@modelcontextprotocol/client` 2.4.0)
+/// in each of its negotiation modes — `legacy`, `auto` and pinned to
+/// 2026-07-28 — over both front doors, as the Python one above.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_v2_in_every_mode_through_both_front_doors() {
+    let conformance = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
+    let node = conformance.join("node_modules/node/bin/node");
+    assert!(
+        node.exists(),
+        "{} is missing: run scripts/setup.sh",
+        node.display()
+    );
+    interop_in_every_mode(
+        node,
+        conformance.join("interop_client_v2.mjs"),
+        "ts-v2",
+        "file:///from-the-typescript-v2-client",
+    )
+    .await;
+}
+
+/// Runs an SDK's interop script (`SCRIPT stdio BIN CONFIG DATA` and
+/// `SCRIPT http URL`, one JSON line per connect mode) through both front
+/// doors: each mode lists every server's tools at once (nothing waits for
+/// it to retry), calls one, and answers a 2025 server's roots request (as a
+/// 2025 request, or as an input-required round).
+async fn interop_in_every_mode(
+    program: std::path::PathBuf,
+    script: std::path::PathBuf,
+    from: &'static str,
+    root: &'static str,
+) {
     let run = move |args: Vec<String>| {
-        let output = std::process::Command::new(&python)
+        let output = std::process::Command::new(&program)
             .arg(&script)
             .args(&args)
             .output()
@@ -1606,7 +1645,8 @@ async fn the_python_sdk_v2_in_every_mode_through_both_front_doors() {
         let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
         assert!(
             output.status.success(),
-            "python v2 client failed:\n{stdout}\n{}",
+            "{} failed:\n{stdout}\n{}",
+            script.display(),
             String::from_utf8_lossy(&output.stderr)
         );
         stdout
@@ -1614,7 +1654,7 @@ async fn the_python_sdk_v2_in_every_mode_through_both_front_doors() {
             .map(|line| serde_json::from_str::<Value>(line).unwrap())
             .collect::<Vec<_>>()
     };
-    let check = |runs: Vec<Value>, needs: &str| {
+    let check = move |runs: Vec<Value>, needs: &str| {
         assert_eq!(runs.len(), 3, "{runs:?}");
         for out in runs {
             assert!(
@@ -1622,15 +1662,13 @@ async fn the_python_sdk_v2_in_every_mode_through_both_front_doors() {
                 "{out}"
             );
             assert_eq!(
-                out["echo"], r#"{"from":"python-v2","n":[1,2.5,null]}"#,
+                out["echo"],
+                format!(r#"{{"from":"{from}","n":[1,2.5,null]}}"#),
                 "{out}"
             );
             assert_eq!(out["echo_error"], false, "{out}");
             assert!(
-                out["roots"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains("file:///from-the-python-v2-client"),
+                out["roots"].as_str().unwrap_or_default().contains(root),
                 "{out}"
             );
         }
