@@ -5,7 +5,9 @@
 //! time per call, RSS, and tools/list latency with 10 × 100 and 1,000 tools.
 //!
 //! Run: `cargo bench --features fixture --bench mcp_latency` (release
-//! builds). Prints a Markdown table.
+//! builds). Prints a Markdown table. `MCP_BENCH_DOWNSTREAM=modern` has the
+//! aggregator speak 2026-07-28 to the fixture (2025 by default, as the
+//! direct client does).
 
 use serde_json::{Value, json};
 use std::path::Path;
@@ -104,13 +106,18 @@ async fn wait_for_tool(client: &mut Stdio_, name: &str, count: usize) {
     }
 }
 
+/// The fixture behind the aggregator speaks the 2025 revision the direct
+/// client speaks (`--legacy-only`), so both paths do the same work; with
+/// `MCP_BENCH_DOWNSTREAM=modern` the aggregator speaks 2026-07-28 to it.
 fn config(dir: &Path, servers: usize, tools: usize) -> String {
+    let modern = std::env::var("MCP_BENCH_DOWNSTREAM").is_ok_and(|v| v == "modern");
     let mut map = serde_json::Map::new();
     for i in 0..servers {
-        map.insert(
-            format!("s{i}"),
-            json!({"command": FIXTURE, "args": ["--tools", tools.to_string()]}),
-        );
+        let mut args = vec!["--tools".to_owned(), tools.to_string()];
+        if !modern {
+            args.push("--legacy-only".to_owned());
+        }
+        map.insert(format!("s{i}"), json!({"command": FIXTURE, "args": args}));
     }
     let path = dir.join(format!("config-{servers}x{tools}.json"));
     std::fs::write(&path, json!({"mcpServers": map}).to_string()).expect("config");
