@@ -511,7 +511,7 @@ pub fn check_headers(
     match header("mcp-name")? {
         None => Err("the Mcp-Name header is missing".to_owned()),
         Some(value) => {
-            let decoded = decode_header_value(&value)?;
+            let decoded = crate::model::param_headers::decode(&value)?;
             if decoded == body {
                 Ok(())
             } else {
@@ -521,22 +521,6 @@ pub fn check_headers(
             }
         }
     }
-}
-
-/// A header value, with the `=?base64?…?=` sentinel encoding undone.
-fn decode_header_value(value: &str) -> Result<String, String> {
-    let Some(encoded) = value
-        .strip_prefix("=?base64?")
-        .and_then(|rest| rest.strip_suffix("?="))
-    else {
-        return Ok(value.to_owned());
-    };
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD
-        .decode(encoded)
-        .ok()
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .ok_or_else(|| format!("the header value {value} is not valid base64 UTF-8"))
 }
 
 /// Ends a listen's resource subscriptions however the listen ends (the
@@ -628,7 +612,7 @@ pub fn check_param_headers(
                 )
             })?,
         };
-        let decoded = decode_header_value(header)?;
+        let decoded = crate::model::param_headers::decode(header)?;
         let matches = match value {
             Value::String(text) => *text == decoded,
             Value::Bool(flag) => decoded == if *flag { "true" } else { "false" },

@@ -1,6 +1,7 @@
 //! Domain types shared by every layer: what a registered server is, how it is
 //! reached, and the status state machine. Nothing here does I/O.
 
+pub mod param_headers;
 pub mod redact;
 pub mod server;
 pub mod status;

@@ -474,6 +474,13 @@ impl Router {
             "name".to_owned(),
             Value::String(route.original_name.to_string()),
         );
+        // The arguments the tool mirrors into headers (sent to a 2026-07-28
+        // server over HTTP).
+        let headers = if route.header_params.is_empty() || !session.is_modern() {
+            Vec::new()
+        } else {
+            crate::model::param_headers::call_headers(&route.header_params, arguments.as_ref())
+        };
         if let Some(arguments) = arguments {
             params.insert("arguments".to_owned(), arguments);
         }
@@ -487,7 +494,7 @@ impl Router {
             }
         }
         let result = session
-            .request_for(caller, "tools/call", Some(Value::Object(params)))
+            .request_for(caller, "tools/call", Some(Value::Object(params)), &headers)
             .await
             .map_err(|err| self.call_failure(&route.server_name, err))?;
         Ok(CallOutcome {
@@ -522,7 +529,7 @@ impl Router {
                     params["_meta"] = meta;
                 }
                 let result = session
-                    .request_for(caller, "resources/read", Some(params))
+                    .request_for(caller, "resources/read", Some(params), &[])
                     .await
                     .map_err(|err| self.call_failure(session.server(), err))?;
                 self.cache.put(&key, route.server_id, &result);
@@ -577,7 +584,7 @@ impl Router {
             }
         }
         session
-            .request_for(caller, "prompts/get", Some(params))
+            .request_for(caller, "prompts/get", Some(params), &[])
             .await
             .map_err(|err| self.call_failure(session.server(), err))
     }

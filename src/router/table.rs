@@ -23,42 +23,7 @@ pub struct Route {
     pub header_params: Arc<[HeaderParam]>,
 }
 
-/// A tool argument mirrored into an `Mcp-Param-{header}` header.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HeaderParam {
-    /// The chain of `properties` keys leading to the argument.
-    pub path: Vec<String>,
-    pub header: String,
-}
-
-/// The `x-mcp-header` annotations of an input schema: only on properties
-/// reachable from the root through `properties` alone.
-pub fn header_params(input_schema: Option<&Value>) -> Vec<HeaderParam> {
-    fn walk(schema: &Value, path: &mut Vec<String>, found: &mut Vec<HeaderParam>) {
-        let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
-            return;
-        };
-        for (name, property) in properties {
-            path.push(name.clone());
-            if let Some(header) = property.get("x-mcp-header").and_then(Value::as_str) {
-                found.push(HeaderParam {
-                    path: path.clone(),
-                    header: header.to_owned(),
-                });
-            }
-            // Bounded: a schema nested deeper than this names no header.
-            if path.len() < 16 {
-                walk(property, path, found);
-            }
-            path.pop();
-        }
-    }
-    let mut found = Vec::new();
-    if let Some(schema) = input_schema {
-        walk(schema, &mut Vec::new(), &mut found);
-    }
-    found
-}
+pub use crate::model::param_headers::HeaderParam;
 
 /// A server as the router sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,13 +124,21 @@ impl RouteTable {
             let Some(server) = table.servers.get(&tool.server_id) else {
                 continue;
             };
+            // A tool whose x-mcp-header annotations are invalid is left
+            // out (2026-07-28 asks clients to exclude it; discovery warns).
+            let header_params = match crate::model::param_headers::header_params(
+                tool.definition.get("inputSchema"),
+            ) {
+                Ok(params) => params,
+                Err(_) => continue,
+            };
             let route = Arc::new(Route {
                 server_id: tool.server_id,
                 server_name: Arc::clone(&server.name),
                 original_name: Arc::from(tool.original_name.as_str()),
                 tool_id: Arc::from(tool.id.as_str()),
                 wire_name: tool.wire_name.as_deref().map(Arc::from),
-                header_params: header_params(tool.definition.get("inputSchema")).into(),
+                header_params: header_params.into(),
             });
             table
                 .namespaced
@@ -513,33 +486,6 @@ fn fingerprint(lists: &[&Arc<Vec<Value>>]) -> u64 {
         }
     }
     hasher.finish()
-}
-
-#[cfg(test)]
-mod header_param_tests {
-    use super::header_params;
-    use serde_json::json;
-
-    #[test]
-    fn only_properties_reached_through_properties_name_headers() {
-        let schema = json!({"type": "object", "properties": {
-            "region": {"type": "string", "x-mcp-header": "Region"},
-            "nested": {"type": "object", "properties": {"id": {"type": "integer", "x-mcp-header": "Id"}}},
-            "list": {"type": "array", "items": {"properties": {"x": {"x-mcp-header": "X"}}}}
-        }});
-        let found: Vec<(Vec<String>, String)> = header_params(Some(&schema))
-            .into_iter()
-            .map(|p| (p.path, p.header))
-            .collect();
-        assert_eq!(
-            found,
-            vec![
-                (vec!["region".to_owned()], "Region".to_owned()),
-                (vec!["nested".to_owned(), "id".to_owned()], "Id".to_owned()),
-            ]
-        );
-        assert!(header_params(None).is_empty());
-    }
 }
 
 #[cfg(test)]

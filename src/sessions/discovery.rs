@@ -144,6 +144,18 @@ pub async fn discover(session: &Session, server_id: ServerId, catalog: &Catalog,
                 tracing::warn!(server, "the server offers no tools");
             }
             let count = tools.len();
+            for tool in &tools {
+                if let Err(reason) =
+                    crate::model::param_headers::header_params(tool.get("inputSchema"))
+                {
+                    let name = tool.get("name").and_then(serde_json::Value::as_str);
+                    tracing::warn!(
+                        server,
+                        tool = name.unwrap_or_default(),
+                        "{reason}: the tool is not offered to clients"
+                    );
+                }
+            }
             match catalog.apply_tools(server_id, tools).await {
                 // Servers often repeat list_changed; say so only when
                 // something changed.

@@ -118,13 +118,22 @@ impl HttpLink {
     /// Sends one message; returns once the server accepted it. A response
     /// body (JSON or SSE) is read in the background into the inbound channel.
     pub async fn send(&self, message: Bytes) -> Result<(), LinkError> {
-        Inner::post(&self.inner, message).await
+        Inner::post(&self.inner, message, &[]).await
+    }
+
+    /// Sends one message with extra headers (a call's `Mcp-Param-*`).
+    pub async fn send_with_headers(
+        &self,
+        message: Bytes,
+        headers: &[(String, String)],
+    ) -> Result<(), LinkError> {
+        Inner::post(&self.inner, message, headers).await
     }
 
     pub fn send_detached(&self, message: Bytes) {
         let inner = Arc::clone(&self.inner);
         tokio::spawn(async move {
-            let _ = Inner::post(&inner, message).await;
+            let _ = Inner::post(&inner, message, &[]).await;
         });
     }
 
@@ -197,7 +206,11 @@ impl Inner {
         request
     }
 
-    async fn post(self: &Arc<Self>, message: Bytes) -> Result<(), LinkError> {
+    async fn post(
+        self: &Arc<Self>,
+        message: Bytes,
+        extra: &[(String, String)],
+    ) -> Result<(), LinkError> {
         if self.state.is_closed() {
             return Err(LinkError::Closed(self.state.reason()));
         }
@@ -209,6 +222,9 @@ impl Inner {
         if self.is_modern() {
             for (name, value) in mirrored_headers(&message) {
                 request = request.header(name, value);
+            }
+            for (name, value) in extra {
+                request = request.header(name.as_str(), value.as_str());
             }
         }
         let response = request
@@ -451,17 +467,7 @@ fn mirrored_headers(message: &[u8]) -> Vec<(&'static str, HeaderValue)> {
         _ => None,
     };
     if let Some(target) = target {
-        let plain = target.bytes().all(|b| (0x21..=0x7e).contains(&b))
-            && !(target.starts_with("=?base64?") && target.ends_with("?="));
-        let text = if plain {
-            target
-        } else {
-            use base64::Engine as _;
-            format!(
-                "=?base64?{}?=",
-                base64::engine::general_purpose::STANDARD.encode(target.as_bytes())
-            )
-        };
+        let text = crate::model::param_headers::encode(&target);
         if let Ok(value) = HeaderValue::from_str(&text) {
             headers.push(("mcp-name", value));
         }

@@ -85,6 +85,20 @@ impl Link {
         }
     }
 
+    /// Sends with extra HTTP headers (ignored by the other transports).
+    pub async fn send_with_headers(
+        &self,
+        message: Bytes,
+        headers: &[(String, String)],
+    ) -> Result<(), LinkError> {
+        match self {
+            Link::Http(link) if !headers.is_empty() => {
+                link.send_with_headers(message, headers).await
+            }
+            _ => self.send(message).await,
+        }
+    }
+
     /// Sends without waiting (used where we cannot await, e.g. a dropped
     /// request sending `notifications/cancelled`).
     pub fn send_detached(&self, message: Bytes) {

@@ -289,6 +289,18 @@ fn lists_modern(discovered: &Value) -> bool {
         .is_some_and(|versions| versions.iter().any(|v| v == MODERN_VERSION))
 }
 
+/// Whether an unsupported-version error lists the revision we speak.
+fn names_our_version(err: &RpcError) -> bool {
+    matches!(err, RpcError::Server {
+        code: jsonrpc::UNSUPPORTED_PROTOCOL_VERSION,
+        data: Some(data),
+        ..
+    } if data
+        .get("supported")
+        .and_then(Value::as_array)
+        .is_some_and(|versions| versions.iter().any(|v| v == MODERN_VERSION)))
+}
+
 /// Whether a failed `server/discover` probe shows a 2025 server: any
 /// JSON-RPC error or HTTP 4xx refusal (a legacy server does not know the
 /// method, or wants `initialize` first), a malformed answer, or silence —
@@ -394,14 +406,27 @@ impl Session {
             // The probe the spec's compatibility section describes: a
             // server that does not answer `server/discover` as a 2026-07-28
             // server is a 2025 one, asked to `initialize` on the same link.
-            let probe = handshake_request(
+            let probe_timeout = (handshake.connect_timeout / 3).max(Duration::from_millis(100));
+            let mut probe = handshake_request(
                 &session,
                 &mut reply_rx,
                 "server/discover",
                 None,
-                (handshake.connect_timeout / 3).max(Duration::from_millis(100)),
+                probe_timeout,
             )
             .await;
+            // A server that refuses the version it then names as supported
+            // is asked once more, as the spec's negotiation says.
+            if probe.as_ref().is_err_and(names_our_version) {
+                probe = handshake_request(
+                    &session,
+                    &mut reply_rx,
+                    "server/discover",
+                    None,
+                    probe_timeout,
+                )
+                .await;
+            }
             match probe {
                 Ok(discovered) if lists_modern(&discovered) => {
                     modern = true;
@@ -632,12 +657,14 @@ impl Session {
     }
 
     /// Sends a request made for a client: a 2026-07-28 server is told the
-    /// client's capabilities and log level instead of ours.
+    /// client's capabilities and log level instead of ours, and over HTTP
+    /// gets `headers` too (a call's `Mcp-Param-*` headers).
     pub async fn request_for(
         &self,
         caller: &Caller,
         method: &str,
         params: Option<Value>,
+        headers: &[(String, String)],
     ) -> Result<Value, RpcError> {
         let mut params = params;
         if self.is_modern() {
@@ -654,7 +681,8 @@ impl Session {
             }
             params = Some(with_meta);
         }
-        self.request_with_timeout(method, params, self.request_timeout)
+        let headers = if self.is_modern() { headers } else { &[] };
+        self.send_request(method, params, self.request_timeout, headers)
             .await
     }
 
@@ -665,6 +693,16 @@ impl Session {
         method: &str,
         params: Option<Value>,
         timeout: Duration,
+    ) -> Result<Value, RpcError> {
+        self.send_request(method, params, timeout, &[]).await
+    }
+
+    async fn send_request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+        headers: &[(String, String)],
     ) -> Result<Value, RpcError> {
         if self.closed.is_cancelled() {
             return Err(RpcError::Closed(self.close_reason()));
@@ -695,7 +733,7 @@ impl Session {
         let bytes = jsonrpc::request_line(id, method, params.as_ref())
             .map_err(|err| RpcError::Malformed(err.to_string()))?;
         let bytes = Bytes::from(bytes);
-        if let Err(err) = self.link.send(bytes).await {
+        if let Err(err) = self.link.send_with_headers(bytes, headers).await {
             guard.disarm();
             return Err(err.into());
         }

@@ -3,14 +3,18 @@
 starts a scenario server and runs this driver with its URL. The driver
 starts `mcp-aggregator serve` (binary from MCP_AGGREGATOR_BIN) with that
 server registered over Streamable HTTP, lists the tools at `/mcp` (the first
-list waits for the server to be connected and discovered) and calls each of
-them there with arguments built from its input schema - so everything the
-scenario server sees comes from the aggregator as a client. Standard
-library only.
+list waits for the server to be connected and discovered) and calls them
+there as a 2026-07-28 client would: the calls the scenario's context names
+(MCP_CONFORMANCE_CONTEXT `toolCalls`), else each tool with arguments built
+from its input schema; an input-required result is answered (accept, a
+sampled text, no roots) and the call retried with its `requestState` - so
+everything the scenario server sees comes from the aggregator as a client.
+Standard library only.
 
     client_driver.py <server url>
 """
 
+import base64
 import json
 import os
 import shutil
@@ -67,8 +71,75 @@ def arguments_for(schema):
     return {name: example(properties.get(name) or {}) for name in required}
 
 
+def answer(request):
+    """A client's answer to one of a server's input requests."""
+    method = request.get("method")
+    params = request.get("params") or {}
+    if method == "elicitation/create":
+        schema = params.get("requestedSchema") or {}
+        return {"action": "accept", "content": arguments_for(schema)}
+    if method == "sampling/createMessage":
+        return {"role": "assistant", "content": {"type": "text", "text": "Paris"}, "model": "driver"}
+    if method == "roots/list":
+        return {"roots": []}
+    return {}
+
+
+def header_value(text):
+    """A value as an Mcp-Param header carries it (base64 unless plain ASCII)."""
+    plain = (
+        text != ""
+        and all(0x20 <= ord(c) <= 0x7E for c in text)
+        and not text.startswith(" ")
+        and not text.endswith(" ")
+        and not (text.startswith("=?base64?") and text.endswith("?="))
+    )
+    if plain or text == "":
+        return text
+    return "=?base64?" + base64.b64encode(text.encode()).decode() + "?="
+
+
+def param_headers(schema, arguments, path=()):
+    """The Mcp-Param headers of a call: the arguments the schema marks with x-mcp-header."""
+    headers = {}
+    for key, prop in (schema.get("properties") or {}).items():
+        value = arguments.get(key) if isinstance(arguments, dict) else None
+        if "x-mcp-header" in prop and value is not None:
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            headers["mcp-param-" + prop["x-mcp-header"]] = header_value(text)
+        if isinstance(value, dict):
+            headers.update(param_headers(prop, value))
+    return headers
+
+
+def call(mcp, request_id, name, arguments, schema=None):
+    """A tools/call, its input-required rounds answered and retried."""
+    params = {"name": name, "arguments": arguments, "_meta": META}
+    headers = {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": name}
+    headers.update(param_headers(schema or {}, arguments))
+    for _ in range(5):
+        request_id += 1
+        status, answer_ = http(
+            "POST", mcp, {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}, headers
+        )
+        result = (answer_ or {}).get("result") or {}
+        print(json.dumps({"tool": name, "status": status, "resultType": result.get("resultType")}), file=sys.stderr)
+        if result.get("resultType") != "input_required":
+            break
+        params = {
+            "name": name,
+            "arguments": arguments,
+            "_meta": META,
+            "inputResponses": {key: answer(asked) for key, asked in (result.get("inputRequests") or {}).items()},
+        }
+        if "requestState" in result:
+            params["requestState"] = result["requestState"]
+    return request_id
+
+
 def main():
     url = sys.argv[-1]
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     binary = os.environ["MCP_AGGREGATOR_BIN"]
     work = tempfile.mkdtemp(prefix="conformance-client-")
     config = os.path.join(work, "servers.json")
@@ -77,11 +148,14 @@ def main():
     data = os.path.join(work, "data")
     # Keyword search only: a daemon per scenario need not load the model.
     env = dict(os.environ, MCP_AGGREGATOR_SKIP_EMBEDDED_RUNTIME="1", ORT_DYLIB_PATH="/nonexistent")
+    # CONFORMANCE_DAEMON_LOG=FILE keeps the daemon's log (for debugging).
+    log_path = os.environ.get("CONFORMANCE_DAEMON_LOG")
+    log = open(log_path, "a") if log_path else subprocess.DEVNULL
     daemon = subprocess.Popen(
         [binary, "serve", "--listen", "127.0.0.1:0", "--config", config, "--data-dir", data],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=log,
     )
     try:
         end = time.time() + DEADLINE
@@ -99,29 +173,28 @@ def main():
             {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}},
             {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list"},
         )
-        tools = [
-            tool
+        tools = {
+            tool["name"]: tool
             for tool in ((listed or {}).get("result") or {}).get("tools", [])
             if tool.get("name", "").startswith("scenario__")
-        ]
-        for n, tool in enumerate(tools):
-            name = tool["name"]
-            status, answer = http(
-                "POST",
-                mcp,
-                {
-                    "jsonrpc": "2.0",
-                    "id": n + 2,
-                    "method": "tools/call",
-                    "params": {
-                        "name": name,
-                        "arguments": arguments_for(tool.get("inputSchema") or {}),
-                        "_meta": META,
-                    },
-                },
-                {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": name},
+        }
+        request_id = 1
+        if context.get("toolCalls"):
+            for planned in context["toolCalls"]:
+                name = "scenario__" + planned["name"]
+                schema = (tools.get(name) or {}).get("inputSchema")
+                request_id = call(mcp, request_id, name, planned.get("arguments") or {}, schema)
+        elif "scenario__json_schema_echo" in tools:
+            # json-schema-2020-12-preservation: hand the focal tool's
+            # schema, as listed, back to the echo tool.
+            focal = tools.get("scenario__json_schema_2020_12_tool") or {}
+            request_id = call(
+                mcp, request_id, "scenario__json_schema_echo", {"schema": focal.get("inputSchema")}
             )
-            print(json.dumps({"tool": name, "status": status}), file=sys.stderr)
+        else:
+            for name, tool in tools.items():
+                schema = tool.get("inputSchema") or {}
+                request_id = call(mcp, request_id, name, arguments_for(schema), schema)
     finally:
         daemon.send_signal(signal.SIGTERM)
         try:
