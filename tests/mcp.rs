@@ -173,6 +173,72 @@ async fn rmcp_client_over_stdio_lists_and_calls_with_payloads_unchanged() {
     client.cancel().await.unwrap();
 }
 
+/// rmcp 3.11 as a 2026-07-28 client (`server/discover`, the protocol in
+/// every request's `_meta`, no session) of both front doors: it lists every
+/// server's tools and calls one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmcp_as_a_2026_client_of_both_front_doors() {
+    use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+    let modern = || ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    let check = |tools: Vec<rmcp::model::Tool>, answer: rmcp::model::CallToolResult| {
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert!(
+            names.contains(&"fx__echo") && names.contains(&"fy__echo"),
+            "{names:?}"
+        );
+        assert_eq!(
+            answer.content[0].as_text().unwrap().text,
+            r#"{"era":"2026-07-28"}"#
+        );
+    };
+    let temp = tempfile::tempdir().unwrap();
+    let config = write_config(temp.path(), &[]);
+    let mut command = tokio::process::Command::new(BIN);
+    command
+        .arg("stdio")
+        .arg("--config")
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(temp.path().join("stdio-data"))
+        .stderr(Stdio::null());
+    let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
+    let client = serve_client_with_lifecycle((), transport, modern())
+        .await
+        .expect("server/discover over stdio");
+    let tools = client.list_all_tools().await.unwrap();
+    let answer = client
+        .call_tool(
+            CallToolRequestParams::new("fx__echo")
+                .with_arguments(object(json!({"era": "2026-07-28"}))),
+        )
+        .await
+        .unwrap();
+    check(tools, answer);
+    client.cancel().await.unwrap();
+
+    let d = Daemon::start_in(
+        &temp.path().join("daemon"),
+        &["--config", config.to_str().unwrap()],
+    );
+    mcp_aggregator::tls::init();
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(d.api("/mcp"));
+    let client = serve_client_with_lifecycle((), transport, modern())
+        .await
+        .expect("server/discover over /mcp");
+    let tools = client.list_all_tools().await.unwrap();
+    let answer = client
+        .call_tool(
+            CallToolRequestParams::new("fx__echo")
+                .with_arguments(object(json!({"era": "2026-07-28"}))),
+        )
+        .await
+        .unwrap();
+    check(tools, answer);
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rmcp_client_over_streamable_http_sees_list_changed() {
     let d = Daemon::start();
