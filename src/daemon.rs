@@ -177,7 +177,22 @@ impl Stack {
             registry.subscribe(),
             background.clone(),
         );
-        let mcp = McpServer::new(router.clone(), search.clone(), front_door.expose);
+        let key_path = data_dir.join(crate::paths::STATE_KEY_FILE);
+        let state_key = crate::paths::private_key(&key_path)
+            .map_err(|source| DaemonError::DataFile {
+                path: key_path.clone(),
+                source,
+            })?
+            .ok_or_else(|| DaemonError::DataFile {
+                path: key_path.clone(),
+                source: std::io::Error::other("not a 32-byte key: remove it, a new one is made"),
+            })?;
+        let mcp = McpServer::new(
+            router.clone(),
+            search.clone(),
+            front_door.expose,
+            &state_key,
+        );
         Ok(Stack {
             store,
             registry,

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 pub const DATA_DIR_ENV: &str = "MCP_AGGREGATOR_DATA_DIR";
 pub const DAEMON_FILE: &str = "daemon.json";
 pub const TOKEN_FILE: &str = "admin.token";
+/// The key that seals the `requestState`s handed to 2026-07-28 clients.
+pub const STATE_KEY_FILE: &str = "state.key";
 
 /// `--data-dir` > `MCP_AGGREGATOR_DATA_DIR` (clap reads both into `flag`) >
 /// the XDG data dir (`$XDG_DATA_HOME/mcp-aggregator`, else
@@ -77,4 +79,24 @@ pub fn write_private_file(path: &Path, contents: &[u8]) -> std::io::Result<()> {
         .open(path)?;
     std::io::Write::write_all(&mut file, contents)?;
     file.sync_all()
+}
+
+/// A 32-byte key kept in a private file: read, or drawn from the OS and
+/// written (0600) on first use. `Ok(None)` when the file has another length
+/// (the caller says what to do about it).
+pub fn private_key(path: &Path) -> std::io::Result<Option<[u8; 32]>> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            use chacha20poly1305::aead::{OsRng, rand_core::RngCore as _};
+            let mut key = [0u8; 32];
+            OsRng
+                .try_fill_bytes(&mut key)
+                .map_err(|err| std::io::Error::other(err.to_string()))?;
+            write_private_file(path, &key)?;
+            return Ok(Some(key));
+        }
+        Err(err) => return Err(err),
+    };
+    Ok(<[u8; 32]>::try_from(bytes.as_slice()).ok())
 }

@@ -1448,6 +1448,82 @@ async fn a_2026_client_on_stdio_is_served_statelessly() {
     let _ = client.child.kill().await;
 }
 
+/// The `requestState` a 2026-07-28 client gets for a server's own state is
+/// sealed with a key kept in the data dir (0600): the client's retry still
+/// completes after the aggregator restarted, and an altered state is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_state_handed_to_a_client_survives_a_restart() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let temp = tempfile::tempdir().unwrap();
+    let data = temp.path().join("data");
+    let server = json!({"name": "fx", "transport_type": "STDIO", "connection_config": {
+        "command": FIXTURE, "args": ["--modern-only", "--extra-tool", "ask_roots"]}});
+    let call = |id: i64, extra: Value| {
+        let mut params = json!({"name": "fx__ask_roots", "arguments": {},
+            "_meta": modern_meta(json!({"roots": {}}))});
+        if let (Value::Object(params), Value::Object(extra)) = (&mut params, extra) {
+            params.extend(extra);
+        }
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+    };
+    let post = |d: &Daemon, body: Value| {
+        let request = http()
+            .post(d.api("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "fx__ask_roots")
+            .json(&body);
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let asked = {
+        let d = Daemon::start_in(&data, &[]);
+        register(&d, server).await;
+        wait_status(&d, "fx", "CONNECTED", UP).await;
+        let end = Instant::now() + UP;
+        loop {
+            let answer = post(&d, call(1, json!({}))).await;
+            if answer["result"]["resultType"] == "input_required" {
+                break answer["result"].clone();
+            }
+            assert!(Instant::now() < end, "{answer}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let mode = std::fs::metadata(data.join("state.key"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let state = asked["requestState"].as_str().unwrap().to_owned();
+    assert_ne!(state, "fixture-state", "the server's state travels sealed");
+    let roots = json!({"client_roots": {"roots": [{"uri": "file:///after/restart"}]}});
+
+    let d = Daemon::start_in(&data, &[]);
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    let mut altered = state.clone();
+    altered.replace_range(..1, if altered.starts_with('A') { "B" } else { "A" });
+    let refused = post(
+        &d,
+        call(2, json!({"inputResponses": roots, "requestState": altered})),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let done = post(
+        &d,
+        call(3, json!({"inputResponses": roots, "requestState": state})),
+    )
+    .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert!(
+        done["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("file:///after/restart"),
+        "{done}"
+    );
+}
+
 /// A 2026-07-28 client over HTTP: no session, headers checked against the
 /// body, errors with their HTTP statuses, and a 2025 session beside it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

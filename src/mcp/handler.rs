@@ -66,10 +66,14 @@ pub struct McpServer {
 }
 
 impl McpServer {
+    /// `state_key` seals the `requestState`s handed to 2026-07-28 clients
+    /// (kept in the data dir, so a server's own state still opens after a
+    /// restart).
     pub fn new(
         router: Router,
         search: crate::index::SearchIndex,
         expose: super::meta::Expose,
+        state_key: &[u8; 32],
     ) -> Arc<McpServer> {
         let server = Arc::new_cyclic(|me| McpServer {
             router,
@@ -79,7 +83,7 @@ impl McpServer {
             clients: Mutex::new(Vec::new()),
             subscriptions: Default::default(),
             single_client: std::sync::atomic::AtomicBool::new(false),
-            relay: super::relay::Relay::default(),
+            relay: super::relay::Relay::with_key(state_key),
             me: me.clone(),
         });
         server

@@ -77,9 +77,18 @@ pub(super) struct Relay {
 }
 
 impl Default for Relay {
+    /// A relay whose states die with the process (a key drawn now).
     fn default() -> Self {
+        Relay::with_key(&ChaCha20Poly1305::generate_key(&mut OsRng).into())
+    }
+}
+
+impl Relay {
+    /// A relay sealing its states with `key` (kept in the data dir, so a
+    /// server's own state handed to a client still opens after a restart).
+    pub(super) fn with_key(key: &[u8; 32]) -> Relay {
         Relay {
-            cipher: ChaCha20Poly1305::new(&ChaCha20Poly1305::generate_key(&mut OsRng)),
+            cipher: ChaCha20Poly1305::new(chacha20poly1305::Key::from_slice(key)),
             parked: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             next_question: AtomicU64::new(1),

@@ -38,18 +38,9 @@ impl Cipher {
             path: shown.clone(),
             source,
         };
-        let key = match std::fs::read(path) {
-            Ok(bytes) => bytes,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                let key = ChaCha20Poly1305::generate_key(&mut OsRng);
-                crate::paths::write_private_file(path, key.as_slice()).map_err(key_err)?;
-                key.to_vec()
-            }
-            Err(err) => return Err(key_err(err)),
-        };
-        if key.len() != KEY_LEN {
-            return Err(SecretError::BadKey { path: shown });
-        }
+        let key = crate::paths::private_key(path)
+            .map_err(key_err)?
+            .ok_or(SecretError::BadKey { path: shown })?;
         Ok(Cipher {
             aead: ChaCha20Poly1305::new(Key::from_slice(&key)),
         })
