@@ -182,17 +182,27 @@ async fn rmcp_as_a_2026_client_of_both_front_doors() {
     let modern = || ClientLifecycleMode::Discover {
         preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
     };
-    let check = |tools: Vec<rmcp::model::Tool>, answer: rmcp::model::CallToolResult| {
+    // Lists every server's tools and calls one, then leaves.
+    async fn exercise(client: rmcp::service::RunningService<rmcp::RoleClient, ()>) {
+        let tools = client.list_all_tools().await.unwrap();
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
         assert!(
             names.contains(&"fx__echo") && names.contains(&"fy__echo"),
             "{names:?}"
         );
+        let answer = client
+            .call_tool(
+                CallToolRequestParams::new("fx__echo")
+                    .with_arguments(object(json!({"era": "2026-07-28"}))),
+            )
+            .await
+            .unwrap();
         assert_eq!(
             answer.content[0].as_text().unwrap().text,
             r#"{"era":"2026-07-28"}"#
         );
-    };
+        client.cancel().await.unwrap();
+    }
     let temp = tempfile::tempdir().unwrap();
     let config = write_config(temp.path(), &[]);
     let mut command = tokio::process::Command::new(BIN);
@@ -204,19 +214,12 @@ async fn rmcp_as_a_2026_client_of_both_front_doors() {
         .arg(temp.path().join("stdio-data"))
         .stderr(Stdio::null());
     let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
-    let client = serve_client_with_lifecycle((), transport, modern())
-        .await
-        .expect("server/discover over stdio");
-    let tools = client.list_all_tools().await.unwrap();
-    let answer = client
-        .call_tool(
-            CallToolRequestParams::new("fx__echo")
-                .with_arguments(object(json!({"era": "2026-07-28"}))),
-        )
-        .await
-        .unwrap();
-    check(tools, answer);
-    client.cancel().await.unwrap();
+    exercise(
+        serve_client_with_lifecycle((), transport, modern())
+            .await
+            .expect("server/discover over stdio"),
+    )
+    .await;
 
     let d = Daemon::start_in(
         &temp.path().join("daemon"),
@@ -224,19 +227,12 @@ async fn rmcp_as_a_2026_client_of_both_front_doors() {
     );
     mcp_aggregator::tls::init();
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(d.api("/mcp"));
-    let client = serve_client_with_lifecycle((), transport, modern())
-        .await
-        .expect("server/discover over /mcp");
-    let tools = client.list_all_tools().await.unwrap();
-    let answer = client
-        .call_tool(
-            CallToolRequestParams::new("fx__echo")
-                .with_arguments(object(json!({"era": "2026-07-28"}))),
-        )
-        .await
-        .unwrap();
-    check(tools, answer);
-    client.cancel().await.unwrap();
+    exercise(
+        serve_client_with_lifecycle((), transport, modern())
+            .await
+            .expect("server/discover over /mcp"),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

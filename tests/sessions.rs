@@ -232,15 +232,11 @@ async fn each_server_is_spoken_to_in_its_era_and_the_era_is_remembered() {
         wait_for_tools(&d, "old", DEFAULT).await;
         wait_for_tools(&d, "both", DEFAULT).await;
         for name in ["old.echo", "both.echo"] {
-            let answer: Value = common::http()
-                .post(d.api("/api/v1/tools/call"))
-                .json(&json!({"name": name, "arguments": {"n": 1}}))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let answer = common::post_json(
+                &d.api("/api/v1/tools/call"),
+                &json!({"name": name, "arguments": {"n": 1}}),
+            )
+            .await;
             assert_eq!(answer["content"][0]["text"], r#"{"n":1}"#, "{answer}");
         }
     }
@@ -416,15 +412,11 @@ async fn no_process_survives_shutdown_disconnect_or_removal() {
     );
 
     // Disconnect: the server and its grandchild end; its tools stay stored.
-    let answer: Value = http()
-        .post(d.api("/api/v1/aggregator/servers/disc/disconnect"))
-        .json(&json!({"force": false}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer = common::post_json(
+        &d.api("/api/v1/aggregator/servers/disc/disconnect"),
+        &json!({"force": false}),
+    )
+    .await;
     assert_eq!(
         answer,
         json!({"status": "DISCONNECTED", "pending_requests": 0})

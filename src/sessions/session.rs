@@ -407,18 +407,10 @@ impl Session {
             // server that does not answer `server/discover` as a 2026-07-28
             // server is a 2025 one, asked to `initialize` on the same link.
             let probe_timeout = (handshake.connect_timeout / 3).max(Duration::from_millis(100));
-            let mut probe = handshake_request(
-                &session,
-                &mut reply_rx,
-                "server/discover",
-                None,
-                probe_timeout,
-            )
-            .await;
-            // A server that refuses the version it then names as supported
-            // is asked once more, as the spec's negotiation says.
-            if probe.as_ref().is_err_and(names_our_version) {
-                probe = handshake_request(
+            let mut asked = 0;
+            let probe = loop {
+                asked += 1;
+                let probe = handshake_request(
                     &session,
                     &mut reply_rx,
                     "server/discover",
@@ -426,7 +418,13 @@ impl Session {
                     probe_timeout,
                 )
                 .await;
-            }
+                // A server that refuses the version it then names as
+                // supported is asked once more, as the negotiation says.
+                if asked == 1 && probe.as_ref().is_err_and(names_our_version) {
+                    continue;
+                }
+                break probe;
+            };
             match probe {
                 Ok(discovered) if lists_modern(&discovered) => {
                     modern = true;

@@ -186,6 +186,19 @@ pub fn http() -> reqwest::Client {
     reqwest::Client::new()
 }
 
+/// POSTs `body` as JSON and reads the answer's JSON.
+pub async fn post_json(url: &str, body: &Value) -> Value {
+    http()
+        .post(url)
+        .json(body)
+        .send()
+        .await
+        .expect("the daemon answers")
+        .json()
+        .await
+        .expect("a JSON answer")
+}
+
 /// Polls the admin API until `server` has `status` (or the deadline passes);
 /// returns the server's last JSON.
 pub async fn wait_status(d: &Daemon, server: &str, status: &str, deadline: Duration) -> Value {

@@ -30,11 +30,22 @@ import {
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
 } from "@modelcontextprotocol/sdk/types.js";
+import {
+  getPrompt,
+  PNG,
+  PROMPTS,
+  readResource,
+  RESOURCES,
+  SEP1034_MESSAGE,
+  SEP1034_SCHEMA,
+  SEP1330_MESSAGE,
+  SEP1330_SCHEMA,
+  staticToolResult,
+  TEMPLATES,
+  text,
+  WAV,
+} from "./scenario_data.mjs";
 
-// A 1x1 PNG and a minimal WAV, as the scenarios expect some image and audio.
-const PNG =
-  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
-const WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
 
 const noArguments = { type: "object", properties: {} };
 
@@ -91,80 +102,6 @@ const TOOLS = [
   },
 ];
 
-const RESOURCES = [
-  { uri: "test://static-text", name: "static-text", title: "Static text", mimeType: "text/plain" },
-  { uri: "test://static-binary", name: "static-binary", title: "Static binary", mimeType: "image/png" },
-  { uri: "test://watched-resource", name: "watched-resource", title: "Watched", mimeType: "text/plain" },
-];
-
-const TEMPLATES = [
-  { uriTemplate: "test://template/{id}/data", name: "template", title: "Data by id", mimeType: "application/json" },
-];
-
-const PROMPTS = [
-  { name: "test_simple_prompt", title: "Simple", description: "No arguments" },
-  {
-    name: "test_prompt_with_arguments",
-    description: "Two required arguments",
-    arguments: [
-      { name: "arg1", description: "First argument", required: true },
-      { name: "arg2", description: "Second argument", required: true },
-    ],
-  },
-  {
-    name: "test_prompt_with_embedded_resource",
-    description: "Embeds the resource it is given",
-    arguments: [{ name: "resourceUri", description: "URI to embed", required: true }],
-  },
-  { name: "test_prompt_with_image", description: "Carries an image" },
-];
-
-const text = (value) => ({ type: "text", text: value });
-
-function readResource(uri) {
-  if (uri === "test://static-text") {
-    return [{ uri, mimeType: "text/plain", text: "This is the content of the static text resource." }];
-  }
-  if (uri === "test://static-binary") {
-    return [{ uri, mimeType: "image/png", blob: PNG }];
-  }
-  if (uri === "test://watched-resource") {
-    return [{ uri, mimeType: "text/plain", text: "Watched resource content" }];
-  }
-  const match = /^test:\/\/template\/([^/]+)\/data$/.exec(uri);
-  if (match) {
-    const id = match[1];
-    return [{ uri, mimeType: "application/json", text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) }];
-  }
-  return null;
-}
-
-function getPrompt(name, args) {
-  switch (name) {
-    case "test_simple_prompt":
-      return [{ role: "user", content: text("This is a simple prompt for testing.") }];
-    case "test_prompt_with_arguments":
-      return [{ role: "user", content: text(`Prompt with arguments: arg1='${args.arg1}', arg2='${args.arg2}'`) }];
-    case "test_prompt_with_embedded_resource":
-      return [
-        {
-          role: "user",
-          content: {
-            type: "resource",
-            resource: { uri: args.resourceUri, mimeType: "text/plain", text: "Embedded resource content for testing." },
-          },
-        },
-        { role: "user", content: text("Please process the embedded resource above.") },
-      ];
-    case "test_prompt_with_image":
-      return [
-        { role: "user", content: { type: "image", data: PNG, mimeType: "image/png" } },
-        { role: "user", content: text("Please analyze the image above.") },
-      ];
-    default:
-      return null;
-  }
-}
 
 const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -189,37 +126,9 @@ function newServer(transports) {
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const args = request.params.arguments ?? {};
     const notify = (method, params) => extra.sendNotification({ method, params });
+    const fixed = staticToolResult(request.params.name);
+    if (fixed) return fixed;
     switch (request.params.name) {
-      case "test_simple_text":
-        return { content: [text("This is a simple text response for testing.")] };
-      case "test_image_content":
-        return { content: [{ type: "image", data: PNG, mimeType: "image/png" }] };
-      case "test_audio_content":
-        return { content: [{ type: "audio", data: WAV, mimeType: "audio/wav" }] };
-      case "test_embedded_resource":
-        return {
-          content: [
-            {
-              type: "resource",
-              resource: { uri: "test://embedded-resource", mimeType: "text/plain", text: "This is an embedded resource content." },
-            },
-          ],
-        };
-      case "test_multiple_content_types":
-        return {
-          content: [
-            text("Multiple content types test:"),
-            { type: "image", data: PNG, mimeType: "image/png" },
-            {
-              type: "resource",
-              resource: {
-                uri: "test://mixed-content-resource",
-                mimeType: "application/json",
-                text: JSON.stringify({ test: "data", value: 123 }),
-              },
-            },
-          ],
-        };
       case "test_tool_with_logging":
         for (const said of ["Tool execution started", "Tool processing data", "Tool execution completed"]) {
           await notify("notifications/message", { level: "info", data: said });
@@ -258,60 +167,9 @@ function newServer(transports) {
           required: ["response"],
         }, "User response");
       case "test_elicitation_sep1034_defaults":
-        return elicit(extra, "Please review and update the form fields with defaults", {
-          type: "object",
-          properties: {
-            name: { type: "string", description: "User name", default: "John Doe" },
-            age: { type: "integer", description: "User age", default: 30 },
-            score: { type: "number", description: "User score", default: 95.5 },
-            status: { type: "string", description: "User status", enum: ["active", "inactive", "pending"], default: "active" },
-            verified: { type: "boolean", description: "Verification status", default: true },
-          },
-          required: [],
-        });
+        return elicit(extra, SEP1034_MESSAGE, SEP1034_SCHEMA);
       case "test_elicitation_sep1330_enums":
-        return elicit(extra, "Please select options from the enum fields", {
-          type: "object",
-          properties: {
-            untitledSingle: { type: "string", description: "Select one option", enum: ["option1", "option2", "option3"] },
-            titledSingle: {
-              type: "string",
-              description: "Select one option with titles",
-              oneOf: [
-                { const: "value1", title: "First Option" },
-                { const: "value2", title: "Second Option" },
-                { const: "value3", title: "Third Option" },
-              ],
-            },
-            legacyEnum: {
-              type: "string",
-              description: "Select one option (legacy)",
-              enum: ["opt1", "opt2", "opt3"],
-              enumNames: ["Option One", "Option Two", "Option Three"],
-            },
-            untitledMulti: {
-              type: "array",
-              description: "Select multiple options",
-              minItems: 1,
-              maxItems: 3,
-              items: { type: "string", enum: ["option1", "option2", "option3"] },
-            },
-            titledMulti: {
-              type: "array",
-              description: "Select multiple options with titles",
-              minItems: 1,
-              maxItems: 3,
-              items: {
-                anyOf: [
-                  { const: "value1", title: "First Choice" },
-                  { const: "value2", title: "Second Choice" },
-                  { const: "value3", title: "Third Choice" },
-                ],
-              },
-            },
-          },
-          required: [],
-        });
+        return elicit(extra, SEP1330_MESSAGE, SEP1330_SCHEMA);
       case "json_schema_2020_12_tool":
         return { content: [text(`JSON Schema 2020-12 tool called with: ${JSON.stringify(args)}`)] };
       case "test_custom_headers":

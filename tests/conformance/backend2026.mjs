@@ -22,10 +22,19 @@ import {
   Server,
 } from "@modelcontextprotocol/server";
 import { serveStdio } from "@modelcontextprotocol/server/stdio";
+import {
+  getPrompt as scenarioPrompt,
+  PROMPTS,
+  readResource,
+  RESOURCES,
+  SEP1034_MESSAGE,
+  SEP1034_SCHEMA,
+  SEP1330_MESSAGE,
+  SEP1330_SCHEMA,
+  staticToolResult,
+  TEMPLATES,
+} from "./scenario_data.mjs";
 
-const PNG =
-  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
-const WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
 const noArguments = { type: "object", properties: {} };
 const INVALID_PARAMS = -32602;
 
@@ -126,34 +135,8 @@ function tools() {
   return list;
 }
 
-const RESOURCES = [
-  { uri: "test://static-text", name: "static-text", title: "Static text", mimeType: "text/plain" },
-  { uri: "test://static-binary", name: "static-binary", title: "Static binary", mimeType: "image/png" },
-  { uri: "test://watched-resource", name: "watched-resource", title: "Watched", mimeType: "text/plain" },
-];
-const TEMPLATES = [
-  { uriTemplate: "test://template/{id}/data", name: "template", title: "Data by id", mimeType: "application/json" },
-];
-
 function prompts() {
-  const list = [
-    { name: "test_simple_prompt", description: "No arguments" },
-    {
-      name: "test_prompt_with_arguments",
-      description: "Two required arguments",
-      arguments: [
-        { name: "arg1", description: "First argument", required: true },
-        { name: "arg2", description: "Second argument", required: true },
-      ],
-    },
-    {
-      name: "test_prompt_with_embedded_resource",
-      description: "Embeds the resource it is given",
-      arguments: [{ name: "resourceUri", description: "URI to embed", required: true }],
-    },
-    { name: "test_prompt_with_image", description: "Carries an image" },
-    { name: "test_input_required_result_prompt", description: "Multi-round-trip: asks for input first" },
-  ];
+  const list = [...PROMPTS, { name: "test_input_required_result_prompt", description: "Multi-round-trip: asks for input first" }];
   if (added.prompts) list.push({ name: "test_added_prompt", description: "Added by test_trigger_prompt_change" });
   return list;
 }
@@ -230,37 +213,9 @@ async function callTool(server, request, ctx) {
   const name = request.params.name;
   const responses = ctx.mcpReq.inputResponses;
   const state = request.params.requestState ?? ctx.mcpReq.requestState();
+  const fixed = staticToolResult(name);
+  if (fixed) return fixed;
   switch (name) {
-    case "test_simple_text":
-      return text("This is a simple text response for testing.");
-    case "test_image_content":
-      return { content: [{ type: "image", data: PNG, mimeType: "image/png" }] };
-    case "test_audio_content":
-      return { content: [{ type: "audio", data: WAV, mimeType: "audio/wav" }] };
-    case "test_embedded_resource":
-      return {
-        content: [
-          {
-            type: "resource",
-            resource: { uri: "test://embedded-resource", mimeType: "text/plain", text: "This is an embedded resource content." },
-          },
-        ],
-      };
-    case "test_multiple_content_types":
-      return {
-        content: [
-          { type: "text", text: "Multiple content types test:" },
-          { type: "image", data: PNG, mimeType: "image/png" },
-          {
-            type: "resource",
-            resource: {
-              uri: "test://mixed-content-resource",
-              mimeType: "application/json",
-              text: JSON.stringify({ test: "data", value: 123 }),
-            },
-          },
-        ],
-      };
     case "test_tool_with_logging":
     case "test_logging_tool":
       for (const step of ["Tool execution started", "Tool processing data", "Tool execution completed"]) {
@@ -388,60 +343,9 @@ async function callTool(server, request, ctx) {
         required: ["response"],
       }, "User response");
     case "test_elicitation_sep1034_defaults":
-      return askForm(responses, "Please review and update the form fields with defaults", {
-        type: "object",
-        properties: {
-          name: { type: "string", description: "User name", default: "John Doe" },
-          age: { type: "integer", description: "User age", default: 30 },
-          score: { type: "number", description: "User score", default: 95.5 },
-          status: { type: "string", description: "User status", enum: ["active", "inactive", "pending"], default: "active" },
-          verified: { type: "boolean", description: "Verification status", default: true },
-        },
-        required: [],
-      });
+      return askForm(responses, SEP1034_MESSAGE, SEP1034_SCHEMA);
     case "test_elicitation_sep1330_enums":
-      return askForm(responses, "Please select options from the enum fields", {
-        type: "object",
-        properties: {
-          untitledSingle: { type: "string", description: "Select one option", enum: ["option1", "option2", "option3"] },
-          titledSingle: {
-            type: "string",
-            description: "Select one option with titles",
-            oneOf: [
-              { const: "value1", title: "First Option" },
-              { const: "value2", title: "Second Option" },
-              { const: "value3", title: "Third Option" },
-            ],
-          },
-          legacyEnum: {
-            type: "string",
-            description: "Select one option (legacy)",
-            enum: ["opt1", "opt2", "opt3"],
-            enumNames: ["Option One", "Option Two", "Option Three"],
-          },
-          untitledMulti: {
-            type: "array",
-            description: "Select multiple options",
-            minItems: 1,
-            maxItems: 3,
-            items: { type: "string", enum: ["option1", "option2", "option3"] },
-          },
-          titledMulti: {
-            type: "array",
-            description: "Select multiple options with titles",
-            minItems: 1,
-            maxItems: 3,
-            items: {
-              anyOf: [
-                { const: "value1", title: "First Choice" },
-                { const: "value2", title: "Second Choice" },
-                { const: "value3", title: "Third Choice" },
-              ],
-            },
-          },
-        },
-        required: [],
-      });
+      return askForm(responses, SEP1330_MESSAGE, SEP1330_SCHEMA);
     case "test_x_mcp_header":
       return text(`region=${request.params.arguments?.region ?? "<none>"}`);
     case "json_schema_2020_12_tool":
@@ -469,49 +373,18 @@ async function listChanged(kind) {
   }
 }
 
-function readResource(uri) {
-  if (uri === "test://static-text") {
-    return { contents: [{ uri, mimeType: "text/plain", text: "This is the content of the static text resource." }] };
-  }
-  if (uri === "test://static-binary") return { contents: [{ uri, mimeType: "image/png", blob: PNG }] };
-  if (uri === "test://watched-resource") return { contents: [{ uri, mimeType: "text/plain", text: "Watched resource content" }] };
-  const match = /^test:\/\/template\/([^/]+)\/data$/.exec(uri);
-  if (match) {
-    const id = match[1];
-    return {
-      contents: [
-        { uri, mimeType: "application/json", text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) },
-      ],
-    };
-  }
-  throw new ProtocolError(INVALID_PARAMS, `Resource not found: ${uri}`, { uri });
+function readResult(uri) {
+  const contents = readResource(uri);
+  if (!contents) throw new ProtocolError(INVALID_PARAMS, `Resource not found: ${uri}`, { uri });
+  return { contents };
 }
 
 function getPrompt(request, ctx) {
   const { name, arguments: a = {} } = request.params;
   const user = (content) => ({ role: "user", content });
+  const messages = scenarioPrompt(name, a);
+  if (messages) return { messages };
   switch (name) {
-    case "test_simple_prompt":
-      return { messages: [user({ type: "text", text: "This is a simple prompt for testing." })] };
-    case "test_prompt_with_arguments":
-      return { messages: [user({ type: "text", text: `Prompt with arguments: arg1='${a.arg1}', arg2='${a.arg2}'` })] };
-    case "test_prompt_with_embedded_resource":
-      return {
-        messages: [
-          user({
-            type: "resource",
-            resource: { uri: a.resourceUri, mimeType: "text/plain", text: "Embedded resource content for testing." },
-          }),
-          user({ type: "text", text: "Please process the embedded resource above." }),
-        ],
-      };
-    case "test_prompt_with_image":
-      return {
-        messages: [
-          user({ type: "image", data: PNG, mimeType: "image/png" }),
-          user({ type: "text", text: "Please analyze the image above." }),
-        ],
-      };
     case "test_input_required_result_prompt": {
       const answer = ctx.mcpReq.inputResponses?.user_name;
       if (answer?.action !== "accept") {
@@ -543,7 +416,7 @@ function build() {
   server.setRequestHandler("tools/call", (request, ctx) => callTool(server, request, ctx));
   server.setRequestHandler("resources/list", () => ({ resources: RESOURCES }));
   server.setRequestHandler("resources/templates/list", () => ({ resourceTemplates: TEMPLATES }));
-  server.setRequestHandler("resources/read", (request) => readResource(request.params.uri));
+  server.setRequestHandler("resources/read", (request) => readResult(request.params.uri));
   server.setRequestHandler("prompts/list", () => ({ prompts: prompts() }));
   server.setRequestHandler("prompts/get", (request, ctx) => getPrompt(request, ctx));
   server.setRequestHandler("completion/complete", () => ({
