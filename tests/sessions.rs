@@ -251,6 +251,46 @@ async fn each_server_is_spoken_to_in_its_era_and_the_era_is_remembered() {
     assert_eq!(read(&both_log), ["server/discover"]);
 }
 
+/// A 2026-07-28 server that ends the subscription bringing its list
+/// changes is subscribed to again, so a tool it adds afterwards is still
+/// discovered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_the_server_ends_is_opened_again() {
+    let temp = tempfile::tempdir().unwrap();
+    let log = temp.path().join("handshake.log");
+    let log_arg = log.to_str().unwrap().to_owned();
+    let d = Daemon::start();
+    register(
+        &d,
+        fixture(
+            "ending",
+            &["--handshake-log", &log_arg, "--end-listen-after-ms", "100"],
+        ),
+    )
+    .await;
+    wait_status(&d, "ending", "CONNECTED", UP).await;
+    let listens = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| *l == "subscriptions/listen")
+            .count()
+    };
+    common::wait_for(UP, || (listens() >= 2).then_some(()))
+        .expect("the subscription the server ended was opened again");
+    let added = common::post_json(
+        &d.api("/api/v1/tools/call"),
+        &json!({"name": "ending.add_tool", "arguments": {"name": "after_the_end"}}),
+    )
+    .await;
+    assert_eq!(added["isError"], false, "{added}");
+    let listed = wait_for_tools(&d, "ending", DEFAULT + 1).await;
+    assert!(
+        listed.iter().any(|t| t["original_name"] == "after_the_end"),
+        "the tool added after the first subscription ended was discovered"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_changed_triggers_rediscovery() {
     let d = Daemon::start();

@@ -59,6 +59,14 @@ impl Dispatcher {
                         tracing::debug!(server = %server, "an answer with an id we never sent: {id}");
                         continue;
                     };
+                    // The server ended the subscription we keep open for
+                    // list changes (a result; an error means it has none).
+                    if id == super::session::LISTEN_ID {
+                        if message.get("result").is_some() {
+                            events.send(SessionEvent::ListenEnded);
+                        }
+                        continue;
+                    }
                     let waiter = pending.lock().ok().and_then(|mut p| p.remove(&id));
                     let Some(Waiter { tx: waiter, .. }) = waiter else {
                         continue;

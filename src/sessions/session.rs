@@ -25,7 +25,7 @@ pub const MODERN_VERSION: &str = "2026-07-28";
 /// The id of a modern session's `subscriptions/listen` request, which is
 /// never answered while the session lives (so never waited for). The
 /// largest integer a JavaScript server can read exactly.
-const LISTEN_ID: u64 = (1 << 53) - 1;
+pub(super) const LISTEN_ID: u64 = (1 << 53) - 1;
 
 /// Which protocol era a connection attempt speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -133,6 +133,8 @@ pub enum SessionEvent {
     Notification(Value),
     /// Some list-changed notification could not be queued: list everything.
     EverythingChanged,
+    /// A 2026-07-28 server ended the subscription that brings list changes.
+    ListenEnded,
 }
 
 /// The sending side of a session's events: bounded, so a server flooding
@@ -552,7 +554,7 @@ impl Session {
     /// Opens a modern session's `subscriptions/listen` for every list change
     /// (answered only when the server ends it, so nobody waits for it);
     /// its notifications arrive like a 2025 server's.
-    async fn listen(&self) {
+    pub(super) async fn listen(&self) {
         let filter = json!({
             "toolsListChanged": true,
             "promptsListChanged": true,

@@ -23,6 +23,10 @@ enum Connected {
     Stopped,
 }
 
+/// How long after a server ended the list-change subscription it is opened
+/// again.
+const LISTEN_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 pub(super) async fn run(
     shared: Arc<Shared>,
     id: ServerId,
@@ -190,6 +194,15 @@ pub(super) async fn run(
                         shared.announce(id, "notifications/prompts/list_changed");
                     }
                     Some(SessionEvent::EverythingChanged) => discovery::discover(&session, id, &shared.catalog, What::Everything).await,
+                    // Subscribed again (a moment later, so a server that ends
+                    // every subscription at once is not flooded), and listed
+                    // again: changes in between would be lost.
+                    Some(SessionEvent::ListenEnded) => {
+                        tracing::info!(server = %name, "the server ended its subscription to list changes; subscribing again");
+                        tokio::time::sleep(LISTEN_AGAIN_AFTER).await;
+                        session.listen().await;
+                        discovery::discover(&session, id, &shared.catalog, What::Everything).await;
+                    }
                     Some(SessionEvent::Notification(message)) => {
                         let _ = shared.notices.send(super::ServerNotice { server_id: id, message });
                     }
