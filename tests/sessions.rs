@@ -291,6 +291,54 @@ async fn a_subscription_the_server_ends_is_opened_again() {
     );
 }
 
+/// A 2026-07-28 server that cannot announce list changes but says how long
+/// its lists stay fresh (`ttlMs`) is listed again when that time is up: a
+/// tool it adds silently is discovered. (The TypeScript SDK v2 backend, told
+/// to declare no `listChanged` and a 1 s lifetime.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_cannot_announce_changes_is_listed_again_when_its_lists_expire() {
+    let conformance = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
+    let node = conformance.join("node_modules/node/bin/node");
+    assert!(
+        node.exists(),
+        "{} is missing: run scripts/setup.sh",
+        node.display()
+    );
+    let d = Daemon::start();
+    register(
+        &d,
+        json!({"name": "silent", "transport_type": "STDIO", "connection_config": {
+            "command": node,
+            "args": [conformance.join("backend2026.mjs"), "--ttl-ms", "1000", "--no-list-changed"]
+        }}),
+    )
+    .await;
+    let server = wait_status(&d, "silent", "CONNECTED", UP).await;
+    assert_eq!(server["protocol_version"], "2026-07-28", "{server}");
+    wait_for_tools(&d, "silent", 1).await;
+    let added = common::post_json(
+        &d.api("/api/v1/tools/call"),
+        &json!({"name": "silent.test_trigger_tool_change", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(added["content"][0]["text"], "test_added_tool", "{added}");
+    let end = std::time::Instant::now() + UP;
+    loop {
+        let listed = tools(&d, "silent").await;
+        if listed
+            .iter()
+            .any(|t| t["original_name"] == "test_added_tool")
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "the tool added silently was never discovered"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_changed_triggers_rediscovery() {
     let d = Daemon::start();

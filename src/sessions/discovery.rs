@@ -24,7 +24,11 @@ pub async fn list_all(
     let mut seen = HashSet::new();
     for _ in 0..MAX_PAGES {
         let params = cursor.as_ref().map(|c| json!({"cursor": c}));
+        let first_page = cursor.is_none();
         let mut result = session.request(method, params).await?;
+        if first_page && let Some(ttl) = result.get("ttlMs").and_then(Value::as_u64) {
+            session.note_list_ttl(method, ttl);
+        }
         if let Some(Value::Array(page)) = result.get_mut(field).map(Value::take) {
             items.extend(page);
         }

@@ -259,6 +259,9 @@ pub struct Session {
     /// A modern session's resource subscriptions: the id of the
     /// `subscriptions/listen` request open for each URI.
     resource_listens: Mutex<HashMap<String, u64>>,
+    /// How long the server said each list stays fresh (`ttlMs` of its
+    /// last answer), by list method.
+    list_ttls: Mutex<HashMap<String, u64>>,
 }
 
 /// A request of the handshake, the server's own requests answered
@@ -362,6 +365,7 @@ impl Session {
             request_timeout: handshake.request_timeout,
             modern_meta: None,
             resource_listens: Mutex::new(HashMap::new()),
+            list_ttls: Mutex::new(HashMap::new()),
         };
         // The dispatcher needs to answer the server's requests (ping) while
         // we are still initializing, so it starts first and owns a sender.
@@ -625,6 +629,37 @@ impl Session {
                 Some(json!({"requestId": id, "reason": "unsubscribed"})),
             )
             .await;
+    }
+
+    /// Notes how long the server said a list stays fresh.
+    pub(super) fn note_list_ttl(&self, method: &str, ttl_ms: u64) {
+        if let Ok(mut ttls) = self.list_ttls.lock() {
+            ttls.insert(method.to_owned(), ttl_ms);
+        }
+    }
+
+    /// When to list again a server that cannot say its lists changed: the
+    /// shortest `ttlMs` it gave for a list whose capability has no
+    /// `listChanged` (within a second and a day); none when every list it
+    /// gave a lifetime for announces its changes, or it gave none (`0`
+    /// means "do not cache", not "poll").
+    pub fn relist_after(&self) -> Option<Duration> {
+        let ttls = self.list_ttls.lock().ok()?;
+        ttls.iter()
+            .filter(|(_, ttl)| **ttl > 0)
+            .filter(|(method, _)| {
+                let capability = method.split('/').next().unwrap_or_default();
+                !self
+                    .initialize_result
+                    .get("capabilities")
+                    .and_then(|c| c.get(capability))
+                    .and_then(|c| c.get("listChanged"))
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+            })
+            .map(|(_, ttl)| Duration::from_millis(*ttl))
+            .min()
+            .map(|ttl| ttl.clamp(Duration::from_secs(1), Duration::from_secs(86_400)))
     }
 
     /// Whether the session speaks 2026-07-28 (no handshake; `_meta` on

@@ -175,9 +175,18 @@ pub(super) async fn run(
         discovery::discover(&session, id, &shared.catalog, What::Everything).await;
         shared.started(id);
 
+        // A server that cannot say its lists changed is listed again when
+        // the lifetime it gave them ends (`ttlMs`).
+        let mut relist = session
+            .relist_after()
+            .map(|after| tokio::time::Instant::now() + after);
         let outcome = loop {
             tokio::select! {
                 () = session.closed() => break Connected::Lost(session.close_reason()),
+                () = async { tokio::time::sleep_until(relist.unwrap_or_else(tokio::time::Instant::now)).await }, if relist.is_some() => {
+                    discovery::discover(&session, id, &shared.catalog, What::Everything).await;
+                    relist = session.relist_after().map(|after| tokio::time::Instant::now() + after);
+                }
                 event = events.recv() => match event {
                     // Listed again, then announced: the router tells the
                     // clients, who list what we just stored.

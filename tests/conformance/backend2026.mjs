@@ -10,6 +10,8 @@
 //   node backend2026.mjs                  stdio (modern or 2025, as the client opens)
 //   node backend2026.mjs --http 3001      Streamable HTTP on 127.0.0.1:3001/mcp
 //   ... --modern-only                     refuse the 2025 revisions
+//   ... --ttl-ms N --no-list-changed      lists fresh for N ms, and no
+//                                         list_changed (clients re-list)
 
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import http from "node:http";
@@ -41,6 +43,8 @@ const INVALID_PARAMS = -32602;
 const args = process.argv.slice(2);
 const httpPort = args.includes("--http") ? Number(args[args.indexOf("--http") + 1]) : null;
 const modernOnly = args.includes("--modern-only");
+const listTtl = args.includes("--ttl-ms") ? Number(args[args.indexOf("--ttl-ms") + 1]) : null;
+const announcesChanges = !args.includes("--no-list-changed");
 
 // What the list-change triggers add; shared by every per-request instance.
 const added = { tools: false, prompts: false };
@@ -366,6 +370,7 @@ async function callTool(server, request, ctx) {
 }
 
 async function listChanged(kind) {
+  if (!announcesChanges) return;
   if (kind === "tools") bus.publish({ kind: "tools_list_changed" });
   else bus.publish({ kind: "prompts_list_changed" });
   for (const server of stdioInstances) {
@@ -404,12 +409,19 @@ function build() {
     { name: "mcp-aggregator-conformance-backend-2026", version: "1.0.0" },
     {
       capabilities: {
-        tools: { listChanged: true },
-        resources: { subscribe: true, listChanged: true },
-        prompts: { listChanged: true },
+        tools: { listChanged: announcesChanges },
+        resources: { subscribe: true, listChanged: announcesChanges },
+        prompts: { listChanged: announcesChanges },
         logging: {},
         completions: {},
       },
+      ...(listTtl === null
+        ? {}
+        : {
+            cacheHints: Object.fromEntries(
+              ["tools/list", "prompts/list", "resources/list", "resources/templates/list"].map((m) => [m, { ttlMs: listTtl }]),
+            ),
+          }),
     },
   );
   server.setRequestHandler("tools/list", () => ({ tools: tools() }));
