@@ -286,10 +286,10 @@ async fn the_conformance_suite_through_the_aggregator_with_a_2026_http_backend()
 /// the aggregator sent it — the 2025 handshake, SSE resumption, and the
 /// 2026-07-28 request metadata, standard and `Mcp-Param-*` headers,
 /// exclusion of tools with invalid `x-mcp-header` annotations, and JSON
-/// Schema 2020-12 passed through intact. One scenario at a time (the whole
-/// requirement set starts some forty daemons at once; its
-/// `sep-2322-client-request-state` and `json-schema-ref-no-deref` scenario
-/// servers announce port 0 in runner 0.2.0-alpha.12, so they cannot run).
+/// Schema 2020-12 passed through intact, a network `$ref` never fetched, and
+/// input-required rounds (`requestState` echoed, a new id per retry). One
+/// scenario at a time (the whole requirement set starts some forty daemons
+/// at once).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_aggregator_as_a_client_of_the_conformance_scenarios() {
     tokio::task::spawn_blocking(|| {
@@ -302,6 +302,8 @@ async fn the_aggregator_as_a_client_of_the_conformance_scenarios() {
             "http-custom-headers",
             "http-invalid-tool-headers",
             "json-schema-2020-12-preservation",
+            "json-schema-ref-no-deref",
+            "sep-2322-client-request-state",
         ] {
             run_client_conformance(&["--scenario", scenario], scenario);
         }
