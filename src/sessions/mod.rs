@@ -357,7 +357,9 @@ impl SessionManager {
             Err(_) => return Err(None),
         };
         let deadline = tokio::time::Instant::now() + wait;
-        let mut nudged = false;
+        // Asked to reconnect; then whether the attempt started (a later
+        // ERROR is that attempt failing, not the one we nudged).
+        let (mut nudged, mut attempting) = (false, false);
         loop {
             if published.is_none() {
                 published = self.lock().get(&id).map(|h| h.session.clone());
@@ -367,17 +369,19 @@ impl SessionManager {
             }
             match status {
                 ServerStatus::Disconnected => return Err(Some(status)),
-                ServerStatus::Error if nudged => return Err(Some(status)),
-                ServerStatus::Error => {
+                ServerStatus::Error if attempting => return Err(Some(status)),
+                ServerStatus::Error if !nudged => {
                     nudged = true;
                     let _ = self.connect(id).await;
-                    // `connect` moved it to CONNECTING (or someone else did).
+                    // `connect` moved it to CONNECTING (or the supervisor
+                    // is about to): read where it is now.
                     match self.registry().get(&id.to_string()).await {
                         Ok(record) => status = record.status,
                         Err(_) => return Err(None),
                     }
                     continue;
                 }
+                ServerStatus::Connecting if nudged => attempting = true,
                 _ => {}
             }
             let session_changed = async {
@@ -393,7 +397,14 @@ impl SessionManager {
             tokio::select! {
                 () = session_changed => {}
                 event = statuses.recv() => match event {
-                    Ok(RegistryEvent::StatusChanged { id: changed, status: now, .. }) if changed == id => status = now,
+                    // Events queued before the status was read are stale:
+                    // an event is a cue to read the status, not the status.
+                    Ok(RegistryEvent::StatusChanged { id: changed, .. }) if changed == id => {
+                        match self.registry().get(&id.to_string()).await {
+                            Ok(record) => status = record.status,
+                            Err(_) => return Err(None),
+                        }
+                    }
                     Ok(RegistryEvent::Removed { id: removed, .. }) if removed == id => return Err(None),
                     Ok(_) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
