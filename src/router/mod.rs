@@ -198,11 +198,15 @@ impl Router {
 
     /// Many clients list once when they start and ignore `list_changed`:
     /// while `auto_connect` servers are still on their first attempt, wait
-    /// for them (bounded) and answer from a table that includes them.
-    /// Free once start-up is over.
+    /// for them (bounded) and answer from a table that includes them. Once
+    /// start-up is over it costs one read of the store's generation.
     pub async fn settle_startup(&self) {
         if self.sessions.wait_started(self.startup_wait).await {
             self.rebuild().await;
+        } else {
+            // A server that just finished starting has stored its lists a
+            // moment before the table that shows them is rebuilt.
+            self.catch_up().await;
         }
     }
 
