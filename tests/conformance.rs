@@ -12,26 +12,13 @@
 mod common;
 
 use common::{Daemon, wait_status};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const UP: Duration = Duration::from_secs(60);
 
-fn conformance_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance")
-}
-
-/// The Node 22 the runner needs (Node 20 lacks `fs.globSync`).
-fn node() -> PathBuf {
-    let node = conformance_dir().join("node_modules/node/bin/node");
-    assert!(
-        node.exists(),
-        "{} is missing: run scripts/setup.sh",
-        node.display()
-    );
-    node
-}
+use common::{conformance_dir, node22 as node};
 
 /// Runs the runner against `url`; panics with its report unless every
 /// failure is one the baseline lists and every listed one still fails.

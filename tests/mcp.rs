@@ -25,6 +25,19 @@ fn object(value: Value) -> Map<String, Value> {
 }
 
 /// A config file with fixtures `fx` (dotted names) and `fy`.
+/// `mcp-aggregator stdio` on a config, as a desktop client launches it.
+fn stdio_command(config: &std::path::Path, data: &std::path::Path) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(BIN);
+    command
+        .arg("stdio")
+        .arg("--config")
+        .arg(config)
+        .arg("--data-dir")
+        .arg(data)
+        .stderr(Stdio::null());
+    command
+}
+
 /// `fx` is a 2025 server (it asks its client for roots the 2025 way); `fy`
 /// speaks both eras, so the aggregator speaks 2026-07-28 to it.
 fn write_config(dir: &std::path::Path, extra: &[&str]) -> std::path::PathBuf {
@@ -59,14 +72,7 @@ async fn wait_tools(
 async fn rmcp_client_over_stdio_lists_and_calls_with_payloads_unchanged() {
     let temp = tempfile::tempdir().unwrap();
     let config = write_config(temp.path(), &[]);
-    let mut command = tokio::process::Command::new(BIN);
-    command
-        .arg("stdio")
-        .arg("--config")
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(temp.path().join("data"))
-        .stderr(Stdio::null());
+    let command = stdio_command(&config, &temp.path().join("data"));
     let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
     let client = ().serve(transport).await.expect("the aggregator answers initialize");
     let info = client.peer_info().expect("server info");
@@ -205,14 +211,7 @@ async fn rmcp_as_a_2026_client_of_both_front_doors() {
     }
     let temp = tempfile::tempdir().unwrap();
     let config = write_config(temp.path(), &[]);
-    let mut command = tokio::process::Command::new(BIN);
-    command
-        .arg("stdio")
-        .arg("--config")
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(temp.path().join("stdio-data"))
-        .stderr(Stdio::null());
+    let command = stdio_command(&config, &temp.path().join("stdio-data"));
     let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
     exercise(
         serve_client_with_lifecycle((), transport, modern())
@@ -1747,16 +1746,9 @@ async fn the_python_sdk_v2_in_every_mode_through_both_front_doors() {
 /// 2026-07-28 — over both front doors, as the Python one above.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_typescript_sdk_v2_in_every_mode_through_both_front_doors() {
-    let conformance = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
-    let node = conformance.join("node_modules/node/bin/node");
-    assert!(
-        node.exists(),
-        "{} is missing: run scripts/setup.sh",
-        node.display()
-    );
     interop_in_every_mode(
-        node,
-        conformance.join("interop_client_v2.mjs"),
+        common::node22(),
+        common::conformance_dir().join("interop_client_v2.mjs"),
         "ts-v2",
         "file:///from-the-typescript-v2-client",
     )

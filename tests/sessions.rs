@@ -299,13 +299,7 @@ async fn a_subscription_the_server_ends_is_opened_again() {
 /// to declare no `listChanged` and a 1 s lifetime.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_cannot_announce_changes_is_listed_again_when_its_lists_expire() {
-    let conformance = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
-    let node = conformance.join("node_modules/node/bin/node");
-    assert!(
-        node.exists(),
-        "{} is missing: run scripts/setup.sh",
-        node.display()
-    );
+    let (conformance, node) = (common::conformance_dir(), common::node22());
     let d = Daemon::start();
     register(
         &d,

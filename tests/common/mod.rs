@@ -513,3 +513,21 @@ pub fn spawn_stdio(
     let lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
     (child, stdin, lines)
 }
+
+/// `tests/conformance`: the conformance runner, our conformance backends
+/// and the SDK v2 packages (installed by `scripts/setup.sh`).
+pub fn conformance_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance")
+}
+
+/// The Node 22 installed there (the runner needs it: Node 20 lacks
+/// `fs.globSync`).
+pub fn node22() -> PathBuf {
+    let node = conformance_dir().join("node_modules/node/bin/node");
+    assert!(
+        node.exists(),
+        "{} is missing: run scripts/setup.sh",
+        node.display()
+    );
+    node
+}
