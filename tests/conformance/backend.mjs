@@ -34,6 +34,7 @@ import {
   getPrompt,
   PNG,
   PROMPTS,
+  QUESTION_TOOLS,
   readResource,
   RESOURCES,
   SEP1034_MESSAGE,
@@ -62,18 +63,7 @@ const TOOLS = [
   { name: "test_tool_with_logging", description: "Sends three log messages while it runs", inputSchema: noArguments },
   { name: "test_tool_with_progress", description: "Reports progress 0, 50 and 100 of 100", inputSchema: noArguments },
   { name: "test_error_handling", description: "Always fails (isError)", inputSchema: noArguments },
-  {
-    name: "test_sampling",
-    description: "Asks the client's model to complete a prompt",
-    inputSchema: { type: "object", properties: { prompt: { type: "string" } }, required: ["prompt"] },
-  },
-  {
-    name: "test_elicitation",
-    description: "Asks the user for a response",
-    inputSchema: { type: "object", properties: { message: { type: "string" } }, required: ["message"] },
-  },
-  { name: "test_elicitation_sep1034_defaults", description: "Asks with a default for every primitive", inputSchema: noArguments },
-  { name: "test_elicitation_sep1330_enums", description: "Asks with every enum form", inputSchema: noArguments },
+  ...QUESTION_TOOLS,
   {
     name: "json_schema_2020_12_tool",
     description: "Input schema in JSON Schema 2020-12 with $defs",

@@ -27,6 +27,7 @@ import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import {
   getPrompt as scenarioPrompt,
   PROMPTS,
+  QUESTION_TOOLS,
   readResource,
   RESOURCES,
   SEP1034_MESSAGE,
@@ -81,20 +82,7 @@ function tools() {
   ].map(([name, description]) => ({ name, description, inputSchema: noArguments }));
   // The 2025 scenarios' questions, asked as input requests: the SDK asks a
   // 2025 client with real requests, a 2026-07-28 client in band.
-  list.push(
-    {
-      name: "test_sampling",
-      description: "Asks the client's model to complete a prompt",
-      inputSchema: { type: "object", properties: { prompt: { type: "string" } }, required: ["prompt"] },
-    },
-    {
-      name: "test_elicitation",
-      description: "Asks the user for a response",
-      inputSchema: { type: "object", properties: { message: { type: "string" } }, required: ["message"] },
-    },
-    { name: "test_elicitation_sep1034_defaults", description: "Asks with a default for every primitive", inputSchema: noArguments },
-    { name: "test_elicitation_sep1330_enums", description: "Asks with every enum form", inputSchema: noArguments },
-  );
+  list.push(...QUESTION_TOOLS);
   list.push({
     name: "test_x_mcp_header",
     description: "Arguments mirrored into HTTP headers (x-mcp-header)",

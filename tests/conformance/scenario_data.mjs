@@ -177,3 +177,19 @@ export function staticToolResult(name) {
       return undefined;
   }
 }
+
+/// The tools of the 2025 scenarios that ask the client something.
+export const QUESTION_TOOLS = [
+  {
+    name: "test_sampling",
+    description: "Asks the client's model to complete a prompt",
+    inputSchema: { type: "object", properties: { prompt: { type: "string" } }, required: ["prompt"] },
+  },
+  {
+    name: "test_elicitation",
+    description: "Asks the user for a response",
+    inputSchema: { type: "object", properties: { message: { type: "string" } }, required: ["message"] },
+  },
+  { name: "test_elicitation_sep1034_defaults", description: "Asks with a default for every primitive", inputSchema: { type: "object", properties: {} } },
+  { name: "test_elicitation_sep1330_enums", description: "Asks with every enum form", inputSchema: { type: "object", properties: {} } },
+];
