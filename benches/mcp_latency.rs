@@ -17,6 +17,11 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
 mod common;
 
+use common::{cpu_seconds, wait_until_idle};
+
+/// Under 1 % of a core: start-up work over.
+const IDLE_SHARE: f64 = 0.01;
+
 const BIN: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
 const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
 const SEQUENTIAL: usize = 3000;
@@ -265,37 +270,6 @@ async fn http_concurrent(url: &str, session: &str, tool: &str) -> f64 {
     (per_worker * IN_FLIGHT) as f64 / began.elapsed().as_secs_f64()
 }
 
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
-    let ticks: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
-        + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    ticks / hz
-}
-
-/// Waits until a process has used no CPU for half a second: its start-up
-/// work (loading the search model, indexing the tools) is done, so what is
-/// measured next is the calls alone.
-async fn wait_until_idle(pid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut last = cpu_seconds(pid);
-    loop {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = cpu_seconds(pid);
-        if now - last < 0.005 || Instant::now() > deadline {
-            return;
-        }
-        last = now;
-    }
-}
-
 fn pct(sorted: &[Duration], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i].as_secs_f64() * 1e6
@@ -328,7 +302,7 @@ async fn run() {
     )
     .await;
     wait_for_tool(&mut through, "s0__echo", 8).await;
-    wait_until_idle(through.pid()).await;
+    wait_until_idle(through.pid(), IDLE_SHARE).await;
     let (mut d_times, mut t_times, mut m_times) = (Vec::new(), Vec::new(), Vec::new());
     let mut agg_cpu = 0.0;
     for _ in 0..ROUNDS {
@@ -405,7 +379,7 @@ async fn run() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let daemon_pid = daemon.id().unwrap_or(0);
-    wait_until_idle(daemon_pid).await;
+    wait_until_idle(daemon_pid, IDLE_SHARE).await;
     let cpu = cpu_seconds(daemon_pid);
     let mut h_times = http_sequential(&url, &session, "s0__echo").await;
     let http_cpu_us = (cpu_seconds(daemon_pid) - cpu) / SEQUENTIAL as f64 * 1e6;
@@ -439,7 +413,7 @@ async fn run() {
             expected,
         )
         .await;
-        wait_until_idle(through.pid()).await;
+        wait_until_idle(through.pid(), IDLE_SHARE).await;
         let mut times = Vec::new();
         for _ in 0..200 {
             let began = Instant::now();

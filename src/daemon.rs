@@ -96,6 +96,10 @@ pub struct FrontDoorOptions {
     /// How long a list or call made while `auto_connect` servers are still
     /// starting waits for them.
     pub startup_wait: Duration,
+    /// How long a call waits for a server that is (re)connecting.
+    pub call_wait: Duration,
+    /// Health checks: interval, timeout, circuit breaker.
+    pub health: crate::sessions::health::HealthSettings,
 }
 
 impl Default for FrontDoorOptions {
@@ -107,6 +111,8 @@ impl Default for FrontDoorOptions {
             connect_timeout: sessions.connect_timeout,
             request_timeout: sessions.request_timeout,
             startup_wait: crate::router::STARTUP_WAIT,
+            call_wait: sessions.call_wait,
+            health: sessions.health,
         }
     }
 }
@@ -156,6 +162,8 @@ impl Stack {
         let settings = SessionSettings {
             connect_timeout: front_door.connect_timeout,
             request_timeout: front_door.request_timeout,
+            call_wait: front_door.call_wait,
+            health: front_door.health,
             ..SessionSettings::default()
         };
         let sessions = SessionManager::new(registry.clone(), catalog, settings);

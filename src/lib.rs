@@ -19,6 +19,7 @@ pub mod listener;
 pub mod logging;
 pub mod mcp;
 pub mod memory;
+pub mod metrics;
 pub mod model;
 pub mod paths;
 pub mod registry;

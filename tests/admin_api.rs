@@ -415,6 +415,7 @@ async fn openapi_document_matches_the_routes() {
         ("GET", "/api/v1/aggregator/state"),
         ("GET", "/api/v1/search/status"),
         ("GET", "/healthz"),
+        ("GET", "/metrics"),
         ("POST", "/api/v1/aggregator/servers"),
         ("POST", "/api/v1/aggregator/servers/{id}/connect"),
         ("POST", "/api/v1/aggregator/servers/{id}/disconnect"),

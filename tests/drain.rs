@@ -40,6 +40,7 @@ async fn connected(
             cwd: None,
         },
         health_check_url: None,
+        health_check_interval_secs: None,
         auto_connect: false,
         priority: 0,
         source: ServerSource::Api,
@@ -110,7 +111,7 @@ async fn disconnect_waits_for_calls_and_force_cuts_them_off() {
         ServerStatus::Disconnected
     );
     // The tools stay stored while disconnected.
-    assert_eq!(store.tools(id).unwrap().len(), 6 + 3);
+    assert_eq!(store.tools(id).unwrap().len(), 7 + 3);
     manager.shutdown(Duration::from_secs(3)).await;
 }
 

@@ -77,7 +77,7 @@ async fn acknowledged_registrations_survive_sigkill() {
         );
     }
     let audited = store
-        .audit(usize::MAX, None)
+        .audit(usize::MAX, None, &Default::default())
         .unwrap()
         .iter()
         .filter(|e| e.action == "register" && e.result == "ok")

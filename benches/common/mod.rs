@@ -13,6 +13,11 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
 
 /// Starts `serve` on a loopback port (logs at `warn`, output discarded).
 pub fn spawn_daemon(data_dir: &Path, port: u16) -> Child {
+    spawn_daemon_with(data_dir, port, &[])
+}
+
+/// `spawn_daemon` with more flags.
+pub fn spawn_daemon_with(data_dir: &Path, port: u16, extra: &[&str]) -> Child {
     Command::new(BIN)
         .args([
             "serve",
@@ -21,6 +26,7 @@ pub fn spawn_daemon(data_dir: &Path, port: u16) -> Child {
             "--data-dir",
         ])
         .arg(data_dir)
+        .args(extra)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -59,6 +65,39 @@ pub fn is_bench_run(how: &str) -> bool {
         println!("run with `{how}`");
     }
     bench
+}
+
+/// CPU seconds (user + system) a process has used so far, children
+/// excluded.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    ticks / hz
+}
+
+/// Waits until a process uses under `share` of a core over half a second
+/// (60 s at most): its start-up work (loading the search model, indexing
+/// the tools) is done, so what is measured next is the work alone.
+pub async fn wait_until_idle(pid: u32, share: f64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = cpu_seconds(pid);
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = cpu_seconds(pid);
+        if now - last < share * 0.5 || Instant::now() > deadline {
+            return;
+        }
+        last = now;
+    }
 }
 
 /// Resident memory of a process, in KiB (0 when unknown).

@@ -137,9 +137,13 @@ impl<S: Send + Sync> FromRequestParts<S> for Actor {
                     .collect::<String>()
             })
             .filter(|v| !v.is_empty());
-        Ok(Actor(match claimed {
+        let who = match claimed {
             Some(claimed) => format!("{claimed}@{peer}"),
             None => format!("api:{peer}"),
+        };
+        Ok(Actor(match parts.extensions.get::<super::TokenName>() {
+            Some(token) => format!("{who} token:{}", token.0),
+            None => who,
         }))
     }
 }

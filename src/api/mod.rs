@@ -5,6 +5,7 @@
 pub mod error;
 pub mod extract;
 pub mod guard;
+pub mod metrics;
 pub mod search;
 pub mod servers;
 pub mod tools;
@@ -73,6 +74,7 @@ pub fn router_with_openapi(
         .routes(routes!(search::index_status))
         .routes(routes!(search::reindex))
         .routes(routes!(healthz))
+        .routes(routes!(metrics::metrics))
         .split_for_parts();
     if state.token.is_some() {
         use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -155,7 +157,16 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
 }
 
-async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// The name of the token a request presented, for the audit log (the
+/// daemon has one token: the admin token).
+#[derive(Debug, Clone, Copy)]
+pub struct TokenName(pub &'static str);
+
+async fn require_token(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let Some(expected) = &state.token else {
         return next.run(request).await;
     };
@@ -168,6 +179,7 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
         .and_then(|v| v.to_str().ok())
         .and_then(bearer_token);
     if presented.is_some_and(|token| constant_time_eq(token.as_bytes(), expected.as_bytes())) {
+        request.extensions_mut().insert(TokenName("admin"));
         return next.run(request).await;
     }
     let mut response =

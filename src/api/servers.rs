@@ -11,7 +11,10 @@ use super::AppState;
 use super::error::{ErrorBody, HttpError};
 use super::extract::{Actor, JsonBody, PathParam, QueryParams};
 use super::views::{ServerView, ToolView};
-use crate::model::{AuditEntry, ConnectionHistoryEntry, ServerSource, ServerStatus, TransportType};
+use crate::model::{
+    AuditEntry, AuditFilter, AuditResult, ConnectionHistoryEntry, ServerSource, ServerStatus,
+    TransportType,
+};
 use crate::registry::AggregatorState;
 use crate::registry::validate::{self, ServerSpec};
 use crate::router::{ConnectOutcome, SessionsError};
@@ -32,6 +35,10 @@ pub struct RegisterServerRequest {
     pub connection_config: serde_json::Value,
     #[serde(default)]
     pub health_check_url: Option<String>,
+    /// Seconds between this server's health checks (1–86400; default: the
+    /// daemon's interval, 30 s unless set).
+    #[serde(default)]
+    pub health_check_interval_secs: Option<u32>,
     /// Connect right after registration and at every start (default true).
     #[serde(default)]
     pub auto_connect: Option<bool>,
@@ -62,6 +69,19 @@ pub struct AuditQuery {
     pub limit: Option<usize>,
     /// Only entries older than this `seq` (pass the last `seq` of a page to get the next).
     pub before: Option<u64>,
+    /// Only this server's entries (its name).
+    pub server: Option<String>,
+    /// Only this action (`register`, `update`, `verify`, `remove`, `connect`, `disconnect`, `status`).
+    pub action: Option<String>,
+    /// Only actors containing this text (`health-monitor`, `supervisor`, `cli:`, `config:`, an address).
+    pub actor: Option<String>,
+    /// `ok`, or `error` for every operation that did not succeed.
+    #[param(inline)]
+    pub result: Option<AuditResult>,
+    /// Only entries at or after this time (RFC 3339).
+    pub since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Only entries before this time (RFC 3339).
+    pub until: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 const DEFAULT_LIMIT: usize = 100;
@@ -92,6 +112,7 @@ pub async fn register_server(
         description: req.description,
         transport,
         health_check_url: req.health_check_url,
+        health_check_interval_secs: req.health_check_interval_secs,
         auto_connect: req.auto_connect.unwrap_or(true),
         priority: req.priority.unwrap_or(0),
         source: ServerSource::Api,
@@ -130,7 +151,7 @@ pub async fn list_servers(
     let records = state.registry.list(status).await?;
     let mut views = Vec::with_capacity(records.len());
     for record in &records {
-        let mut view = ServerView::new(record);
+        let mut view = ServerView::new(record).with_health(state.router.health(record.id));
         if query.include_tools {
             let tools = state.registry.tools(&record.id.to_string()).await?;
             view.tools = Some(tools.iter().map(ToolView::new).collect());
@@ -156,7 +177,9 @@ pub async fn get_server(
     PathParam(id): PathParam<String>,
 ) -> Result<Json<ServerView>, HttpError> {
     let record = state.registry.get(&id).await?;
-    Ok(Json(ServerView::new(&record)))
+    Ok(Json(
+        ServerView::new(&record).with_health(state.router.health(record.id)),
+    ))
 }
 
 /// Remove a server and everything that belongs to it.
@@ -365,5 +388,15 @@ pub async fn audit_log(
     QueryParams(query): QueryParams<AuditQuery>,
 ) -> Result<Json<Vec<AuditEntry>>, HttpError> {
     let limit = query.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT);
-    Ok(Json(state.registry.audit(limit, query.before).await?))
+    let filter = AuditFilter {
+        server: query.server,
+        action: query.action,
+        actor: query.actor,
+        result: query.result,
+        since: query.since,
+        until: query.until,
+    };
+    Ok(Json(
+        state.registry.audit(limit, query.before, filter).await?,
+    ))
 }

@@ -102,7 +102,7 @@ async fn call_error(state: &AppState, err: CallError) -> Response {
         CallError::Ambiguous { candidates, .. } => {
             (StatusCode::CONFLICT, json!({"candidates": candidates}))
         }
-        CallError::Unavailable { server, status } => {
+        CallError::Unavailable { server, status, .. } => {
             let id = state
                 .registry
                 .get(server)

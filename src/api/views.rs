@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::model::health::HealthFigures;
 use crate::model::{
     ServerRecord, ServerSource, ServerStatus, ToolRecord, Transport, TransportType,
 };
@@ -26,10 +27,16 @@ pub struct ServerView {
     pub status: ServerStatus,
     pub error_message: Option<String>,
     pub health_check_url: Option<String>,
+    /// The server's own seconds between health checks (`null`: the daemon's).
+    pub health_check_interval_secs: Option<u32>,
     pub auto_connect: bool,
     pub priority: i32,
     pub tool_count: u32,
+    /// When the server was last checked, actively or by answering a call.
     pub last_health_check: Option<DateTime<Utc>>,
+    /// Response times, failures, error rate and uptime since the aggregator
+    /// started; `null` for a server never connected since then.
+    pub health: Option<HealthFigures>,
     pub registered_at: DateTime<Utc>,
     pub connected_at: Option<DateTime<Utc>>,
     pub updated_at: DateTime<Utc>,
@@ -113,10 +120,12 @@ impl ServerView {
                 .health_check_url
                 .as_deref()
                 .map(crate::model::redact::redact_url),
+            health_check_interval_secs: record.health_check_interval_secs,
             auto_connect: record.auto_connect,
             priority: record.priority,
             tool_count: record.tool_count,
             last_health_check: record.last_health_check,
+            health: None,
             registered_at: record.registered_at,
             connected_at: record.connected_at,
             updated_at: record.updated_at,
@@ -124,6 +133,20 @@ impl ServerView {
             protocol_version: record.protocol_version.clone(),
             tools: None,
         }
+    }
+
+    /// Adds the live health figures (kept in memory, not in the store).
+    pub fn with_health(mut self, figures: Option<HealthFigures>) -> ServerView {
+        if let Some(figures) = figures {
+            self.last_health_check = figures.last_health_check.or(self.last_health_check);
+            let mut figures = figures;
+            figures.last_error = figures
+                .last_error
+                .as_deref()
+                .map(crate::model::redact::redact_text);
+            self.health = Some(figures);
+        }
+        self
     }
 }
 

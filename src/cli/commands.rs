@@ -110,10 +110,7 @@ pub(super) async fn admin(command: Command) -> Result<ExitCode, CliError> {
         }
         Command::Audit(args) => {
             let client = connect(&args.client);
-            let mut path = format!("/api/v1/aggregator/audit?limit={}", args.limit);
-            if let Some(before) = args.before {
-                path.push_str(&format!("&before={before}"));
-            }
+            let path = audit_path(&args);
             let entries: Vec<Value> = client.get(&path).await?;
             if args.client.json {
                 println!("{}", Value::from(entries));
@@ -121,14 +118,24 @@ pub(super) async fn admin(command: Command) -> Result<ExitCode, CliError> {
                 let rows = entries
                     .iter()
                     .map(|e| {
-                        ["timestamp", "actor", "action", "server", "result"]
-                            .map(|k| field(e, k))
-                            .to_vec()
+                        [
+                            "timestamp",
+                            "actor",
+                            "action",
+                            "server",
+                            "result",
+                            "details",
+                        ]
+                        .map(|k| field(e, k))
+                        .to_vec()
                     })
                     .collect();
                 println!(
                     "{}",
-                    table(&["TIME", "ACTOR", "ACTION", "SERVER", "RESULT"], rows)
+                    table(
+                        &["TIME", "ACTOR", "ACTION", "SERVER", "RESULT", "DETAILS"],
+                        rows
+                    )
                 );
             }
             Ok(ExitCode::SUCCESS)
@@ -145,6 +152,7 @@ async fn servers_add(args: AddArgs) -> Result<ExitCode, CliError> {
         "transport_type": transport.transport_type(),
         "connection_config": transport.connection_config(false),
         "health_check_url": args.health_check_url,
+        "health_check_interval_secs": args.health_interval,
         "auto_connect": !args.no_auto_connect,
         "priority": args.priority,
     });
@@ -408,6 +416,7 @@ async fn servers_list(args: ListArgs) -> Result<ExitCode, CliError> {
                 field(s, "status"),
                 field(s, "transport_type"),
                 field(s, "tool_count"),
+                health_summary(s),
                 field(s, "priority"),
                 field(s, "auto_connect"),
                 field(s, "error_message"),
@@ -422,6 +431,7 @@ async fn servers_list(args: ListArgs) -> Result<ExitCode, CliError> {
                 "STATUS",
                 "TRANSPORT",
                 "TOOLS",
+                "HEALTH",
                 "PRIORITY",
                 "AUTO",
                 "ERROR"
@@ -457,12 +467,14 @@ async fn servers_show(args: NameArgs) -> Result<ExitCode, CliError> {
         "priority",
         "auto_connect",
         "health_check_url",
+        "health_check_interval_secs",
         "last_health_check",
         "registered_at",
         "connected_at",
         "source",
     ];
-    let pairs: Vec<_> = keys.iter().map(|k| (*k, field(&server, k))).collect();
+    let mut pairs: Vec<_> = keys.iter().map(|k| (*k, field(&server, k))).collect();
+    pairs.extend(health_details(&server));
     println!("{}", fields(&pairs));
     if !history.is_empty() {
         println!("\nrecent history:");
@@ -494,6 +506,7 @@ async fn import(args: ImportArgs) -> Result<ExitCode, CliError> {
             "transport_type": spec.transport.transport_type(),
             "connection_config": spec.transport.connection_config(false),
             "health_check_url": spec.health_check_url,
+            "health_check_interval_secs": spec.health_check_interval_secs,
             "auto_connect": spec.auto_connect,
             "priority": spec.priority,
         });
@@ -680,4 +693,115 @@ async fn local_reindex(
         "semantic": opened.semantic_available(),
         "warning": opened.model_warning(),
     }))
+}
+
+/// The audit page the filters ask for (the query built before any await:
+/// the serializer is not `Send`).
+fn audit_path(args: &super::AuditArgs) -> String {
+    let mut query = url::form_urlencoded::Serializer::new(String::new());
+    query.append_pair("limit", &args.limit.to_string());
+    if let Some(before) = args.before {
+        query.append_pair("before", &before.to_string());
+    }
+    for (key, value) in [
+        ("server", args.server.clone()),
+        ("action", args.action.clone()),
+        ("actor", args.actor.clone()),
+        (
+            "result",
+            args.result.map(|r| {
+                match r {
+                    super::AuditResultArg::Ok => "ok",
+                    super::AuditResultArg::Error => "error",
+                }
+                .to_owned()
+            }),
+        ),
+        ("since", args.since.map(|t| t.to_rfc3339())),
+        ("until", args.until.map(|t| t.to_rfc3339())),
+    ] {
+        if let Some(value) = value {
+            query.append_pair(key, &value);
+        }
+    }
+    format!("/api/v1/aggregator/audit?{}", query.finish())
+}
+
+/// Milliseconds as short text.
+fn millis(value: &Value) -> String {
+    value
+        .as_f64()
+        .map_or_else(|| "-".to_owned(), |ms| format!("{ms:.1} ms"))
+}
+
+fn percent(value: &Value) -> String {
+    value
+        .as_f64()
+        .map_or_else(|| "-".to_owned(), |share| format!("{:.1}%", share * 100.0))
+}
+
+/// The health column of `servers list`: p50 response time, recent error
+/// rate, uptime, and failed checks in a row when there are any.
+fn health_summary(server: &Value) -> String {
+    let health = &server["health"];
+    if health.is_null() {
+        return "-".to_owned();
+    }
+    let mut summary = format!(
+        "p50 {} · {} errors · {} up",
+        millis(&health["response_time_ms"]["p50"]),
+        percent(&health["error_rate"]),
+        percent(&health["uptime_ratio"]),
+    );
+    if let Some(failures) = health["consecutive_failures"].as_u64().filter(|f| *f > 0) {
+        summary.push_str(&format!(" · {failures} checks failed"));
+    }
+    summary
+}
+
+/// The health lines of `servers show`.
+fn health_details(server: &Value) -> Vec<(&'static str, String)> {
+    let health = &server["health"];
+    if health.is_null() {
+        return vec![(
+            "health",
+            "- (not connected since the aggregator started)".to_owned(),
+        )];
+    }
+    let times = &health["response_time_ms"];
+    vec![
+        (
+            "check_interval",
+            format!("{} s", field(health, "check_interval_secs")),
+        ),
+        (
+            "response_time",
+            format!(
+                "last {} · p50 {} · p95 {}",
+                millis(&times["last"]),
+                millis(&times["p50"]),
+                millis(&times["p95"])
+            ),
+        ),
+        (
+            "error_rate",
+            format!(
+                "{} of the last {} calls",
+                percent(&health["error_rate"]),
+                field(health, "recent_calls")
+            ),
+        ),
+        (
+            "health_checks",
+            format!(
+                "{} passed · {} failed · {} failed in a row",
+                field(health, "checks_passed"),
+                field(health, "checks_failed"),
+                field(health, "consecutive_failures")
+            ),
+        ),
+        ("last_error", field(health, "last_error")),
+        ("uptime", percent(&health["uptime_ratio"])),
+        ("degraded_reason", field(health, "degraded_reason")),
+    ]
 }

@@ -134,6 +134,8 @@ struct ServeArgs {
     allow_hosts: Vec<String>,
     #[command(flatten)]
     routing: RoutingArgs,
+    #[command(flatten)]
+    health: HealthArgs,
     /// Require `Authorization: Bearer <token>` even on loopback (the token is MCP_AGGREGATOR_TOKEN, else generated into the data dir).
     #[arg(long, env = "MCP_AGGREGATOR_REQUIRE_TOKEN")]
     require_token: bool,
@@ -219,7 +221,7 @@ struct RoutingArgs {
 }
 
 impl RoutingArgs {
-    fn front_door(&self, limits: &LimitArgs) -> daemon::FrontDoorOptions {
+    fn front_door(&self, limits: &LimitArgs, health: &HealthArgs) -> daemon::FrontDoorOptions {
         // The one message limit every reader in the process shares.
         crate::limits::set_max_message_bytes(limits.max_message_bytes);
         daemon::FrontDoorOptions {
@@ -231,6 +233,8 @@ impl RoutingArgs {
             connect_timeout: std::time::Duration::from_secs(limits.connect_timeout),
             request_timeout: std::time::Duration::from_secs(limits.request_timeout),
             startup_wait: std::time::Duration::from_secs(limits.startup_wait),
+            call_wait: health.call_wait,
+            health: health.settings(),
         }
     }
 }
@@ -245,7 +249,52 @@ struct StdioArgs {
     #[command(flatten)]
     routing: RoutingArgs,
     #[command(flatten)]
+    health: HealthArgs,
+    #[command(flatten)]
     limits: LimitArgs,
+}
+
+/// Seconds as a decimal number (`0.5`, `30`), at least 10 ms.
+fn seconds(text: &str) -> Result<std::time::Duration, String> {
+    let value: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !value.is_finite() || !(0.01..=86_400.0).contains(&value) {
+        return Err(format!("{text} s is out of range (0.01 to 86400)"));
+    }
+    Ok(std::time::Duration::from_secs_f64(value))
+}
+
+/// How servers' health is watched (design §8).
+#[derive(Debug, Args)]
+struct HealthArgs {
+    /// Seconds between health checks of a server (a server's own `health_check_interval_secs`
+    /// wins). A server that answered anything within the interval is not asked; others get their
+    /// health URL, else a ping. 2 failures in a row make it DEGRADED, 3 ERROR (reconnected).
+    #[arg(long, env = "MCP_AGGREGATOR_HEALTH_INTERVAL", value_name = "SECONDS", default_value = "30", value_parser = seconds)]
+    health_interval: std::time::Duration,
+    /// Seconds a health check may take (at most the interval).
+    #[arg(long, env = "MCP_AGGREGATOR_HEALTH_TIMEOUT", value_name = "SECONDS", default_value = "5", value_parser = seconds)]
+    health_timeout: std::time::Duration,
+    /// Seconds a call waits for a server that is connecting (or reconnecting after an error) before it fails.
+    #[arg(long, env = "MCP_AGGREGATOR_CALL_WAIT", value_name = "SECONDS", default_value = "10", value_parser = seconds)]
+    call_wait: std::time::Duration,
+    /// Seconds after a failed connection attempt during which calls to that server fail at once
+    /// (circuit breaker) instead of asking it to reconnect.
+    #[arg(long, env = "MCP_AGGREGATOR_BREAKER_COOLDOWN", value_name = "SECONDS", default_value = "5", value_parser = seconds)]
+    breaker_cooldown: std::time::Duration,
+}
+
+impl HealthArgs {
+    fn settings(&self) -> crate::sessions::health::HealthSettings {
+        crate::sessions::health::HealthSettings {
+            interval: self.health_interval,
+            timeout: self.health_timeout,
+            breaker_cooldown: self.breaker_cooldown,
+            ..Default::default()
+        }
+    }
 }
 
 /// How to reach the daemon.
@@ -392,6 +441,10 @@ struct AddArgs {
     /// URL polled for health (200 = healthy).
     #[arg(long)]
     health_check_url: Option<String>,
+    /// Seconds between this server's health checks (default: the daemon's
+    /// --health-interval).
+    #[arg(long, value_name = "SECS")]
+    health_interval: Option<u32>,
     /// Higher wins when un-namespaced tool names collide.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     priority: i32,
@@ -438,8 +491,60 @@ struct AuditArgs {
     /// Only entries older than this sequence number (the `seq` of the last entry of a page, with --json).
     #[arg(long, value_name = "SEQ")]
     before: Option<u64>,
+    /// Only this server's entries (its name).
+    #[arg(long, value_name = "NAME")]
+    server: Option<String>,
+    /// Only this action: register, update, verify, remove, connect, disconnect, status.
+    #[arg(long)]
+    action: Option<String>,
+    /// Only actors containing this text (health-monitor, supervisor, cli:, config:, an address).
+    #[arg(long)]
+    actor: Option<String>,
+    /// Only operations that ended this way.
+    #[arg(long, value_enum)]
+    result: Option<AuditResultArg>,
+    /// Only entries from this time on: RFC 3339 (2026-11-26T14:00:00Z) or an age (90s, 15m, 2h, 7d).
+    #[arg(long, value_name = "TIME", value_parser = point_in_time)]
+    since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Only entries before this time (same forms as --since).
+    #[arg(long, value_name = "TIME", value_parser = point_in_time)]
+    until: Option<chrono::DateTime<chrono::Utc>>,
     #[command(flatten)]
     client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum AuditResultArg {
+    Ok,
+    Error,
+}
+
+/// A time as RFC 3339, or as an age before now (`15m`).
+fn point_in_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    let text = text.trim();
+    if let Ok(time) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(time.with_timezone(&chrono::Utc));
+    }
+    let split = text.len().saturating_sub(1);
+    let (number, unit) = (
+        text.get(..split).unwrap_or(""),
+        text.get(split..).unwrap_or(""),
+    );
+    let unit_secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => 0,
+    };
+    match number.parse::<i64>() {
+        Ok(n) if unit_secs > 0 && (0..=36_500 * 86_400 / unit_secs).contains(&n) => {
+            Ok(chrono::Utc::now() - chrono::Duration::seconds(n * unit_secs))
+        }
+        _ => Err(format!(
+            "{text:?} is neither an RFC 3339 time (2026-11-26T14:00:00Z) nor an age (90s, 15m, 2h, 7d)"
+        )),
+    }
 }
 
 /// Entry point of the binary.
@@ -551,7 +656,7 @@ async fn stdio(args: StdioArgs) -> ExitCode {
         Ok(setup) => setup,
         Err(code) => return code,
     };
-    let front_door = args.routing.front_door(&args.limits);
+    let front_door = args.routing.front_door(&args.limits, &args.health);
     finish(daemon::stdio(args.config, data_dir, front_door, shutdown).await)
 }
 
@@ -566,7 +671,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
         listen: args.listen,
         require_token: args.require_token,
         allowed_hosts: args.allow_hosts,
-        front_door: args.routing.front_door(&args.limits),
+        front_door: args.routing.front_door(&args.limits, &args.health),
         listener: args.listener.listener(),
         mcp_sessions: args.listener.sessions(),
     };

@@ -159,6 +159,8 @@ const KNOWN_KEYS: &[&str] = &[
     "priority",
     "health_check_url",
     "healthCheckUrl",
+    "health_check_interval",
+    "healthCheckInterval",
     "auto_connect",
     "autoConnect",
 ];
@@ -371,6 +373,26 @@ impl Parser<'_> {
             Some(v) => Some(v),
             None => self.opt_string(obj, "healthCheckUrl", location)?,
         };
+        let interval_key = if obj.contains_key("healthCheckInterval") {
+            "healthCheckInterval"
+        } else {
+            "health_check_interval"
+        };
+        let health_check_interval_secs =
+            match obj.get(interval_key) {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(v.as_u64().and_then(|s| u32::try_from(s).ok()).ok_or_else(
+                    || {
+                        self.schema(
+                            format!("{location}.{interval_key}"),
+                            format!(
+                                "{interval_key} must be a whole number of seconds, not {}",
+                                kind(v)
+                            ),
+                        )
+                    },
+                )?),
+            };
         let priority = match obj.get("priority") {
             None | Some(Value::Null) => 0,
             Some(v) => v
@@ -388,6 +410,7 @@ impl Parser<'_> {
             description: self.opt_string(obj, "description", location)?,
             transport,
             health_check_url,
+            health_check_interval_secs,
             auto_connect: !disabled && auto_connect.unwrap_or(true),
             priority,
             source: ServerSource::ConfigFile {

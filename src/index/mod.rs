@@ -477,6 +477,15 @@ impl SearchIndex {
 
     /// Runs a search (blocking: the query's embedding takes milliseconds).
     pub fn search(&self, request: &SearchRequest) -> Result<SearchOutcome, IndexError> {
+        let started = std::time::Instant::now();
+        let outcome = self.search_timed(request);
+        crate::metrics::global()
+            .search_seconds
+            .observe(started.elapsed().as_secs_f64());
+        outcome
+    }
+
+    fn search_timed(&self, request: &SearchRequest) -> Result<SearchOutcome, IndexError> {
         let inner = &self.inner;
         let mut mode = request.mode;
         let mut warning = None;

@@ -12,14 +12,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::limits;
 
-/// Notifications dropped for slow clients since the process started.
-static DROPPED_TOTAL: AtomicU64 = AtomicU64::new(0);
-
-/// Notifications dropped because a client did not keep up, process-wide.
-pub fn dropped_total() -> u64 {
-    DROPPED_TOTAL.load(Ordering::Relaxed)
-}
-
 /// The sending side of one client's queue.
 #[derive(Debug)]
 pub struct Outbound {
@@ -72,7 +64,7 @@ impl Outbound {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
                 let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-                DROPPED_TOTAL.fetch_add(1, Ordering::Relaxed);
+                crate::metrics::global().notifications_dropped.inc();
                 if !self.warned.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
                         queued = limits::CLIENT_QUEUE,

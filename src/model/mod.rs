@@ -1,6 +1,7 @@
 //! Domain types shared by every layer: what a registered server is, how it is
 //! reached, and the status state machine. Nothing here does I/O.
 
+pub mod health;
 pub mod param_headers;
 pub mod redact;
 pub mod server;
@@ -9,8 +10,8 @@ pub mod tool;
 pub mod wire_name;
 
 pub use server::{
-    AuditEntry, ConnectionHistoryEntry, ServerId, ServerRecord, ServerSource, Transport,
-    TransportType,
+    AuditEntry, AuditFilter, AuditResult, ConnectionHistoryEntry, ServerId, ServerRecord,
+    ServerSource, Transport, TransportType,
 };
 pub use status::{InvalidTransition, ServerStatus, StatusTrigger};
 pub use tool::{CatalogDiff, CatalogKind, ToolRecord};

@@ -154,6 +154,10 @@ pub struct ServerRecord {
     pub description: Option<String>,
     pub transport: Transport,
     pub health_check_url: Option<String>,
+    /// Seconds between this server's health checks (none: the daemon's
+    /// `--health-interval`).
+    #[serde(default)]
+    pub health_check_interval_secs: Option<u32>,
     pub auto_connect: bool,
     pub priority: i32,
     pub status: ServerStatus,
@@ -185,6 +189,7 @@ impl ServerRecord {
             description: None,
             transport,
             health_check_url: None,
+            health_check_interval_secs: None,
             auto_connect: true,
             priority: 0,
             status: ServerStatus::Disconnected,
@@ -227,4 +232,49 @@ pub struct AuditEntry {
     pub server: String,
     /// `ok`, or the error the operation ended with.
     pub result: String,
+    /// What changed, for a status change (`CONNECTED -> DEGRADED
+    /// (health_degraded): …`).
+    #[serde(default)]
+    pub details: Option<String>,
+}
+
+/// Which audit entries to show; every set field must match.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuditFilter {
+    /// The server's name, exactly.
+    pub server: Option<String>,
+    /// The action, exactly (`register`, `connect`, `status`, …).
+    pub action: Option<String>,
+    /// Part of the actor (`health-monitor`, `cli:`, a token name, an address).
+    pub actor: Option<String>,
+    /// `ok`, or `error` for every entry that did not end `ok`.
+    pub result: Option<AuditResult>,
+    /// At or after this time.
+    pub since: Option<DateTime<Utc>>,
+    /// Before this time.
+    pub until: Option<DateTime<Utc>>,
+}
+
+/// How an operation ended, as a filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AuditResult {
+    Ok,
+    Error,
+}
+
+impl AuditFilter {
+    pub fn matches(&self, entry: &AuditEntry) -> bool {
+        self.server.as_ref().is_none_or(|s| *s == entry.server)
+            && self.action.as_ref().is_none_or(|a| *a == entry.action)
+            && self
+                .actor
+                .as_ref()
+                .is_none_or(|a| entry.actor.contains(a.as_str()))
+            && self
+                .result
+                .is_none_or(|r| (entry.result == "ok") == (r == AuditResult::Ok))
+            && self.since.is_none_or(|t| entry.timestamp >= t)
+            && self.until.is_none_or(|t| entry.timestamp < t)
+    }
 }

@@ -35,8 +35,11 @@ pub enum StatusTrigger {
     HealthDegraded,
     /// A health check passed again.
     HealthRecovered,
-    /// Three or more failed health checks, or the transport was lost.
+    /// The transport was lost (the process exited, the stream broke).
     Failure,
+    /// Three failed health checks in a row: the session is closed and
+    /// reconnected.
+    HealthFailed,
     /// A scheduled or on-demand reconnect attempt after an error.
     Reconnect,
     /// The process restarted: no session survives a restart, so every server
@@ -51,6 +54,35 @@ pub struct InvalidTransition {
     pub from: ServerStatus,
     pub to: ServerStatus,
     pub trigger: StatusTrigger,
+}
+
+impl StatusTrigger {
+    /// Who makes a change of this kind, for the audit log (an admin's
+    /// connect or disconnect is audited as that admin's operation too).
+    pub fn actor(self) -> &'static str {
+        match self {
+            StatusTrigger::HealthDegraded
+            | StatusTrigger::HealthRecovered
+            | StatusTrigger::HealthFailed => "health-monitor",
+            StatusTrigger::ProcessRestart => "system",
+            _ => "supervisor",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatusTrigger::Connect => "connect",
+            StatusTrigger::ConnectSucceeded => "connect_succeeded",
+            StatusTrigger::ConnectFailed => "connect_failed",
+            StatusTrigger::Disconnect => "disconnect",
+            StatusTrigger::HealthDegraded => "health_degraded",
+            StatusTrigger::HealthRecovered => "health_recovered",
+            StatusTrigger::Failure => "failure",
+            StatusTrigger::HealthFailed => "health_failed",
+            StatusTrigger::Reconnect => "reconnect",
+            StatusTrigger::ProcessRestart => "process_restart",
+        }
+    }
 }
 
 impl ServerStatus {

@@ -12,8 +12,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::model::{
-    AuditEntry, ConnectionHistoryEntry, ServerId, ServerRecord, ServerStatus, StatusTrigger,
-    ToolRecord,
+    AuditEntry, AuditFilter, ConnectionHistoryEntry, ServerId, ServerRecord, ServerStatus,
+    StatusTrigger, ToolRecord,
 };
 use crate::store::{Store, StoreError, UpsertOutcome};
 pub use validate::{ServerSpec, ValidationError};
@@ -284,13 +284,15 @@ impl Registry {
         .await
     }
 
-    /// Audit entries, newest first, older than `before` when given.
+    /// Audit entries `filter` matches, newest first, older than `before`
+    /// when given.
     pub async fn audit(
         &self,
         limit: usize,
         before: Option<u64>,
+        filter: AuditFilter,
     ) -> Result<Vec<AuditEntry>, RegistryError> {
-        self.blocking(move |store| Ok(store.audit(limit, before)?))
+        self.blocking(move |store| Ok(store.audit(limit, before, &filter)?))
             .await
     }
 
@@ -347,6 +349,7 @@ fn new_record(spec: ServerSpec) -> ServerRecord {
     ServerRecord {
         description: spec.description,
         health_check_url: spec.health_check_url,
+        health_check_interval_secs: spec.health_check_interval_secs,
         auto_connect: spec.auto_connect,
         priority: spec.priority,
         ..ServerRecord::new(spec.name, spec.transport, spec.source)

@@ -24,10 +24,15 @@ pub struct ServerSpec {
     pub description: Option<String>,
     pub transport: Transport,
     pub health_check_url: Option<String>,
+    /// Seconds between health checks, overriding the daemon's interval.
+    pub health_check_interval_secs: Option<u32>,
     pub auto_connect: bool,
     pub priority: i32,
     pub source: ServerSource,
 }
+
+/// Bounds of a per-server health-check interval, in seconds.
+pub const HEALTH_INTERVAL_SECS: std::ops::RangeInclusive<u32> = 1..=86_400;
 
 /// What is wrong with a registration, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -152,6 +157,18 @@ pub fn validate(spec: &ServerSpec) -> Result<(), ValidationError> {
     }
     if let Some(url) = &spec.health_check_url {
         validate_http_url("health_check_url", url)?;
+    }
+    if let Some(secs) = spec.health_check_interval_secs
+        && !HEALTH_INTERVAL_SECS.contains(&secs)
+    {
+        return Err(ValidationError::new(
+            "health_check_interval_secs",
+            format!(
+                "must be between {} and {} seconds, not {secs}",
+                HEALTH_INTERVAL_SECS.start(),
+                HEALTH_INTERVAL_SECS.end()
+            ),
+        ));
     }
     match &spec.transport {
         Transport::Stdio {
@@ -326,6 +343,7 @@ mod tests {
             description: None,
             transport,
             health_check_url: None,
+            health_check_interval_secs: None,
             auto_connect: true,
             priority: 0,
             source: ServerSource::Api,

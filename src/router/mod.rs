@@ -24,9 +24,8 @@ pub use crate::sessions::{
 pub use conflicts::{Conflict, ConflictStrategy};
 use table::{Fingerprints, ItemRoute, Route, RouteTable, Snapshot, UriForm};
 
-/// How long a call waits for a server in ERROR to come back after the
-/// immediate reconnect attempt it triggers.
-pub const RECONNECT_WAIT: Duration = Duration::from_secs(10);
+/// Where a call's result says its server is DEGRADED.
+pub const WARNING_META: &str = "io.github.mcp-aggregator/warning";
 
 /// Why a call could not be routed or completed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -40,10 +39,12 @@ pub enum CallError {
         name: String,
         candidates: Vec<String>,
     },
-    #[error("Server {server} is unavailable (status {status})")]
+    #[error("Server {server} is unavailable (status {status}){}", reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default())]
     Unavailable {
         server: String,
         status: ServerStatus,
+        /// The error it was left in, when it has one.
+        reason: Option<String>,
     },
     #[error("Server {server} disconnected during the call: {reason}")]
     Interrupted { server: String, reason: String },
@@ -497,16 +498,49 @@ impl Router {
                 params.insert("requestState".to_owned(), state);
             }
         }
-        let result = session
+        let mut result = session
             .request_for(caller, "tools/call", Some(Value::Object(params)), &headers)
             .await
             .map_err(|err| self.call_failure(&route.server_name, err))?;
+        if table
+            .server(route.server_id)
+            .is_some_and(|s| s.status == ServerStatus::Degraded)
+        {
+            self.warn_degraded(&mut result, route.server_id, &route.server_name);
+        }
         Ok(CallOutcome {
             route,
             result,
             routing,
             execution: started.elapsed() - routing,
         })
+    }
+
+    /// Tells the caller, in the result's `_meta`, that the server that
+    /// answered is DEGRADED (tools of a degraded server are still served).
+    fn warn_degraded(&self, result: &mut Value, id: ServerId, server: &str) {
+        let Some(object) = result.as_object_mut() else {
+            return;
+        };
+        let reason = self
+            .sessions
+            .degraded_reason(id)
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default();
+        let warning = format!("server {server} is DEGRADED{reason}");
+        match object.get_mut("_meta") {
+            Some(Value::Object(meta)) => {
+                meta.insert(WARNING_META.to_owned(), Value::String(warning));
+            }
+            _ => {
+                object.insert("_meta".to_owned(), json!({ WARNING_META: warning }));
+            }
+        }
+    }
+
+    /// A server's health figures (none until it has been connected).
+    pub fn health(&self, id: ServerId) -> Option<crate::model::health::HealthFigures> {
+        self.sessions.health(id)
     }
 
     /// The resource cache's counters.
@@ -643,8 +677,9 @@ impl Router {
     }
 
     /// The live session of a server. A server in ERROR gets one immediate
-    /// reconnect attempt, and a server that is (re)connecting is waited for,
-    /// up to `RECONNECT_WAIT`.
+    /// reconnect attempt (none while its circuit breaker is open: its last
+    /// attempt failed moments ago), and a server that is (re)connecting is
+    /// waited for, up to the sessions' `call_wait`.
     async fn session_for(
         &self,
         table: &RouteTable,
@@ -661,11 +696,22 @@ impl Router {
                 .map(|e| e.name.to_string())
                 .unwrap_or_else(|| id.to_string())
         };
-        match self.sessions.wait_session(id, RECONNECT_WAIT).await {
+        match self
+            .sessions
+            .wait_session(id, self.sessions.settings().call_wait)
+            .await
+        {
             Ok(session) => Ok(session),
             Err(Some(status)) => Err(CallError::Unavailable {
                 server: name(),
                 status,
+                reason: self
+                    .sessions
+                    .registry()
+                    .get(&id.to_string())
+                    .await
+                    .ok()
+                    .and_then(|r| r.error_message),
             }),
             Err(None) => Err(CallError::UnknownServer(name())),
         }

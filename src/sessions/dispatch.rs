@@ -29,6 +29,8 @@ pub(super) struct Dispatcher {
     pub(super) requests: Option<(crate::model::ServerId, Arc<dyn ServerRequestHandler>)>,
     /// Bounds the server's requests waiting on a client.
     pub(super) asking: Arc<tokio::sync::Semaphore>,
+    /// Marked on every message: a server heard from is alive.
+    pub(super) vitals: Option<Arc<super::health::Vitals>>,
 }
 
 impl Dispatcher {
@@ -43,6 +45,7 @@ impl Dispatcher {
             closed,
             requests,
             asking,
+            vitals,
         } = self;
         loop {
             let message = tokio::select! {
@@ -53,6 +56,9 @@ impl Dispatcher {
             let Some(message) = message else {
                 break;
             };
+            if let Some(vitals) = &vitals {
+                vitals.heard();
+            }
             match jsonrpc::classify(&message) {
                 Kind::Answer { id } => {
                     let Some(id) = id.as_u64() else {

@@ -9,6 +9,7 @@
 
 pub mod discovery;
 mod dispatch;
+pub mod health;
 pub mod http;
 pub mod link;
 pub mod session;
@@ -37,6 +38,10 @@ pub struct SessionSettings {
     pub backoff: Vec<Duration>,
     /// Delay between attempts once the backoff is used up (never gives up).
     pub retry_interval: Duration,
+    /// How long a call waits for a server that is connecting (or asked to
+    /// reconnect by the call) before it fails.
+    pub call_wait: Duration,
+    pub health: health::HealthSettings,
 }
 
 impl Default for SessionSettings {
@@ -50,6 +55,8 @@ impl Default for SessionSettings {
                 .map(Duration::from_secs)
                 .collect(),
             retry_interval: Duration::from_secs(30),
+            call_wait: Duration::from_secs(10),
+            health: health::HealthSettings::default(),
         }
     }
 }
@@ -110,9 +117,32 @@ pub(crate) struct Shared {
     /// lists are being discovered: what a client that lists right after
     /// start-up (or calls a tool of a server that just connected) waits for.
     starting: watch::Sender<HashSet<ServerId>>,
+    /// Each supervised server's health record.
+    vitals: Mutex<HashMap<ServerId, Arc<health::Vitals>>>,
 }
 
 impl Shared {
+    /// The server's health record, made on first use.
+    fn vitals(&self, record: &crate::model::ServerRecord) -> Arc<health::Vitals> {
+        let interval = self
+            .settings
+            .health
+            .interval_for(record.health_check_interval_secs);
+        let mut all = match self.vitals.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let vitals = all.entry(record.id).or_insert_with(|| {
+            Arc::new(health::Vitals::new(&record.name, record.status, interval))
+        });
+        vitals.set_interval(interval);
+        Arc::clone(vitals)
+    }
+
+    fn known_vitals(&self, id: ServerId) -> Option<Arc<health::Vitals>> {
+        self.vitals.lock().ok()?.get(&id).cloned()
+    }
+
     /// Tells whoever listens (the router) that a server announced a change
     /// of one of its lists, now listed again.
     fn announce(&self, id: ServerId, method: &str) {
@@ -168,6 +198,7 @@ impl SessionManager {
                 notices,
                 request_handler: std::sync::RwLock::new(None),
                 starting: watch::Sender::new(HashSet::new()),
+                vitals: Mutex::new(HashMap::new()),
             }),
             handles: Arc::new(Mutex::new(HashMap::new())),
             closing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
@@ -176,6 +207,20 @@ impl SessionManager {
 
     pub fn registry(&self) -> &Registry {
         &self.shared.registry
+    }
+
+    pub fn settings(&self) -> &SessionSettings {
+        &self.shared.settings
+    }
+
+    /// A server's health figures (none: it was never connected).
+    pub fn health(&self, id: ServerId) -> Option<crate::model::health::HealthFigures> {
+        self.shared.known_vitals(id).map(|v| v.figures())
+    }
+
+    /// Why a server is DEGRADED, when it is.
+    pub fn degraded_reason(&self, id: ServerId) -> Option<String> {
+        self.shared.known_vitals(id)?.degraded_reason()
     }
 
     pub fn catalog(&self) -> &Catalog {
@@ -325,6 +370,15 @@ impl SessionManager {
             }
             let _ = handle.task.await;
         }
+        let vitals = self
+            .shared
+            .vitals
+            .lock()
+            .ok()
+            .and_then(|mut v| v.remove(&id));
+        if let Some(vitals) = vitals {
+            vitals.forget();
+        }
     }
 
     /// The live session of a server, if it is connected.
@@ -370,6 +424,16 @@ impl SessionManager {
             match status {
                 ServerStatus::Disconnected => return Err(Some(status)),
                 ServerStatus::Error if attempting => return Err(Some(status)),
+                // The circuit breaker: a server whose last attempt failed
+                // moments ago is not asked again by every call.
+                ServerStatus::Error
+                    if !nudged
+                        && self.shared.known_vitals(id).is_some_and(|v| {
+                            v.breaker_open(self.shared.settings.health.breaker_cooldown)
+                        }) =>
+                {
+                    return Err(Some(status));
+                }
                 ServerStatus::Error if !nudged => {
                     nudged = true;
                     let _ = self.connect(id).await;

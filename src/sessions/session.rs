@@ -170,7 +170,9 @@ impl EventSender {
     pub(super) fn send(&self, event: SessionEvent) {
         if let Err(mpsc::error::TrySendError::Full(event)) = self.tx.try_send(event) {
             match event {
-                SessionEvent::Notification(_) => {}
+                SessionEvent::Notification(_) => {
+                    crate::metrics::global().notifications_dropped.inc();
+                }
                 _ => self.missed_change.store(true, Ordering::Relaxed),
             }
         }
@@ -262,6 +264,9 @@ pub struct Session {
     /// How long the server said each list stays fresh (`ttlMs` of its
     /// last answer), by list method.
     list_ttls: Mutex<HashMap<String, u64>>,
+    /// The server's health record: every message marks it alive, every
+    /// request made for a client is counted.
+    vitals: Option<Arc<super::health::Vitals>>,
 }
 
 /// A request of the handshake, the server's own requests answered
@@ -339,6 +344,8 @@ pub struct Handshake {
     pub request_timeout: Duration,
     /// Where the server's own requests go, with the server's id.
     pub requests: Option<(crate::model::ServerId, Arc<dyn ServerRequestHandler>)>,
+    /// The server's health record, if it is monitored.
+    pub vitals: Option<Arc<super::health::Vitals>>,
 }
 
 impl Session {
@@ -366,6 +373,7 @@ impl Session {
             modern_meta: None,
             resource_listens: Mutex::new(HashMap::new()),
             list_ttls: Mutex::new(HashMap::new()),
+            vitals: handshake.vitals.clone(),
         };
         // The dispatcher needs to answer the server's requests (ping) while
         // we are still initializing, so it starts first and owns a sender.
@@ -383,6 +391,7 @@ impl Session {
                 closed: closed.clone(),
                 requests: handshake.requests.clone(),
                 asking: Arc::new(tokio::sync::Semaphore::new(SERVER_REQUESTS_IN_FLIGHT)),
+                vitals: handshake.vitals.clone(),
             }
             .run(inbound),
         );
@@ -717,8 +726,17 @@ impl Session {
             params = Some(with_meta);
         }
         let headers = if self.is_modern() { headers } else { &[] };
-        self.send_request(method, params, self.request_timeout, headers)
-            .await
+        let Some(vitals) = &self.vitals else {
+            return self
+                .send_request(method, params, self.request_timeout, headers)
+                .await;
+        };
+        let sent = std::time::Instant::now();
+        let outcome = self
+            .send_request(method, params, self.request_timeout, headers)
+            .await;
+        vitals.record_call(sent.elapsed(), &outcome);
+        outcome
     }
 
     /// Sends a request; if this future is dropped before the answer, the

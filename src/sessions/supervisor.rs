@@ -6,11 +6,13 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 use super::discovery::{self, What};
+use super::health::{self, Vitals};
 use super::link::Link;
 use super::session::{
     Era, EventSender, Handshake, Session, SessionEvent, event_channel, inbound_channel,
 };
 use super::{Command, Shared, http, sse, stdio};
+use crate::model::health::{CheckOutcome, Verdict};
 use crate::model::{ServerId, ServerRecord, ServerStatus, StatusTrigger, Transport};
 use crate::registry::RegistryError;
 
@@ -19,6 +21,8 @@ enum Connected {
     Disconnected,
     /// The link died; reconnect with backoff.
     Lost(String),
+    /// Health checks failed too often: close it and reconnect with backoff.
+    Unhealthy(String),
     /// The supervisor must end.
     Stopped,
 }
@@ -62,6 +66,8 @@ pub(super) async fn run(
             }
         };
         let name = record.name.clone();
+        let vitals = shared.vitals(&record);
+        vitals.attempt_started();
         if record.status != ServerStatus::Connecting {
             let trigger = if record.status == ServerStatus::Error {
                 StatusTrigger::Reconnect
@@ -124,6 +130,7 @@ pub(super) async fn run(
                 // a URL carried may be in it.
                 let reason = crate::model::redact::redact_text(&reason);
                 tracing::warn!(server = %name, "connection failed: {reason}");
+                vitals.attempt_failed();
                 let message = reason.clone();
                 set_status_with(
                     &shared,
@@ -151,6 +158,7 @@ pub(super) async fn run(
         };
 
         failures = 0;
+        vitals.reset_for_session();
         let pid = session.pid();
         // Whoever sees CONNECTED and looks for this server's tools waits
         // (bounded) for the discovery below instead of finding nothing.
@@ -180,9 +188,28 @@ pub(super) async fn run(
         let mut relist = session
             .relist_after()
             .map(|after| tokio::time::Instant::now() + after);
+        let mut monitor = Monitor::new(&shared, &record, &vitals);
         let outcome = loop {
             tokio::select! {
                 () = session.closed() => break Connected::Lost(session.close_reason()),
+                () = tokio::time::sleep_until(monitor.next), if monitor.check.is_none() => {
+                    if let Some(passed) = monitor.due(&shared, &session, &record)
+                        && let Some(reason) = monitor.judge(&shared, id, &name, passed, None).await
+                    {
+                        break Connected::Unhealthy(reason);
+                    }
+                }
+                (outcome, took) = async {
+                    match monitor.check.as_mut() {
+                        Some(check) => check.await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    monitor.check = None;
+                    if let Some(reason) = monitor.judge(&shared, id, &name, outcome, Some(took)).await {
+                        break Connected::Unhealthy(reason);
+                    }
+                }
                 () = async { tokio::time::sleep_until(relist.unwrap_or_else(tokio::time::Instant::now)).await }, if relist.is_some() => {
                     discovery::discover(&session, id, &shared.catalog, What::Everything).await;
                     relist = session.relist_after().map(|after| tokio::time::Instant::now() + after);
@@ -248,22 +275,31 @@ pub(super) async fn run(
                 },
             }
         };
-        match outcome {
-            Connected::Disconnected => want = false,
+        let lost = match outcome {
+            Connected::Disconnected => None,
             Connected::Stopped => return,
-            Connected::Lost(reason) => {
+            Connected::Lost(reason) => Some((StatusTrigger::Failure, reason)),
+            Connected::Unhealthy(reason) => Some((StatusTrigger::HealthFailed, reason)),
+        };
+        match lost {
+            None => want = false,
+            Some((trigger, reason)) => {
                 let reason = crate::model::redact::redact_text(&reason);
                 publish.send_replace(None);
                 session.close().await;
                 tracing::warn!(server = %name, "connection lost: {reason}");
                 let message = reason.clone();
+                let checked = chrono::Utc::now();
                 set_status_with(
                     &shared,
                     id,
                     ServerStatus::Error,
-                    StatusTrigger::Failure,
+                    trigger,
                     Some(reason),
-                    move |r| r.error_message = Some(message),
+                    move |r| {
+                        r.error_message = Some(message);
+                        r.last_health_check = Some(checked);
+                    },
                 )
                 .await;
                 match wait_before_retry(&shared, &mut commands, 0, id).await {
@@ -354,13 +390,139 @@ async fn set_status_with(
     details: Option<String>,
     update: impl FnOnce(&mut ServerRecord) + Send + 'static,
 ) {
+    let reason = details.clone();
     match shared
         .registry
         .transition(id, to, trigger, details, update)
         .await
     {
-        Ok(_) | Err(RegistryError::NotFound(_)) => {}
+        Ok(_) => {
+            if let Some(vitals) = shared.known_vitals(id) {
+                vitals.status_changed(to, reason);
+            }
+        }
+        Err(RegistryError::NotFound(_)) => {}
         Err(err) => tracing::error!(server = %id, "status change to {to} refused: {err}"),
+    }
+}
+
+type CheckFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = (CheckOutcome, std::time::Duration)> + Send>,
+>;
+
+/// The health monitor of one connected session (design §8): a check is
+/// due every interval; a server heard from since the last one passes
+/// without being asked (passive inference), else it is checked actively,
+/// off the supervisor's loop so calls and events never wait for a check.
+struct Monitor {
+    vitals: Arc<Vitals>,
+    interval: std::time::Duration,
+    timeout: std::time::Duration,
+    next: tokio::time::Instant,
+    /// `Vitals::mark` when the last check ended.
+    since: u64,
+    check: Option<CheckFuture>,
+    status: ServerStatus,
+}
+
+impl Monitor {
+    fn new(shared: &Shared, record: &ServerRecord, vitals: &Arc<Vitals>) -> Monitor {
+        let interval = shared
+            .settings
+            .health
+            .interval_for(record.health_check_interval_secs);
+        Monitor {
+            vitals: Arc::clone(vitals),
+            interval,
+            timeout: shared.settings.health.timeout_for(interval),
+            next: tokio::time::Instant::now() + interval,
+            since: vitals.mark(),
+            check: None,
+            status: ServerStatus::Connected,
+        }
+    }
+
+    /// The interval is over: a server heard from meanwhile has passed
+    /// (returned, to be judged), else an active check starts.
+    fn due(
+        &mut self,
+        shared: &Shared,
+        session: &Arc<Session>,
+        record: &ServerRecord,
+    ) -> Option<CheckOutcome> {
+        if self.vitals.heard_since(self.since) {
+            return Some(CheckOutcome::Passed);
+        }
+        let session = Arc::clone(session);
+        let http = shared.http.clone();
+        let url = record.health_check_url.clone();
+        let timeout = self.timeout;
+        self.check = Some(Box::pin(async move {
+            let started = std::time::Instant::now();
+            let outcome = health::check(&session, &http, url.as_deref(), timeout).await;
+            (outcome, started.elapsed())
+        }));
+        None
+    }
+
+    /// Applies the thresholds to a check's outcome; returns the reason to
+    /// give up on the session when the server is to be marked ERROR.
+    async fn judge(
+        &mut self,
+        shared: &Shared,
+        id: ServerId,
+        name: &str,
+        outcome: CheckOutcome,
+        took: Option<std::time::Duration>,
+    ) -> Option<String> {
+        self.since = self.vitals.mark();
+        self.next = tokio::time::Instant::now() + self.interval;
+        let failures = self.vitals.record_check(&outcome, took);
+        let calls = self.vitals.call_trouble(&shared.settings.health.call_rules);
+        let checked = chrono::Utc::now();
+        match crate::model::health::judge(self.status, &outcome, failures, calls) {
+            Verdict::Stay => None,
+            Verdict::Warn(why) => {
+                tracing::warn!(server = %name, "{why}");
+                None
+            }
+            Verdict::Degrade(why) => {
+                tracing::warn!(server = %name, "degraded: {why}");
+                let message = why.clone();
+                set_status_with(
+                    shared,
+                    id,
+                    ServerStatus::Degraded,
+                    StatusTrigger::HealthDegraded,
+                    Some(why),
+                    move |r| {
+                        r.error_message = Some(message);
+                        r.last_health_check = Some(checked);
+                    },
+                )
+                .await;
+                self.status = ServerStatus::Degraded;
+                None
+            }
+            Verdict::Recover => {
+                tracing::info!(server = %name, "recovered");
+                set_status_with(
+                    shared,
+                    id,
+                    ServerStatus::Connected,
+                    StatusTrigger::HealthRecovered,
+                    Some("health check passed".into()),
+                    move |r| {
+                        r.error_message = None;
+                        r.last_health_check = Some(checked);
+                    },
+                )
+                .await;
+                self.status = ServerStatus::Connected;
+                None
+            }
+            Verdict::Fail(why) => Some(why),
+        }
     }
 }
 
@@ -460,6 +622,7 @@ async fn open_in(
             .ok()
             .and_then(|h| h.clone())
             .map(|h| (record.id, h)),
+        vitals: Some(shared.vitals(record)),
     };
     let opening = match era {
         Era::Legacy => "initialize",

@@ -18,8 +18,8 @@ use redb::{
 use std::path::{Path, PathBuf};
 
 use crate::model::{
-    AuditEntry, ConnectionHistoryEntry, InvalidTransition, ServerId, ServerRecord, ServerStatus,
-    StatusTrigger,
+    AuditEntry, AuditFilter, ConnectionHistoryEntry, InvalidTransition, ServerId, ServerRecord,
+    ServerStatus, StatusTrigger,
 };
 use secrets::Cipher;
 
@@ -383,6 +383,18 @@ impl Store {
         }
         update(&mut record);
         self.put_server(&txn, &record)?;
+        let change = format!("{from} -> {to} ({})", trigger.as_str());
+        append_audit(
+            &txn,
+            self.audit_max_bytes,
+            AuditEntry {
+                details: Some(bounded_field(&match &details {
+                    Some(why) => format!("{change}: {why}"),
+                    None => change,
+                })),
+                ..audit_entry(trigger.actor(), "status", &record.name, "ok")
+            },
+        )?;
         append_history(
             &txn,
             id,
@@ -415,6 +427,16 @@ impl Store {
                 from.transition(ServerStatus::Disconnected, StatusTrigger::ProcessRestart)?;
             record.updated_at = Utc::now();
             self.put_server(&txn, &record)?;
+            append_audit(
+                &txn,
+                self.audit_max_bytes,
+                AuditEntry {
+                    details: Some(format!(
+                        "{from} -> DISCONNECTED (process_restart): the aggregator restarted"
+                    )),
+                    ..audit_entry("system", "status", &record.name, "ok")
+                },
+            )?;
             append_history(
                 &txn,
                 record.id,
@@ -533,15 +555,31 @@ impl Store {
     }
 
     /// The newest `limit` audit entries older than `before` (a `seq`; all
-    /// when `None`), newest first: pass the last `seq` seen to page back.
-    pub fn audit(&self, limit: usize, before: Option<u64>) -> Result<Vec<AuditEntry>, StoreError> {
+    /// when `None`) that `filter` matches, newest first: pass the last `seq`
+    /// seen to page back.
+    pub fn audit(
+        &self,
+        limit: usize,
+        before: Option<u64>,
+        filter: &AuditFilter,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(AUDIT)?;
         let mut entries = Vec::new();
         let upper = before.unwrap_or(u64::MAX);
-        for entry in table.range(..upper)?.rev().take(limit) {
+        for entry in table.range(..upper)?.rev() {
+            if entries.len() >= limit {
+                break;
+            }
             let (_, bytes) = entry?;
-            entries.push(decode(bytes.value())?);
+            let entry: AuditEntry = decode(bytes.value())?;
+            // Entries are in time order: nothing older can match.
+            if filter.since.is_some_and(|t| entry.timestamp < t) {
+                break;
+            }
+            if filter.matches(&entry) {
+                entries.push(entry);
+            }
         }
         Ok(entries)
     }
@@ -679,6 +717,7 @@ fn audit_entry(actor: &str, action: &str, server: &str, result: &str) -> AuditEn
         action: bounded_field(action),
         server: bounded_field(server),
         result: bounded_field(result),
+        details: None,
     }
 }
 

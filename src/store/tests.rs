@@ -247,7 +247,7 @@ fn upsert_inserts_updates_and_keeps_identity() {
     assert_eq!(stored.id, original.id, "the id survives an update");
     assert_eq!(stored.description.as_deref(), Some("new"));
     let actions: Vec<_> = store
-        .audit(10, None)
+        .audit(10, None, &Default::default())
         .unwrap()
         .into_iter()
         .map(|e| e.action)
@@ -274,7 +274,7 @@ fn audit_records_every_operation_with_increasing_sequence() {
         )
         .unwrap();
     store.remove_server(a.id, "cli:me").unwrap();
-    let audit = store.audit(10, None).unwrap();
+    let audit = store.audit(10, None, &Default::default()).unwrap();
     assert_eq!(audit.len(), 3);
     assert_eq!(audit[0].action, "remove");
     assert_eq!(audit[0].actor, "cli:me");
@@ -293,7 +293,7 @@ fn the_audit_log_is_bounded_in_bytes_and_each_entry_in_size() {
             .record_audit("api:127.0.0.1", "register", &huge, "name too long")
             .unwrap();
     }
-    let all = store.audit(usize::MAX, None).unwrap();
+    let all = store.audit(usize::MAX, None, &Default::default()).unwrap();
     let bytes: usize = all
         .iter()
         .map(|e| serde_json::to_vec(e).unwrap().len())
@@ -304,7 +304,9 @@ fn the_audit_log_is_bounded_in_bytes_and_each_entry_in_size() {
     assert!(all[0].server.ends_with("more bytes)"), "says it was cut");
     assert_eq!(all[0].seq, 200, "the newest is kept");
     // Paging: entries before a seq, newest first.
-    let page = store.audit(3, Some(all[0].seq)).unwrap();
+    let page = store
+        .audit(3, Some(all[0].seq), &Default::default())
+        .unwrap();
     assert_eq!(
         page.iter().map(|e| e.seq).collect::<Vec<_>>(),
         vec![199, 198, 197]

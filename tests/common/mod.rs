@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
 /// Tools the fixture server always offers (echo, structured, sleep,
-/// add_tool, roots, crash), before its generated ones (3 by default).
-pub const FIXED: usize = 6;
+/// add_tool, roots, crash, fail), before its generated ones (3 by default).
+pub const FIXED: usize = 7;
 /// The aggregator's own meta-tools (search_tools, call_tool) at the end of
 /// every tools/list.
 pub const META: usize = 2;
