@@ -194,11 +194,12 @@ async fn unanswered_discover_probes_degrade_then_fail_a_2026_server() {
     unanswered_probes(&[]).await;
 }
 
-/// A health URL served by the test: answers with the status set, counts
-/// its hits.
+/// An HTTP endpoint served by the test (a health URL, an OTLP collector):
+/// answers with the status set, counts its hits and keeps the bodies.
 struct HealthUrl {
     status: Arc<AtomicU16>,
     hits: Arc<AtomicUsize>,
+    bodies: Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
     url: String,
 }
 
@@ -209,18 +210,38 @@ impl HealthUrl {
         let url = format!("http://{}/health", listener.local_addr().unwrap());
         let status = Arc::new(AtomicU16::new(200));
         let hits = Arc::new(AtomicUsize::new(0));
-        let (answer, count) = (Arc::clone(&status), Arc::clone(&hits));
+        let bodies = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (answer, count, kept) = (Arc::clone(&status), Arc::clone(&hits), Arc::clone(&bodies));
         tokio::spawn(async move {
             while let Ok((mut stream, _)) = listener.accept().await {
-                let (answer, count) = (Arc::clone(&answer), Arc::clone(&count));
+                let (answer, count, kept) =
+                    (Arc::clone(&answer), Arc::clone(&count), Arc::clone(&kept));
                 tokio::spawn(async move {
                     let mut request = Vec::new();
-                    let mut buf = [0u8; 1024];
-                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let mut buf = [0u8; 8192];
+                    let head_end = loop {
+                        if let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break end + 4;
+                        }
                         match stream.read(&mut buf).await {
                             Ok(0) | Err(_) => return,
                             Ok(n) => request.extend_from_slice(&buf[..n]),
                         }
+                    };
+                    let head = String::from_utf8_lossy(&request[..head_end]).to_lowercase();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                    while request.len() < head_end + length {
+                        match stream.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    if let Ok(mut kept) = kept.lock() {
+                        kept.push(request[head_end..].to_vec());
                     }
                     count.fetch_add(1, Ordering::SeqCst);
                     let status = answer.load(Ordering::SeqCst);
@@ -231,7 +252,12 @@ impl HealthUrl {
                 });
             }
         });
-        HealthUrl { status, hits, url }
+        HealthUrl {
+            status,
+            hits,
+            bodies,
+            url,
+        }
     }
 
     async fn wait_hits(&self, more_than: usize) {
@@ -732,6 +758,75 @@ async fn the_audit_trail_filters_by_server_action_actor_result_and_time() {
     let (code, _, stderr) = common::cli(&data, &["audit", "--since", "yesterday"]);
     assert_eq!(code, 2, "a bad time is a usage error");
     assert!(stderr.contains("RFC 3339"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_are_traced_over_otlp_when_an_endpoint_is_set() {
+    let temp = tempfile::tempdir().unwrap();
+    let collector = HealthUrl::start().await;
+    let endpoint = collector.url.trim_end_matches("/health").to_owned();
+    let d = Daemon::start_with_env(
+        &temp.path().join("data"),
+        &["--otlp-endpoint", &endpoint],
+        // Export every 100 ms instead of 5 s.
+        &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
+    );
+    register(&d, fixture("traced", &[])).await;
+    wait_status(&d, "traced", "CONNECTED", UP).await;
+    let (status, body) = rest_call(&d, "traced__echo", json!({"value": "t"})).await;
+    assert_eq!(status, 200, "{body}");
+
+    // The spans of that call: REST front door -> router -> server request.
+    let end = Instant::now() + CHANGE;
+    let spans = loop {
+        let spans: Vec<Value> = collector
+            .bodies
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|body| serde_json::from_slice::<Value>(body).ok())
+            .flat_map(|export| {
+                let mut spans = Vec::new();
+                for resource in export["resourceSpans"].as_array().into_iter().flatten() {
+                    assert!(
+                        resource["resource"]["attributes"]
+                            .to_string()
+                            .contains("mcp-aggregator"),
+                        "the service is named: {resource}"
+                    );
+                    for scope in resource["scopeSpans"].as_array().into_iter().flatten() {
+                        spans.extend(scope["spans"].as_array().into_iter().flatten().cloned());
+                    }
+                }
+                spans
+            })
+            .collect();
+        if spans.iter().any(|s| s["name"] == "rest tools/call") {
+            break spans;
+        }
+        assert!(
+            Instant::now() < end,
+            "no trace of the call arrived: {spans:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let named = |name: &str| {
+        spans
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} span in {spans:#?}"))
+    };
+    let (front, route, request) = (
+        named("rest tools/call"),
+        named("route"),
+        spans
+            .iter()
+            .find(|s| s["name"] == "server request" && s["traceId"] == named("route")["traceId"])
+            .unwrap_or_else(|| panic!("no server request in the call's trace: {spans:#?}")),
+    );
+    assert_eq!(route["parentSpanId"], front["spanId"], "{spans:#?}");
+    assert_eq!(request["parentSpanId"], route["spanId"], "{spans:#?}");
+    assert_eq!(front["traceId"], request["traceId"]);
 }
 
 fn urlencoding(text: &str) -> String {

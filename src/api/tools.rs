@@ -58,6 +58,14 @@ pub async fn call_tool(
     State(state): State<AppState>,
     JsonBody(request): JsonBody<CallToolRequest>,
 ) -> Response {
+    use tracing::Instrument as _;
+    // Exported only when traces are on (`logging::TRACE_TARGET`).
+    let span = tracing::trace_span!(
+        target: "mcp_aggregator::otel",
+        "rest tools/call",
+        otel.kind = "server",
+        tool = %request.name,
+    );
     let outcome = state
         .router
         .call_tool(crate::router::ToolCall {
@@ -73,6 +81,7 @@ pub async fn call_tool(
                 log_level: None,
             },
         })
+        .instrument(span)
         .await;
     match outcome {
         Ok(outcome) => {

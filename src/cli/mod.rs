@@ -136,6 +136,8 @@ struct ServeArgs {
     routing: RoutingArgs,
     #[command(flatten)]
     health: HealthArgs,
+    #[command(flatten)]
+    tracing: TracingArgs,
     /// Require `Authorization: Bearer <token>` even on loopback (the token is MCP_AGGREGATOR_TOKEN, else generated into the data dir).
     #[arg(long, env = "MCP_AGGREGATOR_REQUIRE_TOKEN")]
     require_token: bool,
@@ -251,7 +253,18 @@ struct StdioArgs {
     #[command(flatten)]
     health: HealthArgs,
     #[command(flatten)]
+    tracing: TracingArgs,
+    #[command(flatten)]
     limits: LimitArgs,
+}
+
+/// Where traces of calls go (off unless set).
+#[derive(Debug, Args)]
+struct TracingArgs {
+    /// OTLP/HTTP endpoint to export a trace of each call to (front door, router, server request),
+    /// e.g. http://localhost:4318 (`/v1/traces` is added); JSON encoding. Off when not set.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
+    otlp_endpoint: Option<String>,
 }
 
 /// Seconds as a decimal number (`0.5`, `30`), at least 10 ms.
@@ -602,16 +615,28 @@ pub fn main() -> ExitCode {
 async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Serve(args) => {
-            logging::init(cli.log_format, logging::DEFAULT_FILTER);
-            serve(args).await
+            let telemetry = logging::init(
+                cli.log_format,
+                logging::DEFAULT_FILTER,
+                args.tracing.otlp_endpoint.as_deref(),
+            );
+            let code = serve(args).await;
+            telemetry.shutdown().await;
+            code
         }
         Command::Stdio(args) => {
             // stdout is the MCP channel: logs go to stderr, quietly.
-            logging::init(cli.log_format, "warn,mcp_aggregator=info,rmcp=warn");
-            stdio(args).await
+            let telemetry = logging::init(
+                cli.log_format,
+                "warn,mcp_aggregator=info,rmcp=warn",
+                args.tracing.otlp_endpoint.as_deref(),
+            );
+            let code = stdio(args).await;
+            telemetry.shutdown().await;
+            code
         }
         other => {
-            logging::init(cli.log_format, "warn");
+            logging::init(cli.log_format, "warn", None);
             match commands::admin(other).await {
                 Ok(code) => code,
                 Err(err) => {

@@ -145,15 +145,28 @@ impl McpServer {
         method: &str,
         params: Option<Value>,
     ) -> Value {
-        if super::modern::is_modern(params.as_ref()) {
-            return self.handle_modern(client, id, method, params).await;
-        }
-        match self.dispatch(client, method, params).await {
-            Ok(result) => jsonrpc::result(id, result),
-            Err((code, message, data)) => {
-                jsonrpc::error_answer(id, jsonrpc::error_object(code, &message, data))
+        use tracing::Instrument as _;
+        // Exported only when traces are on (`logging::TRACE_TARGET`).
+        let span = tracing::trace_span!(
+            target: "mcp_aggregator::otel",
+            "mcp request",
+            otel.kind = "server",
+            rpc.system = "jsonrpc",
+            rpc.method = method,
+        );
+        async move {
+            if super::modern::is_modern(params.as_ref()) {
+                return self.handle_modern(client, id, method, params).await;
+            }
+            match self.dispatch(client, method, params).await {
+                Ok(result) => jsonrpc::result(id, result),
+                Err((code, message, data)) => {
+                    jsonrpc::error_answer(id, jsonrpc::error_object(code, &message, data))
+                }
             }
         }
+        .instrument(span)
+        .await
     }
 
     pub(super) async fn dispatch(

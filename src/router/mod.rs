@@ -453,6 +453,13 @@ impl Router {
     /// server's progress (with the client's token) and log messages during
     /// the call go to it, before the result.
     pub async fn call_tool(&self, call: ToolCall<'_>) -> Result<CallOutcome, CallError> {
+        use tracing::Instrument as _;
+        // Exported only when traces are on (`logging::TRACE_TARGET`).
+        let span = tracing::trace_span!(target: "mcp_aggregator::otel", "route", tool = call.name);
+        self.call_tool_traced(call).instrument(span).await
+    }
+
+    async fn call_tool_traced(&self, call: ToolCall<'_>) -> Result<CallOutcome, CallError> {
         let ToolCall {
             name,
             arguments,

@@ -205,6 +205,14 @@ pub(super) type Pending = Mutex<HashMap<u64, Waiter>>;
 /// of one per request: registering a timer wakes the runtime's driver, a
 /// whole extra epoll round on every call.
 const TIMEOUT_SWEEP: Duration = Duration::from_millis(250);
+
+/// The timeout sweeper's rest: with no request waiting it sleeps until the
+/// next one is sent, so an idle session wakes nobody.
+#[derive(Default)]
+struct Sweep {
+    parked: std::sync::atomic::AtomicBool,
+    wake: tokio::sync::Notify,
+}
 /// Where a server's notifications about one call go, already in the
 /// client's form: its progress, and the log messages it sends while the
 /// call runs. A sink may drop what its client is too slow to take (it never
@@ -267,6 +275,7 @@ pub struct Session {
     /// The server's health record: every message marks it alive, every
     /// request made for a client is counted.
     vitals: Option<Arc<super::health::Vitals>>,
+    sweep: Arc<Sweep>,
 }
 
 /// A request of the handshake, the server's own requests answered
@@ -374,6 +383,7 @@ impl Session {
             resource_listens: Mutex::new(HashMap::new()),
             list_ttls: Mutex::new(HashMap::new()),
             vitals: handshake.vitals.clone(),
+            sweep: Arc::default(),
         };
         // The dispatcher needs to answer the server's requests (ping) while
         // we are still initializing, so it starts first and owns a sender.
@@ -511,11 +521,10 @@ impl Session {
         let session = Arc::new(session);
         // Timeouts: one sweep per session, not one timer per request.
         let sweeper = Arc::downgrade(&session);
+        let (sweep, closed) = (Arc::clone(&session.sweep), session.closed.clone());
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(TIMEOUT_SWEEP);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                tick.tick().await;
+                tokio::time::sleep(TIMEOUT_SWEEP).await;
                 let Some(session) = sweeper.upgrade() else {
                     break;
                 };
@@ -523,6 +532,21 @@ impl Session {
                     break;
                 }
                 session.expire_overdue();
+                if session.in_flight() > 0 {
+                    continue;
+                }
+                // Nothing waits: rest until a request is sent (checked
+                // again after saying so, so none is missed).
+                sweep.parked.store(true, Ordering::SeqCst);
+                if session.in_flight() > 0 {
+                    sweep.parked.store(false, Ordering::SeqCst);
+                    continue;
+                }
+                drop(session);
+                tokio::select! {
+                    () = sweep.wake.notified() => {}
+                    () = closed.cancelled() => break,
+                }
             }
         });
         // From now on replies to the server's requests go straight out.
@@ -726,6 +750,26 @@ impl Session {
             params = Some(with_meta);
         }
         let headers = if self.is_modern() { headers } else { &[] };
+        use tracing::Instrument as _;
+        // Exported only when traces are on (`logging::TRACE_TARGET`).
+        let span = tracing::trace_span!(
+            target: "mcp_aggregator::otel",
+            "server request",
+            otel.kind = "client",
+            server = %self.server,
+            rpc.method = method,
+        );
+        self.request_traced(method, params, headers)
+            .instrument(span)
+            .await
+    }
+
+    async fn request_traced(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        headers: &[(String, String)],
+    ) -> Result<Value, RpcError> {
         let Some(vitals) = &self.vitals else {
             return self
                 .send_request(method, params, self.request_timeout, headers)
@@ -777,6 +821,9 @@ impl Session {
                     timeout,
                 },
             );
+        }
+        if self.sweep.parked.swap(false, Ordering::SeqCst) {
+            self.sweep.wake.notify_one();
         }
         let mut guard = PendingGuard {
             session: self,

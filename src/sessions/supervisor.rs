@@ -476,7 +476,15 @@ impl Monitor {
         took: Option<std::time::Duration>,
     ) -> Option<String> {
         self.since = self.vitals.mark();
-        self.next = tokio::time::Instant::now() + self.interval;
+        // A failure is confirmed (or cleared) sooner than the interval: a
+        // hung server is ERROR within a few timeouts, while a healthy one
+        // is asked no more often than the interval says.
+        let wait = if matches!(outcome, CheckOutcome::Failed(_)) {
+            self.timeout.min(self.interval)
+        } else {
+            self.interval
+        };
+        self.next = tokio::time::Instant::now() + wait;
         let failures = self.vitals.record_check(&outcome, took);
         let calls = self.vitals.call_trouble(&shared.settings.health.call_rules);
         let checked = chrono::Utc::now();
