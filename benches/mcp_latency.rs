@@ -405,8 +405,8 @@ async fn run() {
             ],
         )
         .await;
-        // Each fixture adds 6 fixed tools; the aggregator adds its 2 meta-tools.
-        let expected = servers * (tools + 6) + 2;
+        // Each fixture adds 7 fixed tools; the aggregator adds its 2 meta-tools.
+        let expected = servers * (tools + 7) + 2;
         wait_for_tool(
             &mut through,
             &format!("s{}__tool_{:04}", servers - 1, tools - 1),

@@ -57,7 +57,7 @@ async fn connect_big(extra: &[&str]) -> Vec<Duration> {
         register(&base, "big", &args).await;
         let began = Instant::now();
         post(&format!("{base}/api/v1/aggregator/servers/big/connect")).await;
-        wait_tools(&base, "big", 1006).await;
+        wait_tools(&base, "big", 1007).await;
         times.push(began.elapsed());
         stop(&mut daemon);
     }
@@ -78,7 +78,7 @@ async fn ten_servers() -> (Duration, u64) {
             post(&format!("{base}/api/v1/aggregator/servers/s{i}/connect")).await;
         }
         for i in 0..10 {
-            wait_tools(&base, &format!("s{i}"), 106).await;
+            wait_tools(&base, &format!("s{i}"), 107).await;
         }
         times.push(began.elapsed());
         tokio::time::sleep(Duration::from_millis(300)).await;

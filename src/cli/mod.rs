@@ -287,7 +287,7 @@ struct HealthArgs {
     /// health URL, else a ping. 2 failures in a row make it DEGRADED, 3 ERROR (reconnected).
     #[arg(long, env = "MCP_AGGREGATOR_HEALTH_INTERVAL", value_name = "SECONDS", default_value = "30", value_parser = seconds)]
     health_interval: std::time::Duration,
-    /// Seconds a health check may take (at most the interval).
+    /// Seconds a health check may take (the next one is due an interval after it ends).
     #[arg(long, env = "MCP_AGGREGATOR_HEALTH_TIMEOUT", value_name = "SECONDS", default_value = "5", value_parser = seconds)]
     health_timeout: std::time::Duration,
     /// Seconds a call waits for a server that is connecting (or reconnecting after an error) before it fails.

@@ -20,7 +20,8 @@ use crate::model::health::{CallRules, CallSignals, CheckOutcome, HealthFigures, 
 pub struct HealthSettings {
     /// Time between checks of a server that has no interval of its own.
     pub interval: Duration,
-    /// Longest a check may take (never longer than the interval).
+    /// Longest a check may take; the next one is due an interval after it
+    /// ended.
     pub timeout: Duration,
     /// When calls alone degrade a server.
     pub call_rules: CallRules,
@@ -44,11 +45,6 @@ impl HealthSettings {
     /// The interval for a server (its own, else the daemon's).
     pub fn interval_for(&self, own_secs: Option<u32>) -> Duration {
         own_secs.map_or(self.interval, |s| Duration::from_secs(u64::from(s.max(1))))
-    }
-
-    /// A check's time limit at that interval.
-    pub fn timeout_for(&self, interval: Duration) -> Duration {
-        self.timeout.min(interval)
     }
 }
 

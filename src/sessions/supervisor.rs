@@ -434,7 +434,7 @@ impl Monitor {
         Monitor {
             vitals: Arc::clone(vitals),
             interval,
-            timeout: shared.settings.health.timeout_for(interval),
+            timeout: shared.settings.health.timeout,
             next: tokio::time::Instant::now() + interval,
             since: vitals.mark(),
             check: None,
