@@ -91,6 +91,10 @@ pub struct Vitals {
     heard: AtomicU64,
     state: Mutex<State>,
     label: ServerLabel,
+    /// This server's series, looked up once (not per call).
+    calls: prometheus_client::metrics::counter::Counter,
+    call_errors: prometheus_client::metrics::counter::Counter,
+    call_seconds: prometheus_client::metrics::histogram::Histogram,
 }
 
 fn percentile(sorted: &[u64], p: f64) -> Option<u64> {
@@ -114,14 +118,12 @@ impl Vitals {
         // Every counter exists from the start at 0: a rate over a series
         // that appears only at its first error is wrong.
         let m = metrics::global();
-        for family in [
-            &m.calls,
-            &m.call_errors,
-            &m.reconnects,
-            &m.health_check_failures,
-        ] {
+        for family in [&m.reconnects, &m.health_check_failures] {
             let _ = family.get_or_create(&label);
         }
+        let calls = m.calls.get_or_create_owned(&label);
+        let call_errors = m.call_errors.get_or_create_owned(&label);
+        let call_seconds = m.call_seconds.get_or_create_owned(&label);
         Vitals {
             epoch: now,
             heard: AtomicU64::new(0),
@@ -144,6 +146,9 @@ impl Vitals {
                 last_failed_attempt: None,
             }),
             label,
+            calls,
+            call_errors,
+            call_seconds,
         }
     }
 
@@ -179,13 +184,10 @@ impl Vitals {
             Err(_) => false,
         };
         let micros = took.as_micros() as u64;
-        let m = metrics::global();
-        m.calls.get_or_create(&self.label).inc();
-        m.call_seconds
-            .get_or_create(&self.label)
-            .observe(took.as_secs_f64());
+        self.calls.inc();
+        self.call_seconds.observe(took.as_secs_f64());
         if !ok {
-            m.call_errors.get_or_create(&self.label).inc();
+            self.call_errors.inc();
         }
         let mut state = self.lock();
         if state.calls.len() == RECENT_CALLS {

@@ -311,7 +311,13 @@ impl SessionManager {
                     })
                     .await
                 {
-                    Ok(_) => {}
+                    Ok(_) => {
+                        // Counted as a reconnect here, as the supervisor
+                        // would when it moves the server itself.
+                        let vitals = self.shared.vitals(&record);
+                        vitals.attempt_started();
+                        vitals.status_changed(ServerStatus::Connecting, None);
+                    }
                     // Someone else moved it first (a racing connect): fine.
                     Err(err) if err.is_refused_transition() => {}
                     Err(err) => return Err(err.into()),

@@ -287,9 +287,13 @@ pub(super) async fn run(
                 let reason = crate::model::redact::redact_text(&reason);
                 publish.send_replace(None);
                 session.close().await;
-                tracing::warn!(server = %name, "connection lost: {reason}");
+                if trigger == StatusTrigger::HealthFailed {
+                    tracing::warn!(server = %name, "unhealthy, reconnecting: {reason}");
+                } else {
+                    tracing::warn!(server = %name, "connection lost: {reason}");
+                }
                 let message = reason.clone();
-                let checked = chrono::Utc::now();
+                let checked = (trigger == StatusTrigger::HealthFailed).then(chrono::Utc::now);
                 set_status_with(
                     &shared,
                     id,
@@ -298,7 +302,9 @@ pub(super) async fn run(
                     Some(reason),
                     move |r| {
                         r.error_message = Some(message);
-                        r.last_health_check = Some(checked);
+                        if checked.is_some() {
+                            r.last_health_check = checked;
+                        }
                     },
                 )
                 .await;
