@@ -2,7 +2,7 @@
 //! its control files: probes it leaves unanswered (DEGRADED, back to
 //! CONNECTED, ERROR and reconnected, in both protocol eras), a health URL
 //! answering 200/404/500, passive inference (a busy server is never
-//! pinged), calls that fail (DEGRADED by error rate, a warning in the
+//! pinged), calls that fail or slow down (DEGRADED, a warning in the
 //! result's `_meta`), the circuit breaker, the wait while a server
 //! reconnects, `/metrics` read with a Prometheus parser, and the audit
 //! trail's filters. Short intervals are set per test; every wait is on a
@@ -414,6 +414,42 @@ async fn failing_calls_degrade_a_server_and_its_results_say_so() {
     assert!(
         seen.iter()
             .any(|(s, t, _)| s == "CONNECTED" && t == "health_recovered"),
+        "{seen:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_far_slower_than_usual_degrade_a_server() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(&temp.path().join("data"), &FAST_CHECKS);
+    register(&d, fixture("slowing", &[])).await;
+    wait_status(&d, "slowing", "CONNECTED", UP).await;
+    // Its usual latency: fast calls, then a check that takes them in.
+    for n in 0..10 {
+        let (status, _) = rest_call(&d, "slowing__echo", json!({"n": n})).await;
+        assert_eq!(status, 200);
+    }
+    let passed = server(&d, "slowing").await["health"]["checks_passed"]
+        .as_u64()
+        .unwrap_or(0);
+    let end = Instant::now() + CHANGE;
+    while server(&d, "slowing").await["health"]["checks_passed"]
+        .as_u64()
+        .unwrap_or(0)
+        <= passed
+    {
+        assert!(Instant::now() < end, "no check after the calls");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    // Now its calls take over a second each.
+    let slow = (0..10).map(|_| rest_call(&d, "slowing__sleep", json!({"ms": 1200})));
+    for (status, body) in futures_util::future::join_all(slow).await {
+        assert_eq!(status, 200, "{body}");
+    }
+    let seen = wait_history(&d, "slowing", "DEGRADED", "health_degraded", 1).await;
+    assert!(
+        seen.iter()
+            .any(|(_, _, details)| details.contains("calls slowed down")),
         "{seen:#?}"
     );
 }
