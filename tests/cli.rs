@@ -59,6 +59,20 @@ fn usage_errors_exit_2() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("Config file not found"));
     assert!(output.stdout.is_empty(), "stdout carries nothing but MCP");
+    for bad in [
+        ["--health-interval", "0"],
+        ["--health-interval", "soon"],
+        ["--otlp-endpoint", "collector:4318"],
+    ] {
+        let output = Command::new(BIN)
+            .arg("serve")
+            .args(bad)
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{bad:?}");
+        assert!(!output.stderr.is_empty(), "{bad:?} says why");
+    }
 }
 
 #[test]

@@ -263,8 +263,20 @@ struct StdioArgs {
 struct TracingArgs {
     /// OTLP/HTTP endpoint to export a trace of each call to (front door, router, server request),
     /// e.g. http://localhost:4318 (`/v1/traces` is added); JSON encoding. Off when not set.
-    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL", value_parser = http_url)]
     otlp_endpoint: Option<String>,
+}
+
+/// An http(s) URL, as given.
+fn http_url(text: &str) -> Result<String, String> {
+    match url::Url::parse(text) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => {
+            Ok(text.to_owned())
+        }
+        _ => Err(format!(
+            "{text:?} is not an http(s) URL (e.g. http://localhost:4318)"
+        )),
+    }
 }
 
 /// Seconds as a decimal number (`0.5`, `30`), at least 10 ms.
