@@ -52,6 +52,41 @@ fn latencies(index: &SearchIndex, queries: &[String], mode: SearchMode) -> (Dura
     (pct(&times, 0.5), pct(&times, 0.99))
 }
 
+/// 20 servers, each with 500 of the real tools (a second round of names
+/// where the catalog runs out), stored as discovery would store them.
+fn seed(data_dir: &std::path::Path, real: &[&Value]) {
+    let store = Store::open(data_dir).expect("store");
+    let rules = WireNameRules::default();
+    for s in 0..SERVERS {
+        let record = ServerRecord::new(
+            format!("server{s:02}"),
+            placeholder_transport(),
+            ServerSource::Api,
+        );
+        store.insert_server(&record, "bench").expect("server");
+        let mut seen = std::collections::HashSet::new();
+        let tools: Vec<Value> = (0..TOOLS_PER_SERVER)
+            .map(|i| {
+                let mut tool = real[(i + s * 37) % real.len()].clone();
+                // Several real servers share names (create_issue): one
+                // server needs them distinct.
+                let base = tool["name"].as_str().unwrap_or("tool").to_owned();
+                let mut name = base.clone();
+                let mut n = 2;
+                while !seen.insert(name.clone()) {
+                    name = format!("{base}_v{n}");
+                    n += 1;
+                }
+                tool["name"] = json!(name);
+                tool
+            })
+            .collect();
+        store
+            .replace_tools(record.id, &tools, &rules)
+            .expect("tools");
+    }
+}
+
 fn main() {
     if !common::is_bench_run("cargo bench --bench search") {
         return;
@@ -72,40 +107,7 @@ fn main() {
     }
     let data_dir = kept.as_deref().unwrap_or(temp.path());
 
-    // 20 servers, each with 500 of the real tools (a second round of names
-    // where the catalog runs out), stored as discovery would store them.
-    {
-        let store = Store::open(data_dir).expect("store");
-        let rules = WireNameRules::default();
-        for s in 0..SERVERS {
-            let record = ServerRecord::new(
-                format!("server{s:02}"),
-                placeholder_transport(),
-                ServerSource::Api,
-            );
-            store.insert_server(&record, "bench").expect("server");
-            let mut seen = std::collections::HashSet::new();
-            let tools: Vec<Value> = (0..TOOLS_PER_SERVER)
-                .map(|i| {
-                    let mut tool = real[(i + s * 37) % real.len()].clone();
-                    // Several real servers share names (create_issue): one
-                    // server needs them distinct.
-                    let base = tool["name"].as_str().unwrap_or("tool").to_owned();
-                    let mut name = base.clone();
-                    let mut n = 2;
-                    while !seen.insert(name.clone()) {
-                        name = format!("{base}_v{n}");
-                        n += 1;
-                    }
-                    tool["name"] = json!(name);
-                    tool
-                })
-                .collect();
-            store
-                .replace_tools(record.id, &tools, &rules)
-                .expect("tools");
-        }
-    }
+    seed(data_dir, &real);
     let total = SERVERS * TOOLS_PER_SERVER;
 
     // Cold: every text embedded.
@@ -182,6 +184,16 @@ fn main() {
     }
     common::stop(&mut daemon);
 
+    // A daemon building a cold index of the same tools (nothing cached),
+    // searched through REST meanwhile and after.
+    let cold = tempfile::tempdir().expect("temp dir");
+    seed(cold.path(), &real);
+    let port = common::free_port();
+    let mut daemon = common::spawn_daemon(cold.path(), port);
+    let (during, after) = common::bench_runtime().block_on(rest_searches(port, &queries, total));
+    common::stop(&mut daemon);
+    assert!(!during.is_empty(), "no search ran while the index was built");
+
     println!("| figure | value |");
     println!("| --- | --- |");
     println!("| tools | {total} ({SERVERS} servers x {TOOLS_PER_SERVER}) |");
@@ -224,4 +236,72 @@ fn main() {
         "| this bench process's RSS after cold indexing and the warm restart | {:.0} MiB |",
         bench_rss as f64 / 1024.0
     );
+    println!(
+        "| REST hybrid search while the daemon builds the cold index: p50 / p99 ({} searches) | {:.1} ms / {:.1} ms |",
+        during.len(),
+        ms(pct(&during, 0.5)),
+        ms(pct(&during, 0.99))
+    );
+    println!(
+        "| REST hybrid search after it: p50 / p99 ({SEARCHES} searches) | {:.1} ms / {:.1} ms |",
+        ms(pct(&after, 0.5)),
+        ms(pct(&after, 0.99))
+    );
+}
+
+/// `POST /api/v1/search` every 25 ms while the daemon indexes (model
+/// loaded, not every tool embedded yet), then `SEARCHES` in a row after.
+/// Both sorted.
+async fn rest_searches(
+    port: u16,
+    queries: &[String],
+    total: usize,
+) -> (Vec<Duration>, Vec<Duration>) {
+    common::wait_healthz(port).await;
+    let client = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}/api/v1/search");
+    let search = |query: &str| {
+        let request = client
+            .post(&base)
+            .json(&json!({"query": query, "limit": 10}));
+        async move {
+            let began = Instant::now();
+            let response = request.send().await.expect("search");
+            assert_eq!(response.status(), 200);
+            let _ = response.bytes().await;
+            began.elapsed()
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(900);
+    let mut during = Vec::new();
+    let mut asked = queries.iter().cycle();
+    loop {
+        let status: Value = client
+            .get(format!("{base}/status"))
+            .send()
+            .await
+            .expect("status")
+            .json()
+            .await
+            .expect("status json");
+        let indexed = status["indexed_tools"].as_u64().unwrap_or(0) as usize;
+        if status["semantic"] == true && status["syncing"] == false && indexed == total {
+            break;
+        }
+        if status["semantic"] == true && indexed < total {
+            during.push(search(asked.next().expect("queries")).await);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the daemon never finished indexing"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let mut after = Vec::with_capacity(SEARCHES);
+    for query in queries.iter().cycle().take(SEARCHES) {
+        after.push(search(query).await);
+    }
+    during.sort();
+    after.sort();
+    (during, after)
 }

@@ -32,10 +32,18 @@ pub enum EmbedError {
     Failed(String),
 }
 
-/// The loaded model. `embed` needs exclusive access to the ONNX session, so
-/// callers take turns; searches and indexing run on blocking threads.
+/// The loaded model. Embedding needs exclusive access to the ONNX session,
+/// so callers take turns; searches and indexing run on blocking threads.
+/// Searches go first: the indexer embeds `EMBED_BATCH` texts per turn and
+/// lets every waiting query have the model before its next turn, so a
+/// search waits for at most one small batch, never for a sync.
 pub struct Embedder {
     model: Mutex<TextEmbedding>,
+    /// Queries waiting for the model; the indexer waits while there are any.
+    queries_waiting: Mutex<usize>,
+    queries_done: std::sync::Condvar,
+    /// Texts the indexer has embedded so far.
+    background_texts: std::sync::atomic::AtomicU64,
     runtime: String,
 }
 
@@ -79,6 +87,9 @@ impl Embedder {
         .map_err(|err| EmbedError::Unavailable(format!("the model did not load: {err}")))?;
         Ok(Embedder {
             model: Mutex::new(loaded),
+            queries_waiting: Mutex::new(0),
+            queries_done: std::sync::Condvar::new(),
+            background_texts: std::sync::atomic::AtomicU64::new(0),
             runtime,
         })
     }
@@ -88,22 +99,75 @@ impl Embedder {
         &self.runtime
     }
 
-    /// Unit-length vectors, one per text, in order. Blocking.
+    /// Unit-length vectors, one per text, in order, for a query: ahead of
+    /// the indexer's next turn. Blocking.
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let mut model = self
-            .model
-            .lock()
-            .map_err(|_| EmbedError::Failed("the model lock was poisoned".into()))?;
-        let vectors = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            model.embed(texts, Some(EMBED_BATCH))
-        }))
-        .map_err(|_| EmbedError::Failed("ONNX Runtime panicked".into()))?
-        .map_err(|err| EmbedError::Failed(err.to_string()))?;
-        Ok(vectors.into_iter().map(normalised).collect())
+        self.set_waiting(|n| n + 1);
+        let model = self.model.lock();
+        // Holding the model (or failing to): the indexer may go on once
+        // no other query waits.
+        self.set_waiting(|n| n.saturating_sub(1));
+        let mut model =
+            model.map_err(|_| EmbedError::Failed("the model lock was poisoned".into()))?;
+        run(&mut model, texts)
     }
+
+    /// The same for the indexer: `EMBED_BATCH` texts per turn, each turn
+    /// taken only when no query waits. Blocking.
+    pub fn embed_in_background(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut vectors = Vec::with_capacity(texts.len());
+        for chunk in texts.chunks(EMBED_BATCH) {
+            self.wait_for_queries();
+            let mut model = self
+                .model
+                .lock()
+                .map_err(|_| EmbedError::Failed("the model lock was poisoned".into()))?;
+            vectors.extend(run(&mut model, chunk)?);
+            self.background_texts
+                .fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok(vectors)
+    }
+
+    /// How many texts the indexer has embedded (a query's wait is measured
+    /// in them).
+    pub fn background_texts(&self) -> u64 {
+        self.background_texts
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn set_waiting(&self, change: impl FnOnce(usize) -> usize) {
+        let mut waiting = match self.queries_waiting.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        *waiting = change(*waiting);
+        if *waiting == 0 {
+            self.queries_done.notify_all();
+        }
+    }
+
+    fn wait_for_queries(&self) {
+        let waiting = match self.queries_waiting.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        drop(self.queries_done.wait_while(waiting, |n| *n > 0));
+    }
+}
+
+/// One embedding run on the session (a panic inside the bindings is an
+/// error, not a crash).
+fn run(model: &mut TextEmbedding, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    let vectors = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        model.embed(texts, Some(EMBED_BATCH))
+    }))
+    .map_err(|_| EmbedError::Failed("ONNX Runtime panicked".into()))?
+    .map_err(|err| EmbedError::Failed(err.to_string()))?;
+    Ok(vectors.into_iter().map(normalised).collect())
 }
 
 fn normalised(mut vector: Vec<f32>) -> Vec<f32> {
@@ -284,6 +348,7 @@ mod embedded {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn cosine(a: &[f32], b: &[f32]) -> f32 {
         a.iter().zip(b).map(|(x, y)| x * y).sum()
@@ -312,5 +377,45 @@ mod tests {
             related > unrelated + 0.1,
             "related {related} vs unrelated {unrelated}"
         );
+    }
+
+    /// A search while the indexer embeds: the query waits for the
+    /// indexer's current turn at most, never for its whole batch (before
+    /// the turns, a search during a cold sync waited 1.6 s at p50).
+    #[test]
+    fn a_query_goes_ahead_of_the_indexer() {
+        const TEXTS: usize = 400;
+        let embedder = Arc::new(Embedder::load().expect("the model loads"));
+        let texts: Vec<String> = (0..TEXTS)
+            .map(|i| format!("tool number {i}: reads, writes and lists the files of a project"))
+            .collect();
+        let indexing = Arc::clone(&embedder);
+        let indexer = std::thread::spawn(move || {
+            let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+            indexing.embed_in_background(&texts).map(|v| v.len())
+        });
+        // The indexer is under way (its first turn done).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while embedder.background_texts() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the indexer never started"
+            );
+            std::thread::yield_now();
+        }
+        let before = embedder.background_texts();
+        let answer = embedder.embed(&["find my calendar"]).expect("the query");
+        let after = embedder.background_texts();
+        assert_eq!(answer.len(), 1);
+        assert!(
+            after - before <= 2 * EMBED_BATCH as u64,
+            "the query waited for {} of the indexer's texts",
+            after - before
+        );
+        assert!(
+            after < TEXTS as u64,
+            "the query was answered only after the indexer finished"
+        );
+        assert_eq!(indexer.join().expect("indexer").expect("indexed"), TEXTS);
     }
 }

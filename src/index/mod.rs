@@ -449,7 +449,7 @@ impl SearchIndex {
         if !order.is_empty() {
             order.sort_by_key(|i| flat[*i].len());
             let inputs: Vec<&str> = order.iter().map(|i| flat[*i]).collect();
-            let fresh = embedder.embed(&inputs)?;
+            let fresh = embedder.embed_in_background(&inputs)?;
             let entries: Vec<([u8; 32], &[f32])> = order
                 .iter()
                 .zip(&fresh)
