@@ -192,7 +192,10 @@ fn main() {
     let mut daemon = common::spawn_daemon(cold.path(), port);
     let (during, after) = common::bench_runtime().block_on(rest_searches(port, &queries, total));
     common::stop(&mut daemon);
-    assert!(!during.is_empty(), "no search ran while the index was built");
+    assert!(
+        !during.is_empty(),
+        "no search ran while the index was built"
+    );
 
     println!("| figure | value |");
     println!("| --- | --- |");
