@@ -6,7 +6,7 @@
 //! Run: `cargo bench --features fixture --bench health` (release builds of
 //! the daemon and the rmcp fixture). Prints Markdown tables.
 
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -69,14 +69,7 @@ impl Daemon {
     }
 
     async fn status(&self, client: &reqwest::Client, name: &str) -> String {
-        let server: Value = client
-            .get(format!("{}/api/v1/aggregator/servers/{name}", self.base))
-            .send()
-            .await
-            .expect("get")
-            .json()
-            .await
-            .expect("json");
+        let server = common::server_json(client, &self.base, name).await;
         server["status"].as_str().unwrap_or_default().to_owned()
     }
 

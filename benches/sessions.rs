@@ -5,7 +5,7 @@
 //! Run: `cargo bench --features fixture --bench sessions` (release build of
 //! the daemon and of the rmcp fixture server). Prints a Markdown table.
 
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -116,18 +116,10 @@ async fn post(url: &str) {
 }
 
 async fn wait_tools(base: &str, name: &str, count: u64) {
-    let url = format!("{base}/api/v1/aggregator/servers/{name}");
     let client = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let server: Value = client
-            .get(&url)
-            .send()
-            .await
-            .expect("get")
-            .json()
-            .await
-            .expect("json");
+        let server = common::server_json(&client, base, name).await;
         if server["status"] == "CONNECTED" && server["tool_count"].as_u64() == Some(count) {
             return;
         }

@@ -317,14 +317,7 @@ async fn register(http: &reqwest::Client, base: &str, name: &str) {
 async fn wait_connected(http: &reqwest::Client, base: &str, name: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let server: Value = http
-            .get(format!("{base}/api/v1/aggregator/servers/{name}"))
-            .send()
-            .await
-            .expect("get")
-            .json()
-            .await
-            .expect("json");
+        let server = common::server_json(http, base, name).await;
         if server["status"] == "CONNECTED" {
             return;
         }

@@ -50,6 +50,18 @@ pub async fn wait_healthz(port: u16) {
     panic!("no /healthz within 20 s");
 }
 
+/// A registered server as the admin API shows it (by name or id).
+pub async fn server_json(client: &reqwest::Client, base: &str, name: &str) -> serde_json::Value {
+    client
+        .get(format!("{base}/api/v1/aggregator/servers/{name}"))
+        .send()
+        .await
+        .expect("GET the server")
+        .json()
+        .await
+        .expect("the server as JSON")
+}
+
 /// Starts a daemon and waits until it answers.
 pub async fn start_daemon(data_dir: &Path, port: u16) -> Child {
     let child = spawn_daemon(data_dir, port);
