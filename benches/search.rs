@@ -41,6 +41,7 @@ fn latencies(index: &SearchIndex, queries: &[String], mode: SearchMode) -> (Dura
                     limit: 10,
                     mode,
                     servers: None,
+                    skills: None,
                     include_external: true,
                 })
                 .expect("search");
@@ -139,6 +140,7 @@ fn main() {
             limit: 10,
             mode: SearchMode::Hybrid,
             servers: None,
+            skills: None,
             include_external: true,
         })
         .expect("search");

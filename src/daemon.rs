@@ -19,6 +19,7 @@ use crate::paths::{self, DaemonInfo};
 use crate::registry::{Registry, RegistryError};
 use crate::router::{ConflictStrategy, Router};
 use crate::sessions::{SessionManager, SessionSettings};
+use crate::skills::Skills;
 use crate::store::{Store, StoreError, UpsertOutcome};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
@@ -125,6 +126,7 @@ pub struct Stack {
     pub router: Router,
     pub mcp: Arc<McpServer>,
     pub search: SearchIndex,
+    pub skills: Skills,
     /// Stops the search index's background work.
     background: CancellationToken,
 }
@@ -185,6 +187,8 @@ impl Stack {
             registry.subscribe(),
             background.clone(),
         );
+        let skills = Skills::new(Arc::clone(&store), search.clone());
+        skills.spawn_worker(background.clone());
         let key_path = data_dir.join(crate::paths::STATE_KEY_FILE);
         let state_key = crate::paths::private_key(&key_path)
             .map_err(|source| DaemonError::DataFile {
@@ -208,6 +212,7 @@ impl Stack {
             router,
             mcp,
             search,
+            skills,
             background,
         })
     }
@@ -229,6 +234,7 @@ impl Stack {
     pub async fn shutdown(&self) {
         self.background.cancel();
         self.search.stop();
+        self.skills.stop();
         self.sessions.shutdown(SESSIONS_GRACE).await;
     }
 }
@@ -259,6 +265,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         registry: stack.registry.clone(),
         router: stack.router.clone(),
         search: stack.search.clone(),
+        skills: stack.skills.clone(),
         token: token.map(Arc::from),
         hosts: host_policy(&options),
         started,

@@ -133,6 +133,7 @@ pub fn run(
                 limit: 10,
                 mode,
                 servers: None,
+                skills: None,
                 include_external: true,
             })?;
             let top: Vec<String> = outcome

@@ -25,5 +25,6 @@ pub mod paths;
 pub mod registry;
 pub mod router;
 pub mod sessions;
+pub mod skills;
 pub mod store;
 pub mod tls;

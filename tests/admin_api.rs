@@ -405,6 +405,8 @@ async fn openapi_document_matches_the_routes() {
     documented.sort();
     let expected = [
         ("DELETE", "/api/v1/aggregator/servers/{id}"),
+        ("DELETE", "/api/v1/skills/suggestions/{id}"),
+        ("DELETE", "/api/v1/skills/{id}"),
         ("GET", "/api/v1/aggregator/audit"),
         ("GET", "/api/v1/aggregator/cache"),
         ("GET", "/api/v1/aggregator/conflicts"),
@@ -414,6 +416,11 @@ async fn openapi_document_matches_the_routes() {
         ("GET", "/api/v1/aggregator/servers/{id}/tools"),
         ("GET", "/api/v1/aggregator/state"),
         ("GET", "/api/v1/search/status"),
+        ("GET", "/api/v1/skills"),
+        ("GET", "/api/v1/skills/status"),
+        ("GET", "/api/v1/skills/suggestions"),
+        ("GET", "/api/v1/skills/{id}"),
+        ("GET", "/api/v1/skills/{id}/tools"),
         ("GET", "/healthz"),
         ("GET", "/metrics"),
         ("POST", "/api/v1/aggregator/servers"),
@@ -421,7 +428,10 @@ async fn openapi_document_matches_the_routes() {
         ("POST", "/api/v1/aggregator/servers/{id}/disconnect"),
         ("POST", "/api/v1/search"),
         ("POST", "/api/v1/search/reindex"),
+        ("POST", "/api/v1/skills"),
+        ("POST", "/api/v1/skills/reclassify"),
         ("POST", "/api/v1/tools/call"),
+        ("PUT", "/api/v1/skills/{id}"),
     ];
     let expected: Vec<(String, String)> = expected
         .iter()
@@ -444,7 +454,7 @@ async fn openapi_document_matches_the_routes() {
         let body: Value = response.json().await.unwrap_or(Value::Null);
         if status == StatusCode::NOT_FOUND {
             assert!(
-                detail(&body).starts_with("Server not found"),
+                !detail(&body).starts_with("Not Found:"),
                 "{method} {path} fell through to the router's 404: {body}"
             );
         }

@@ -8,6 +8,7 @@ pub mod guard;
 pub mod metrics;
 pub mod search;
 pub mod servers;
+pub mod skills;
 pub mod tools;
 pub mod views;
 
@@ -37,6 +38,7 @@ pub struct AppState {
     pub registry: Registry,
     pub router: crate::router::Router,
     pub search: crate::index::SearchIndex,
+    pub skills: crate::skills::Skills,
     /// When set, every route but `/healthz` needs `Authorization: Bearer`.
     pub token: Option<Arc<str>>,
     /// Which `Host` and `Origin` values the listener accepts.
@@ -47,7 +49,7 @@ pub struct AppState {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "mcp-aggregator admin API", description = "Register, inspect and remove the MCP servers the aggregator connects to."),
-    tags((name = "servers", description = "Server registrations"), (name = "tools", description = "Calling tools"), (name = "process", description = "The aggregator process"))
+    tags((name = "servers", description = "Server registrations"), (name = "tools", description = "Calling tools"), (name = "skills", description = "Skills and classification"), (name = "process", description = "The aggregator process"))
 )]
 struct ApiDoc;
 
@@ -73,6 +75,17 @@ pub fn router_with_openapi(
         .routes(routes!(search::search))
         .routes(routes!(search::index_status))
         .routes(routes!(search::reindex))
+        .routes(routes!(skills::list_skills, skills::create_skill))
+        .routes(routes!(skills::classification_status))
+        .routes(routes!(skills::list_suggestions))
+        .routes(routes!(skills::dismiss_suggestion))
+        .routes(routes!(skills::reclassify))
+        .routes(routes!(
+            skills::get_skill,
+            skills::update_skill,
+            skills::delete_skill
+        ))
+        .routes(routes!(skills::skill_tools))
         .routes(routes!(healthz))
         .routes(routes!(metrics::metrics))
         .split_for_parts();

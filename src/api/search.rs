@@ -22,13 +22,26 @@ use crate::index::query::{QueryError, SearchQuery, SearchResponse};
     responses(
         (status = 200, description = "Tools ranked by relevance (never grouped by server)", body = SearchResponse),
         (status = 404, description = "A server in `server_filter` is not registered", body = ErrorBody),
-        (status = 422, description = "Empty or over-long query, or a limit outside 1–100", body = ErrorBody),
+        (status = 422, description = "Empty or over-long query, a limit outside 1–100, or an unknown skill in `skill_filter`", body = ErrorBody),
     )
 )]
 pub async fn search(
     State(state): State<AppState>,
     JsonBody(query): JsonBody<SearchQuery>,
 ) -> Response {
+    if let Some(skills) = &query.skill_filter {
+        match state.skills.unknown(skills).await {
+            Ok(unknown) if !unknown.is_empty() => {
+                return HttpError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("unknown skill in skill_filter: '{}'", unknown.join("', '")),
+                )
+                .into_response();
+            }
+            Ok(_) => {}
+            Err(err) => return HttpError::from(err).into_response(),
+        }
+    }
     let servers = state.router.table().search_view();
     let index = state.search.clone();
     let answered = tokio::task::spawn_blocking(move || index.answer(&query, &servers, false)).await;

@@ -372,7 +372,11 @@ pub async fn server_history(
 pub async fn aggregator_state(
     State(state): State<AppState>,
 ) -> Result<Json<AggregatorState>, HttpError> {
-    Ok(Json(state.registry.state().await?))
+    let mut counts = state.registry.state().await?;
+    let progress = state.skills.progress().borrow().clone();
+    counts.classified_tools = progress.classified as u64;
+    counts.unclassified_tools = counts.total_tools.saturating_sub(counts.classified_tools);
+    Ok(Json(counts))
 }
 
 /// Every server operation, newest first.

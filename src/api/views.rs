@@ -73,6 +73,13 @@ pub struct ToolView {
     pub skill_ids: Vec<String>,
     pub primary_skill_id: Option<String>,
     pub is_classified: bool,
+    /// `DISCOVERED`, `CLASSIFYING`, `CLASSIFIED` or `UNCLASSIFIED`.
+    pub classification_state: crate::model::ClassificationState,
+    /// Each assigned skill with its confidence, highest first.
+    pub skills: Vec<crate::model::SkillAssignment>,
+    /// Why the last classification failed, if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub classification_error: Option<String>,
     pub is_external: bool,
     pub discovered_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -96,6 +103,9 @@ impl ToolView {
             skill_ids: tool.skill_ids.clone(),
             primary_skill_id: tool.primary_skill_id.clone(),
             is_classified: tool.is_classified,
+            classification_state: tool.classification.state,
+            skills: tool.classification.skills.clone(),
+            classification_error: tool.classification.error.clone(),
             is_external: tool.is_external,
             discovered_at: tool.discovered_at,
             updated_at: tool.updated_at,

@@ -90,6 +90,14 @@ impl AdminClient {
             .await
     }
 
+    pub async fn put<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &Value,
+    ) -> Result<T, ClientError> {
+        self.send(Method::PUT, path, Some(body)).await
+    }
+
     pub async fn delete(&self, path: &str) -> Result<(), ClientError> {
         self.send::<Value>(Method::DELETE, path, None)
             .await

@@ -17,7 +17,7 @@ use crate::paths::{self, DaemonInfo};
 
 const SERVERS_PATH: &str = "/api/v1/aggregator/servers";
 
-fn connect(args: &ClientArgs) -> AdminClient {
+pub(super) fn connect(args: &ClientArgs) -> AdminClient {
     let data_dir = paths::resolve_data_dir(args.data_dir.data_dir.as_deref());
     let url = args
         .url
@@ -140,6 +140,7 @@ pub(super) async fn admin(command: Command) -> Result<ExitCode, CliError> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Skills(command) => super::skills::run(command).await,
         Command::Serve(_) | Command::Stdio(_) => unreachable!("handled in run"),
     }
 }
@@ -540,7 +541,7 @@ async fn import(args: ImportArgs) -> Result<ExitCode, CliError> {
 }
 
 /// Percent-encodes a path segment or query value.
-fn encode_segment(raw: &str) -> String {
+pub(super) fn encode_segment(raw: &str) -> String {
     url::form_urlencoded::byte_serialize(raw.as_bytes())
         .collect::<String>()
         .replace('+', "%20")
@@ -556,6 +557,9 @@ async fn search(args: SearchArgs) -> Result<ExitCode, CliError> {
     let mut body = json!({"query": args.query, "limit": args.limit, "mode": mode});
     if !args.servers.is_empty() {
         body["server_filter"] = json!(args.servers);
+    }
+    if !args.skills.is_empty() {
+        body["skill_filter"] = json!(args.skills);
     }
     let answer: Value = client.post("/api/v1/search", &body).await?;
     if args.client.json {
@@ -593,13 +597,17 @@ async fn search(args: SearchArgs) -> Result<ExitCode, CliError> {
                 format!("{score:.3}"),
                 field(t, "name"),
                 field(&t["source_server"], "status"),
+                field(t, "primary_skill_id"),
                 description,
             ]
         })
         .collect();
     println!(
         "{}",
-        table(&["SCORE", "NAME", "SERVER STATUS", "DESCRIPTION"], rows)
+        table(
+            &["SCORE", "NAME", "SERVER STATUS", "SKILL", "DESCRIPTION"],
+            rows
+        )
     );
     Ok(ExitCode::SUCCESS)
 }

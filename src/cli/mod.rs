@@ -4,6 +4,7 @@
 pub mod client;
 mod commands;
 pub mod output;
+mod skills;
 
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
@@ -103,6 +104,9 @@ and rebuilds there. Cached embeddings are reused; only texts never embedded befo
     State(ClientArgs),
     /// Show the audit log of server operations, newest first.
     Audit(AuditArgs),
+    /// Skills: the categories tools are classified into, and classification.
+    #[command(subcommand)]
+    Skills(skills::SkillsCommand),
 }
 
 #[derive(Debug, Args)]
@@ -422,6 +426,9 @@ struct SearchArgs {
     /// hybrid (keywords and meaning), keyword, or semantic.
     #[arg(long, value_enum, default_value = "hybrid")]
     mode: SearchModeArg,
+    /// Only tools classified into this skill (id; repeatable).
+    #[arg(long = "skill", value_name = "SKILL")]
+    skills: Vec<String>,
     #[command(flatten)]
     client: ClientArgs,
 }

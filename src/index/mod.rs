@@ -54,6 +54,8 @@ pub enum IndexError {
     Task(String),
     #[error("indexing stopped: the process is shutting down")]
     Cancelled,
+    #[error("the search model is not available: {0}")]
+    ModelUnavailable(String),
 }
 
 /// What search knows of one tool, for results. Not its definition: with
@@ -98,6 +100,8 @@ pub struct SearchRequest {
     pub mode: SearchMode,
     /// Only tools of these servers; `None` = every server.
     pub servers: Option<HashSet<ServerId>>,
+    /// Only tools with at least one of these skills; `None` = any tool.
+    pub skills: Option<HashSet<String>>,
     pub include_external: bool,
 }
 
@@ -142,6 +146,8 @@ struct Inner {
     opened_at: Option<u64>,
     vectors: RwLock<VectorIndex>,
     docs: RwLock<Docs>,
+    /// Each skill's vector (the skills service computes them).
+    skill_vectors: RwLock<Vec<(String, Vec<f32>)>>,
     model: RwLock<ModelState>,
     model_ready: watch::Sender<bool>,
     weights: RwLock<Weights>,
@@ -201,6 +207,7 @@ impl SearchIndex {
                 opened_at,
                 vectors: RwLock::new(VectorIndex::new(embedder::DIMENSION)),
                 docs: RwLock::new(HashMap::new()),
+                skill_vectors: RwLock::new(Vec::new()),
                 model: RwLock::new(ModelState::Loading),
                 model_ready,
                 weights: RwLock::new(Weights::default()),
@@ -432,6 +439,21 @@ impl SearchIndex {
             .iter()
             .flat_map(|t| t.dense.iter().map(String::as_str))
             .collect();
+        let per_tool = texts.iter().map(|t| t.dense.len()).collect::<Vec<_>>();
+        let mut flat_vectors = self.cached_embeddings(embedder, &flat)?.into_iter();
+        Ok(per_tool
+            .into_iter()
+            .map(|n| (&mut flat_vectors).take(n).collect())
+            .collect())
+    }
+
+    /// One vector per text, from the cache or embedded now (in the
+    /// background's turns) and cached.
+    fn cached_embeddings(
+        &self,
+        embedder: &Embedder,
+        flat: &[&str],
+    ) -> Result<Vec<Vec<f32>>, IndexError> {
         let keys: Vec<[u8; 32]> = flat
             .iter()
             .map(|t| embedding_key(embedder::MODEL_ID, t))
@@ -467,12 +489,83 @@ impl SearchIndex {
                 }
             }
         }
-        let per_tool = texts.iter().map(|t| t.dense.len()).collect::<Vec<_>>();
-        let mut flat_vectors = cached.into_iter();
-        Ok(per_tool
+        Ok(cached.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
+    /// Embeds texts other than tools' (skills' descriptions and examples)
+    /// through the same cache, at the indexer's priority. Blocking.
+    pub fn embed_texts(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, IndexError> {
+        let embedder = self.embedder().map_err(IndexError::ModelUnavailable)?;
+        let flat: Vec<&str> = texts.iter().map(String::as_str).collect();
+        self.cached_embeddings(&embedder, &flat)
+    }
+
+    /// The indexed vectors of the tools `wanted` picks (tools not embedded
+    /// yet are missing).
+    pub fn tool_vectors(
+        &self,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<HashMap<Arc<str>, Vec<Vec<f32>>>, IndexError> {
+        let vectors = self
+            .inner
+            .vectors
+            .read()
+            .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
+        Ok(vectors.vectors_of(wanted))
+    }
+
+    /// The normalised mean vector of each group of tools (`groups`: tool
+    /// → the groups it belongs to, among `count`); `None` for a group with
+    /// no embedded tool. A tool counts once per group, by the mean of its
+    /// vectors.
+    pub fn group_means(
+        &self,
+        groups: &HashMap<Arc<str>, Vec<usize>>,
+        count: usize,
+    ) -> Result<Vec<Option<Vec<f32>>>, IndexError> {
+        let per_tool = self.tool_vectors(|id| groups.contains_key(id))?;
+        let mut sums: Vec<Option<Vec<f32>>> = vec![None; count];
+        for (tool, vectors) in &per_tool {
+            let Some(members_of) = groups.get(tool) else {
+                continue;
+            };
+            let Some(mean) = vector::normalised_mean(vectors.iter().map(Vec::as_slice)) else {
+                continue;
+            };
+            for &group in members_of.iter().filter(|g| **g < count) {
+                let sum = sums[group].get_or_insert_with(|| vec![0.0; mean.len()]);
+                sum.iter_mut().zip(&mean).for_each(|(s, m)| *s += m);
+            }
+        }
+        Ok(sums
             .into_iter()
-            .map(|n| (&mut flat_vectors).take(n).flatten().collect())
+            .map(|sum| sum.and_then(|s| vector::normalised_mean(std::iter::once(s.as_slice()))))
             .collect())
+    }
+
+    /// Replaces the skill vectors hierarchical search compares queries with.
+    pub fn set_skill_vectors(&self, vectors: Vec<(String, Vec<f32>)>) -> Result<(), IndexError> {
+        let mut skills = self
+            .inner
+            .skill_vectors
+            .write()
+            .map_err(|_| IndexError::Task("skill vector lock poisoned".into()))?;
+        *skills = vectors;
+        Ok(())
+    }
+
+    /// Shows tools' new skills in results and filters, for the tools whose
+    /// indexed definition is the one that was classified.
+    pub fn apply_skills(&self, tools: &[ToolRecord]) -> Result<(), IndexError> {
+        let mut docs = self.inner.docs_mut()?;
+        for tool in tools {
+            if let Some(doc) = docs.get_mut(tool.id.as_str())
+                && doc.hash == tool.definition_hash
+            {
+                *doc = Arc::new(ToolDoc::from_record(tool));
+            }
+        }
+        Ok(())
     }
 
     /// Runs a search (blocking: the query's embedding takes milliseconds).
@@ -517,6 +610,10 @@ impl SearchIndex {
                 .servers
                 .as_ref()
                 .is_none_or(|s| s.contains(&doc.server_id))
+                && request
+                    .skills
+                    .as_ref()
+                    .is_none_or(|wanted| doc.skill_ids.iter().any(|s| wanted.contains(s)))
                 && (request.include_external || !doc.is_external)
         };
         let tools_searched = docs.values().filter(|d| allowed(d)).count();
@@ -662,7 +759,7 @@ mod tests;
 /// Runs `job` on a thread of its own at a lower CPU priority (nice 10), so
 /// embedding never takes the cores from calls being routed. ONNX Runtime's
 /// worker threads, created when the model loads there, inherit it.
-fn in_background<T: Send + 'static>(
+pub fn in_background<T: Send + 'static>(
     name: &str,
     job: impl FnOnce() -> T + Send + 'static,
 ) -> tokio::sync::oneshot::Receiver<T> {

@@ -40,6 +40,9 @@ pub struct SearchQuery {
     /// Only these servers (names or ids).
     #[serde(default)]
     pub server_filter: Option<Vec<String>>,
+    /// Only tools classified into at least one of these skills (ids).
+    #[serde(default)]
+    pub skill_filter: Option<Vec<String>>,
     /// At most this many results (1–100, default 10).
     #[serde(default)]
     pub limit: Option<usize>,
@@ -121,6 +124,7 @@ impl SearchQuery {
             query: query.into(),
             include_external: true,
             server_filter: None,
+            skill_filter: None,
             limit: None,
             mode: SearchMode::Hybrid,
         }
@@ -180,6 +184,10 @@ impl SearchIndex {
             limit,
             mode: query.mode,
             servers: Some(ids),
+            skills: query
+                .skill_filter
+                .as_ref()
+                .map(|skills| skills.iter().cloned().collect()),
             include_external: query.include_external,
         })?;
         let tools = outcome

@@ -148,6 +148,7 @@ fn ask(
             limit: 5,
             mode,
             servers,
+            skills: None,
             include_external: true,
         })
         .unwrap()

@@ -29,6 +29,25 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// The unit-length mean of some vectors (`None` if there are none or
+/// they cancel out).
+pub fn normalised_mean<'a>(vectors: impl Iterator<Item = &'a [f32]>) -> Option<Vec<f32>> {
+    let mut sum: Option<Vec<f32>> = None;
+    for v in vectors {
+        let acc = sum.get_or_insert_with(|| vec![0.0; v.len()]);
+        if acc.len() == v.len() {
+            acc.iter_mut().zip(v).for_each(|(a, x)| *a += x);
+        }
+    }
+    let mut sum = sum?;
+    let norm = dot(&sum, &sum).sqrt();
+    if !norm.is_finite() || norm < 1e-12 {
+        return None;
+    }
+    sum.iter_mut().for_each(|x| *x /= norm);
+    Some(sum)
+}
+
 #[derive(Debug, Clone)]
 struct Row {
     tool: u32,
@@ -85,6 +104,26 @@ impl VectorIndex {
             self.rows.push(Row { tool: slot });
         }
         self.slot_of.insert(tool, slot);
+    }
+
+    /// The vectors of the tools `wanted` picks, in one pass over the rows.
+    pub fn vectors_of(&self, wanted: impl Fn(&str) -> bool) -> HashMap<Arc<str>, Vec<Vec<f32>>> {
+        let mut out: HashMap<Arc<str>, Vec<Vec<f32>>> = HashMap::new();
+        for (row, vector) in self
+            .rows
+            .iter()
+            .zip(self.matrix.chunks_exact(self.dimension))
+        {
+            let Some(Some(tool)) = self.tools.get(row.tool as usize) else {
+                continue;
+            };
+            if wanted(tool) {
+                out.entry(Arc::clone(tool))
+                    .or_default()
+                    .push(vector.to_vec());
+            }
+        }
+        out
     }
 
     /// Takes a tool's vectors out; searches never see it again.

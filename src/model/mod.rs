@@ -5,6 +5,7 @@ pub mod health;
 pub mod param_headers;
 pub mod redact;
 pub mod server;
+pub mod skill;
 pub mod status;
 pub mod tool;
 pub mod wire_name;
@@ -12,6 +13,10 @@ pub mod wire_name;
 pub use server::{
     AuditEntry, AuditFilter, AuditResult, ConnectionHistoryEntry, ServerId, ServerRecord,
     ServerSource, Transport, TransportType,
+};
+pub use skill::{
+    Classification, ClassificationEvent, ClassificationState, Skill, SkillAssignment,
+    SkillSuggestion,
 };
 pub use status::{InvalidTransition, ServerStatus, StatusTrigger};
 pub use tool::{CatalogDiff, CatalogKind, ToolRecord};

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::server::ServerId;
+use super::skill::{Classification, ClassificationEvent, ClassificationState};
 
 /// One tool of one server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,8 +32,39 @@ pub struct ToolRecord {
     pub skill_ids: Vec<String>,
     #[serde(default)]
     pub primary_skill_id: Option<String>,
+    /// Where classification stands, with confidences; `is_classified`,
+    /// `skill_ids` and `primary_skill_id` mirror it (`set_classification`).
+    #[serde(default)]
+    pub classification: Classification,
     pub discovered_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+impl ToolRecord {
+    /// Stores a classification and the seed's flat fields that mirror it.
+    pub fn set_classification(&mut self, classification: Classification) {
+        self.is_classified = classification.state == ClassificationState::Classified;
+        self.skill_ids = classification
+            .skills
+            .iter()
+            .map(|s| s.skill_id.clone())
+            .collect();
+        self.primary_skill_id = self.skill_ids.first().cloned();
+        self.classification = classification;
+    }
+
+    /// The definition changed: the tool is classified again. Its skills
+    /// stay shown until the new ones arrive.
+    pub fn reset_classification(&mut self) {
+        self.is_classified = false;
+        self.classification.state = self
+            .classification
+            .state
+            .transition(ClassificationEvent::Reset)
+            .unwrap_or_default();
+        self.classification.by = None;
+        self.classification.failures = 0;
+    }
 }
 
 /// Which list a catalog item came from.

@@ -92,14 +92,15 @@ impl Store {
                     }
                     Some(old) => {
                         diff.updated += 1;
-                        ToolRecord {
+                        let mut record = ToolRecord {
                             description: description.clone(),
-                            is_classified: old.is_classified && old.description == description,
                             definition: (*definition).clone(),
                             definition_hash: hash,
                             updated_at: now,
                             ..old.clone()
-                        }
+                        };
+                        record.reset_classification();
+                        record
                     }
                     None => {
                         diff.added += 1;
@@ -145,6 +146,7 @@ impl Store {
                             is_classified: false,
                             skill_ids: Vec::new(),
                             primary_skill_id: None,
+                            classification: Default::default(),
                             discovered_at: now,
                             updated_at: now,
                         }

@@ -9,6 +9,7 @@
 pub mod catalog;
 pub mod embeddings;
 pub mod secrets;
+pub mod skills;
 
 use chrono::Utc;
 use redb::{
@@ -25,7 +26,7 @@ use secrets::Cipher;
 
 /// The schema this build writes. Bump it and add a step to `migrate` when the
 /// layout changes.
-pub const SCHEMA_VERSION: u64 = 2;
+pub const SCHEMA_VERSION: u64 = 3;
 /// Connection history kept per server; older entries are dropped.
 pub const HISTORY_PER_SERVER: u64 = 500;
 /// Audit entries kept in all; older entries are dropped.
@@ -194,6 +195,11 @@ impl Store {
                 // 1 -> 2: the embedding cache of the search index.
                 1 => {
                     txn.open_table(embeddings::EMBEDDINGS)?;
+                }
+                // 2 -> 3: skills users added or edited, and suggestions.
+                2 => {
+                    txn.open_table(skills::SKILLS)?;
+                    txn.open_table(skills::SUGGESTIONS)?;
                 }
                 _ => unreachable!("every version below SCHEMA_VERSION has a step"),
             }

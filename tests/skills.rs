@@ -1,0 +1,414 @@
+//! Skills end to end through the real binary, the real model and a real
+//! server (`server-everything` over stdio, and our fixture): tools are
+//! classified in the background (AG-US3), results and tool lists carry
+//! their skills (AG-US2), searches filter by skill, the taxonomy is edited
+//! through the API and the CLI (built-in skills are hidden, never lost),
+//! reclassification, skill vectors following membership (BR-008) and the
+//! suggestion queue (AC8).
+
+mod common;
+
+use common::{
+    Daemon, cli, everything_js, get_json, http, register, wait_index_settled, wait_status,
+};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
+const UP: Duration = Duration::from_secs(90);
+
+fn everything(name: &str) -> Value {
+    json!({"name": name, "transport_type": "STDIO",
+           "connection_config": {"command": "node", "args": [everything_js().to_str().unwrap(), "stdio"]}})
+}
+
+async fn send(method: reqwest::Method, url: String, body: Option<Value>) -> (u16, Value) {
+    let mut request = http().request(method, url);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("request");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Polls the classification status until every tool of the catalog went
+/// through classification with the classifier `check` accepts.
+async fn wait_classified(d: &Daemon, total: u64, check: impl Fn(&Value) -> bool) -> Value {
+    let end = Instant::now() + UP;
+    loop {
+        let status: Value = get_json(&d.api("/api/v1/skills/status")).await;
+        if status["classified"] == total
+            && status["discovered"] == 0
+            && status["classifying"] == 0
+            && check(&status)
+        {
+            return status;
+        }
+        assert!(
+            Instant::now() < end,
+            "classification did not settle: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn skills_of(tool: &Value) -> Vec<String> {
+    tool["skill_ids"]
+        .as_array()
+        .map(|s| {
+            s.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn tools_are_classified_in_the_background_and_found_by_skill() {
+    let d = Daemon::start();
+    register(&d, everything("everything")).await;
+    wait_status(&d, "everything", "CONNECTED", UP).await;
+    wait_index_settled(&d).await;
+    let tools: Vec<Value> = get_json(&d.api("/api/v1/aggregator/servers/everything/tools")).await;
+    let total = tools.len() as u64;
+    assert!(total >= 10, "{total} tools");
+    let status = wait_classified(&d, total, |_| true).await;
+    assert!(
+        status["classifier"]
+            .as_str()
+            .unwrap()
+            .starts_with("local:v"),
+        "{status}"
+    );
+
+    // AC2/AC3: 1–3 skills at ≥ 0.5, highest first, the first is primary.
+    let tools: Vec<Value> = get_json(&d.api("/api/v1/aggregator/servers/everything/tools")).await;
+    let mut with_skills = 0;
+    for tool in &tools {
+        assert_eq!(tool["classification_state"], "CLASSIFIED", "{tool}");
+        assert_eq!(tool["is_classified"], true, "{tool}");
+        let skills = tool["skills"].as_array().unwrap();
+        assert!(skills.len() <= 3, "{tool}");
+        let confidences: Vec<f64> = skills
+            .iter()
+            .map(|s| s["confidence"].as_f64().unwrap())
+            .collect();
+        assert!(
+            confidences.iter().all(|c| (0.5..=1.0).contains(c)),
+            "{tool}"
+        );
+        assert!(confidences.windows(2).all(|w| w[0] >= w[1]), "{tool}");
+        assert_eq!(
+            skills_of(tool),
+            skills
+                .iter()
+                .map(|s| s["skill_id"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        );
+        match skills.first() {
+            Some(first) => {
+                with_skills += 1;
+                assert_eq!(tool["primary_skill_id"], first["skill_id"], "{tool}");
+            }
+            None => assert!(tool["primary_skill_id"].is_null(), "{tool}"),
+        }
+    }
+    assert!(
+        with_skills >= total / 2,
+        "only {with_skills} of {total} tools have a skill"
+    );
+    let sum = tools
+        .iter()
+        .find(|t| t["original_name"] == "get-sum")
+        .unwrap();
+    assert_eq!(sum["primary_skill_id"], "math_calculation", "{sum}");
+
+    // AG-US2: search results carry the skills; a skill filter keeps only
+    // tools with one of its skills; an unknown skill is refused.
+    let (code, answer) = send(
+        reqwest::Method::POST,
+        d.api("/api/v1/search"),
+        Some(json!({"query": "add two numbers", "limit": 3})),
+    )
+    .await;
+    assert_eq!(code, 200, "{answer}");
+    assert_eq!(answer["tools"][0]["name"], "everything.get-sum", "{answer}");
+    assert_eq!(answer["tools"][0]["primary_skill_id"], "math_calculation");
+    let (code, answer) = send(
+        reqwest::Method::POST,
+        d.api("/api/v1/search"),
+        Some(json!({"query": "echo a message", "skill_filter": ["math_calculation"]})),
+    )
+    .await;
+    assert_eq!(code, 200, "{answer}");
+    let found = answer["tools"].as_array().unwrap();
+    assert!(!found.is_empty(), "{answer}");
+    assert!(
+        found
+            .iter()
+            .all(|t| skills_of(t).contains(&"math_calculation".to_owned())),
+        "{answer}"
+    );
+    let (code, answer) = send(
+        reqwest::Method::POST,
+        d.api("/api/v1/search"),
+        Some(json!({"query": "echo", "skill_filter": ["no_such_skill"]})),
+    )
+    .await;
+    assert_eq!(code, 422, "{answer}");
+    assert!(answer["detail"].as_str().unwrap().contains("no_such_skill"));
+
+    // A skill's tools, its count and its vector (the members' mean).
+    let members: Vec<Value> = get_json(&d.api("/api/v1/skills/math_calculation/tools")).await;
+    assert!(members.iter().any(|t| t["id"] == "everything.get-sum"));
+    let skill: Value = get_json(&d.api("/api/v1/skills/math_calculation")).await;
+    assert_eq!(skill["tool_count"], members.len(), "{skill}");
+    assert_eq!(skill["vector"], "tools", "{skill}");
+    let state: Value = get_json(&d.api("/api/v1/aggregator/state")).await;
+    assert_eq!(state["classified_tools"], total, "{state}");
+    assert_eq!(state["unclassified_tools"], 0, "{state}");
+
+    // The CLI shows the same.
+    let (code, out, err) = cli(&d.data_dir, &["skills", "tools", "math_calculation"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("everything.get-sum"), "{out}");
+    let (code, out, err) = cli(
+        &d.data_dir,
+        &[
+            "search",
+            "add two numbers",
+            "--skill",
+            "math_calculation",
+            "--limit",
+            "1",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("everything.get-sum") && out.contains("math_calculation"),
+        "{out}"
+    );
+
+    // BR-008: removing the server empties the skill; its vector falls
+    // back to its description.
+    let (code, _) = send(
+        reqwest::Method::DELETE,
+        d.api("/api/v1/aggregator/servers/everything"),
+        None,
+    )
+    .await;
+    assert_eq!(code, 204);
+    let end = Instant::now() + UP;
+    loop {
+        let skill: Value = get_json(&d.api("/api/v1/skills/math_calculation")).await;
+        if skill["tool_count"] == 0 && skill["vector"] == "description" {
+            break;
+        }
+        assert!(Instant::now() < end, "the skill kept its members: {skill}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_taxonomy_is_edited_and_built_in_skills_are_hidden_not_lost() {
+    let mut d = Daemon::start();
+    let skills = d.api("/api/v1/skills");
+    let listed: Vec<Value> = get_json(&skills).await;
+    assert!((25..=40).contains(&listed.len()), "{}", listed.len());
+    assert!(
+        listed
+            .iter()
+            .all(|s| s["builtin"] == true && s["hidden"] == false)
+    );
+
+    let weather = json!({"id": "weather", "name": "Weather", "description": "Forecasts and current weather conditions",
+                         "examples": ["will it rain tomorrow", "temperature in Paris"]});
+    let (code, created) = send(reqwest::Method::POST, skills.clone(), Some(weather.clone())).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["builtin"], false);
+    assert_eq!(created["tool_count"], 0);
+    let (code, again) = send(reqwest::Method::POST, skills.clone(), Some(weather)).await;
+    assert_eq!(code, 409, "{again}");
+    let (code, clash) = send(
+        reqwest::Method::POST,
+        skills.clone(),
+        Some(json!({"id": "email", "name": "Mail", "description": "a built-in id"})),
+    )
+    .await;
+    assert_eq!(code, 409, "{clash}");
+    for bad in [
+        json!({"id": "Bad Id", "name": "x", "description": "y"}),
+        json!({"id": "ok_id", "name": "", "description": "y"}),
+        json!({"id": "ok_id", "name": "x", "description": "y", "examples": vec!["e"; 31]}),
+        json!({"id": "ok_id", "name": "x"}),
+        json!({"id": "ok_id", "name": "x", "description": "y", "colour": "red"}),
+    ] {
+        let (code, answer) = send(reqwest::Method::POST, skills.clone(), Some(bad.clone())).await;
+        assert_eq!(code, 422, "{bad} -> {answer}");
+        assert!(answer["detail"].is_string(), "{answer}");
+    }
+
+    // Edit (the id comes from the path), then a mismatch is refused.
+    let (code, edited) = send(
+        reqwest::Method::PUT,
+        format!("{skills}/weather"),
+        Some(json!({"name": "Weather and climate", "description": "Forecasts, climate and weather conditions"})),
+    )
+    .await;
+    assert_eq!(code, 200, "{edited}");
+    assert_eq!(edited["name"], "Weather and climate");
+    let (code, _) = send(
+        reqwest::Method::PUT,
+        format!("{skills}/weather"),
+        Some(json!({"id": "other", "name": "x", "description": "y"})),
+    )
+    .await;
+    assert_eq!(code, 422);
+    let (code, _) = send(
+        reqwest::Method::PUT,
+        format!("{skills}/nope"),
+        Some(json!({"name": "x", "description": "y"})),
+    )
+    .await;
+    assert_eq!(code, 404);
+
+    // A built-in skill: deleting hides it (200, still readable), listing
+    // skips it unless asked, PUT hidden=false brings it back.
+    let (code, hidden) = send(reqwest::Method::DELETE, format!("{skills}/email"), None).await;
+    assert_eq!(code, 200, "{hidden}");
+    assert_eq!(hidden["hidden"], true);
+    let listed: Vec<Value> = get_json(&skills).await;
+    assert!(listed.iter().all(|s| s["id"] != "email"));
+    let all: Vec<Value> = get_json(&format!("{skills}?include_hidden=true")).await;
+    assert!(
+        all.iter()
+            .any(|s| s["id"] == "email" && s["hidden"] == true)
+    );
+
+    // Survives a restart, as does the user skill.
+    d.terminate(Duration::from_secs(10));
+    let restarted = Daemon::start_in(&d.data_dir, &[]);
+    let d = restarted;
+    let skills = d.api("/api/v1/skills");
+    let email: Value = get_json(&format!("{skills}/email")).await;
+    assert_eq!(email["hidden"], true, "{email}");
+    let weather: Value = get_json(&format!("{skills}/weather")).await;
+    assert_eq!(weather["name"], "Weather and climate");
+
+    // The CLI: show it again, remove the user skill (exit 2 for unknown).
+    let dir = d.data_dir.as_path();
+    let (code, out, err) = cli(dir, &["skills", "show-again", "email"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let email: Value = get_json(&format!("{skills}/email")).await;
+    assert_eq!(email["hidden"], false, "{email}");
+    assert_eq!(email["builtin"], true, "{email}");
+    let (code, out, _) = cli(dir, &["skills", "list"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("weather") && out.contains("email"), "{out}");
+    let (code, _, err) = cli(
+        dir,
+        &[
+            "skills",
+            "add",
+            "bad id",
+            "--name",
+            "x",
+            "--description",
+            "y",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    let (code, _, _) = cli(dir, &["skills", "remove", "weather"]);
+    assert_eq!(code, 0);
+    let (code, _) = send(reqwest::Method::GET, format!("{skills}/weather"), None).await;
+    assert_eq!(code, 404);
+    let (code, _, err) = cli(dir, &["skills", "remove", "weather"]);
+    assert_eq!(code, 2, "{err}");
+
+    // Every edit is in the audit log.
+    let audit: Vec<Value> = get_json(&d.api("/api/v1/aggregator/audit?limit=100")).await;
+    let actions: Vec<&str> = audit.iter().filter_map(|e| e["action"].as_str()).collect();
+    for action in ["skill_create", "skill_update", "skill_hide", "skill_delete"] {
+        assert!(
+            actions.contains(&action),
+            "{action} missing from {actions:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn reclassification_follows_the_taxonomy_and_unfit_tools_are_suggested() {
+    let d = Daemon::start();
+    // The fixture's generated tools ("Generated tool number N") do nothing
+    // a skill describes.
+    register(
+        &d,
+        json!({"name": "fixture", "transport_type": "STDIO",
+               "connection_config": {"command": FIXTURE, "args": ["--tools", "5"]}}),
+    )
+    .await;
+    wait_status(&d, "fixture", "CONNECTED", UP).await;
+    wait_index_settled(&d).await;
+    let tools: Vec<Value> = get_json(&d.api("/api/v1/aggregator/servers/fixture/tools")).await;
+    let total = tools.len() as u64;
+    let first = wait_classified(&d, total, |_| true).await;
+    let without = first["without_skill"].as_u64().unwrap();
+    assert!(without > 0, "{first}");
+    let suggestions: Vec<Value> = get_json(&d.api("/api/v1/skills/suggestions")).await;
+    assert_eq!(suggestions.len(), 1, "{suggestions:?}");
+    let queued: Vec<&str> = suggestions[0]["tool_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(queued.len() as u64, without, "{suggestions:?}");
+    assert!(queued.contains(&"fixture.tool_0000"), "{queued:?}");
+
+    // A new skill changes the taxonomy: every tool is classified again
+    // under the new classifier, and the generated tools now fit it.
+    let (code, created) = send(
+        reqwest::Method::POST,
+        d.api("/api/v1/skills"),
+        Some(json!({"id": "generated", "name": "Generated tools",
+                    "description": "Generated tool number N, made by the test fixture",
+                    "examples": ["generated tool number 1", "generated tool number 2"]})),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    let old = first["classifier"].as_str().unwrap().to_owned();
+    wait_classified(&d, total, |s| s["classifier"] != old.as_str()).await;
+    let members: Vec<Value> = get_json(&d.api("/api/v1/skills/generated/tools")).await;
+    assert!(
+        members.iter().any(|t| t["id"] == "fixture.tool_0000"),
+        "{members:?}"
+    );
+
+    // Reclassify on request: the server's tools are queued and done again.
+    let (code, answer) = send(
+        reqwest::Method::POST,
+        d.api("/api/v1/skills/reclassify"),
+        Some(json!({"servers": ["fixture"]})),
+    )
+    .await;
+    assert_eq!(code, 202, "{answer}");
+    assert_eq!(answer["queued"], total);
+    wait_classified(&d, total, |s| s["last_pass_tools"] == total).await;
+    let (code, answer) = send(
+        reqwest::Method::POST,
+        d.api("/api/v1/skills/reclassify"),
+        Some(json!({"servers": ["ghost"]})),
+    )
+    .await;
+    assert_eq!(code, 404, "{answer}");
+
+    // A suggestion is dismissed once.
+    let id = suggestions[0]["id"].as_u64().unwrap();
+    let url = d.api(&format!("/api/v1/skills/suggestions/{id}"));
+    let (code, _) = send(reqwest::Method::DELETE, url.clone(), None).await;
+    assert_eq!(code, 204);
+    let (code, _) = send(reqwest::Method::DELETE, url, None).await;
+    assert_eq!(code, 404);
+}
