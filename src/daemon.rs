@@ -84,7 +84,7 @@ pub struct ServeOptions {
 
 /// Settings of the MCP front door and the sessions behind it, shared by
 /// `serve` and `stdio`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct FrontDoorOptions {
     /// What bare tool names shared by several servers reach.
     pub conflict_strategy: ConflictStrategy,
@@ -101,6 +101,8 @@ pub struct FrontDoorOptions {
     pub call_wait: Duration,
     /// Health checks: interval, timeout, circuit breaker.
     pub health: crate::sessions::health::HealthSettings,
+    /// How tools are classified into skills.
+    pub skills: crate::skills::SkillsSettings,
 }
 
 impl Default for FrontDoorOptions {
@@ -114,6 +116,7 @@ impl Default for FrontDoorOptions {
             startup_wait: crate::router::STARTUP_WAIT,
             call_wait: sessions.call_wait,
             health: sessions.health,
+            skills: crate::skills::SkillsSettings::default(),
         }
     }
 }
@@ -187,7 +190,11 @@ impl Stack {
             registry.subscribe(),
             background.clone(),
         );
-        let skills = Skills::new(Arc::clone(&store), search.clone());
+        let skills = Skills::new(
+            Arc::clone(&store),
+            search.clone(),
+            front_door.skills.clone(),
+        );
         skills.spawn_worker(background.clone());
         let key_path = data_dir.join(crate::paths::STATE_KEY_FILE);
         let state_key = crate::paths::private_key(&key_path)
@@ -255,7 +262,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     // half-started daemon behind.
     let loaded = options.config.as_deref().map(config::load).transpose()?;
     let config = options.config.as_deref().zip(loaded);
-    let stack = Stack::open(&options.data_dir, config, options.front_door).await?;
+    let stack = Stack::open(&options.data_dir, config, options.front_door.clone()).await?;
     if let Some(descriptors) = crate::listener::raise_descriptor_limit() {
         tracing::debug!(descriptors, "open-descriptor limit");
     }

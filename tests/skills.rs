@@ -412,3 +412,192 @@ async fn reclassification_follows_the_taxonomy_and_unfit_tools_are_suggested() {
     let (code, _) = send(reqwest::Method::DELETE, url, None).await;
     assert_eq!(code, 404);
 }
+
+/// How the test's chat completions server behaves.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum ChatMode {
+    Fails,
+    Answers,
+    Garbage,
+    Slow,
+}
+
+#[derive(Clone)]
+struct ChatServer {
+    mode: std::sync::Arc<std::sync::Mutex<ChatMode>>,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+/// A small OpenAI-compatible chat completions server (real HTTP, axum): it
+/// classifies `get-sum` as math, `echo` as fitting nothing (proposing a
+/// skill), everything else as testing; or fails, or talks nonsense, or
+/// answers too late, as the test sets it.
+async fn chat_server() -> (ChatServer, u16) {
+    use axum::routing::post;
+    let server = ChatServer {
+        mode: std::sync::Arc::new(std::sync::Mutex::new(ChatMode::Fails)),
+        requests: std::sync::Arc::default(),
+    };
+    let state = server.clone();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        post(move |axum::Json(request): axum::Json<Value>| {
+            let state = state.clone();
+            async move {
+                state.requests.lock().unwrap().push(request.clone());
+                let mode = *state.mode.lock().unwrap();
+                let user = request["messages"][1]["content"].as_str().unwrap_or_default().to_owned();
+                let content = if user.contains("Tool: get-sum\n") {
+                    json!({"skills": [{"skill_id": "math_calculation", "confidence": 0.95}], "new_skill": null})
+                } else if user.contains("Tool: echo\n") {
+                    json!({"skills": [], "new_skill": {"name": "Echo and replay", "description": "Tools that send input back"}})
+                } else {
+                    json!({"skills": [{"skill_id": "testing_debugging", "confidence": 0.9}], "new_skill": null})
+                };
+                let ok = json!({"id": "c1", "object": "chat.completion",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": content.to_string()}}]});
+                match mode {
+                    ChatMode::Answers => (axum::http::StatusCode::OK, axum::Json(ok)),
+                    ChatMode::Fails => (
+                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                        axum::Json(json!({"error": {"message": "model not loaded"}})),
+                    ),
+                    ChatMode::Garbage => (
+                        axum::http::StatusCode::OK,
+                        axum::Json(json!({"choices": [{"message": {"content": "{\"skills\": \"all of them\"}"}}]})),
+                    ),
+                    ChatMode::Slow => {
+                        tokio::time::sleep(Duration::from_secs(5)).await;
+                        (axum::http::StatusCode::OK, axum::Json(ok))
+                    }
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (server, port)
+}
+
+fn tool_named<'a>(tools: &'a [Value], name: &str) -> &'a Value {
+    tools.iter().find(|t| t["original_name"] == name).unwrap()
+}
+
+#[tokio::test]
+async fn an_llm_classifier_is_used_when_it_answers_and_the_local_one_covers_its_failures() {
+    let (chat, port) = chat_server().await;
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(
+        temp.path(),
+        &[
+            "--classifier-url",
+            &url,
+            "--classifier-model",
+            "test-model",
+            "--classifier-timeout",
+            "2",
+            "--classifier-retry",
+            "1",
+        ],
+    );
+    register(&d, everything("everything")).await;
+    wait_status(&d, "everything", "CONNECTED", UP).await;
+    wait_index_settled(&d).await;
+    let tools_url = d.api("/api/v1/aggregator/servers/everything/tools");
+    let total = get_json::<Vec<Value>>(&tools_url).await.len() as u64;
+
+    // EC-009: the endpoint fails; every tool still gets the local
+    // classifier's skills, records why, and waits for a retry.
+    let status = wait_classified(&d, total, |s| s["awaiting_retry"] == total).await;
+    assert!(
+        status["classifier"]
+            .as_str()
+            .unwrap()
+            .starts_with("llm:test-model:"),
+        "{status}"
+    );
+    let tools: Vec<Value> = get_json(&tools_url).await;
+    let sum = tool_named(&tools, "get-sum");
+    assert_eq!(sum["primary_skill_id"], "math_calculation", "{sum}");
+    assert!(
+        sum["classification_error"]
+            .as_str()
+            .unwrap()
+            .contains("HTTP 500"),
+        "{sum}"
+    );
+
+    // The endpoint recovers: the retries classify every tool with it.
+    *chat.mode.lock().unwrap() = ChatMode::Answers;
+    wait_classified(&d, total, |s| s["awaiting_retry"] == 0).await;
+    let tools: Vec<Value> = get_json(&tools_url).await;
+    let sum = tool_named(&tools, "get-sum");
+    assert_eq!(
+        sum["skills"],
+        json!([{"skill_id": "math_calculation", "confidence": 0.95}]),
+        "{sum}"
+    );
+    assert!(sum.get("classification_error").is_none(), "{sum}");
+    let other = tool_named(&tools, "get-env");
+    assert_eq!(other["primary_skill_id"], "testing_debugging", "{other}");
+    let echo = tool_named(&tools, "echo");
+    assert_eq!(echo["skill_ids"], json!([]), "{echo}");
+    assert_eq!(echo["classification_state"], "CLASSIFIED", "{echo}");
+    // AC8: the skill the LLM proposed is queued under its name.
+    let suggestions: Vec<Value> = get_json(&d.api("/api/v1/skills/suggestions")).await;
+    let proposed = suggestions.iter().find(|s| s["name"] == "Echo and replay");
+    assert!(
+        proposed.is_some_and(|s| s["tool_ids"] == json!(["everything.echo"])),
+        "{suggestions:?}"
+    );
+    // What was asked: strict JSON over the taxonomy, for the model named.
+    let request = chat.requests.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(request["model"], "test-model");
+    assert_eq!(request["response_format"]["json_schema"]["strict"], true);
+    assert!(
+        request["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("math_calculation")
+    );
+
+    // An answer off the schema, and one too late, are failures: the local
+    // classifier answers and the error says why.
+    for (mode, expected) in [
+        (ChatMode::Garbage, "schema"),
+        (ChatMode::Slow, "did not answer"),
+    ] {
+        *chat.mode.lock().unwrap() = mode;
+        let (code, answer) = send(
+            reqwest::Method::POST,
+            d.api("/api/v1/skills/reclassify"),
+            Some(json!({"tool_ids": ["everything.get-sum"]})),
+        )
+        .await;
+        assert_eq!(
+            (code, answer["queued"].as_u64()),
+            (202, Some(1)),
+            "{answer}"
+        );
+        let end = Instant::now() + UP;
+        loop {
+            let tools: Vec<Value> = get_json(&tools_url).await;
+            let sum = tool_named(&tools, "get-sum").clone();
+            if sum["classification_error"]
+                .as_str()
+                .is_some_and(|e| e.contains(expected))
+            {
+                assert_eq!(sum["classification_state"], "CLASSIFIED", "{sum}");
+                assert_eq!(sum["primary_skill_id"], "math_calculation", "{sum}");
+                break;
+            }
+            assert!(Instant::now() < end, "{mode:?} never showed: {sum}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}

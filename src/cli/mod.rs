@@ -141,6 +141,8 @@ struct ServeArgs {
     #[command(flatten)]
     health: HealthArgs,
     #[command(flatten)]
+    search: IndexArgs,
+    #[command(flatten)]
     tracing: TracingArgs,
     /// Require `Authorization: Bearer <token>` even on loopback (the token is MCP_AGGREGATOR_TOKEN, else generated into the data dir).
     #[arg(long, env = "MCP_AGGREGATOR_REQUIRE_TOKEN")]
@@ -227,7 +229,12 @@ struct RoutingArgs {
 }
 
 impl RoutingArgs {
-    fn front_door(&self, limits: &LimitArgs, health: &HealthArgs) -> daemon::FrontDoorOptions {
+    fn front_door(
+        &self,
+        limits: &LimitArgs,
+        health: &HealthArgs,
+        search: &IndexArgs,
+    ) -> daemon::FrontDoorOptions {
         // The one message limit every reader in the process shares.
         crate::limits::set_max_message_bytes(limits.max_message_bytes);
         daemon::FrontDoorOptions {
@@ -241,6 +248,7 @@ impl RoutingArgs {
             startup_wait: std::time::Duration::from_secs(limits.startup_wait),
             call_wait: health.call_wait,
             health: health.settings(),
+            skills: search.skills(),
         }
     }
 }
@@ -257,9 +265,60 @@ struct StdioArgs {
     #[command(flatten)]
     health: HealthArgs,
     #[command(flatten)]
+    search: IndexArgs,
+    #[command(flatten)]
     tracing: TracingArgs,
     #[command(flatten)]
     limits: LimitArgs,
+}
+
+/// Search and skill classification.
+#[derive(Debug, Args)]
+struct IndexArgs {
+    /// Classify tools with an OpenAI-compatible chat completions endpoint (a local model server,
+    /// e.g. http://127.0.0.1:8080/v1) instead of the built-in classifier, which still answers
+    /// whenever the endpoint fails or times out (those tools are tried again later).
+    #[arg(long, env = "MCP_AGGREGATOR_CLASSIFIER_URL", value_name = "URL", value_parser = http_url)]
+    classifier_url: Option<String>,
+    /// The model name sent to --classifier-url.
+    #[arg(
+        long,
+        env = "MCP_AGGREGATOR_CLASSIFIER_MODEL",
+        value_name = "NAME",
+        default_value = "default"
+    )]
+    classifier_model: String,
+    /// Bearer token for --classifier-url, if it needs one.
+    #[arg(
+        long,
+        env = "MCP_AGGREGATOR_CLASSIFIER_API_KEY",
+        value_name = "KEY",
+        hide_env_values = true
+    )]
+    classifier_api_key: Option<String>,
+    /// Seconds one classification request may take.
+    #[arg(long, env = "MCP_AGGREGATOR_CLASSIFIER_TIMEOUT", value_name = "SECONDS", default_value = "10", value_parser = seconds)]
+    classifier_timeout: std::time::Duration,
+    /// Seconds before a tool the classifier failed on is tried again (doubling per failure, at most an hour).
+    #[arg(long, env = "MCP_AGGREGATOR_CLASSIFIER_RETRY", value_name = "SECONDS", default_value = "30", value_parser = seconds)]
+    classifier_retry: std::time::Duration,
+}
+
+impl IndexArgs {
+    fn skills(&self) -> crate::skills::SkillsSettings {
+        crate::skills::SkillsSettings {
+            llm: self
+                .classifier_url
+                .as_ref()
+                .map(|url| crate::skills::llm::LlmSettings {
+                    url: url.clone(),
+                    model: self.classifier_model.clone(),
+                    api_key: self.classifier_api_key.clone(),
+                    timeout: self.classifier_timeout,
+                }),
+            retry: self.classifier_retry,
+        }
+    }
 }
 
 /// Where traces of calls go (off unless set).
@@ -700,7 +759,9 @@ async fn stdio(args: StdioArgs) -> ExitCode {
         Ok(setup) => setup,
         Err(code) => return code,
     };
-    let front_door = args.routing.front_door(&args.limits, &args.health);
+    let front_door = args
+        .routing
+        .front_door(&args.limits, &args.health, &args.search);
     finish(daemon::stdio(args.config, data_dir, front_door, shutdown).await)
 }
 
@@ -715,7 +776,9 @@ async fn serve(args: ServeArgs) -> ExitCode {
         listen: args.listen,
         require_token: args.require_token,
         allowed_hosts: args.allow_hosts,
-        front_door: args.routing.front_door(&args.limits, &args.health),
+        front_door: args
+            .routing
+            .front_door(&args.limits, &args.health, &args.search),
         listener: args.listener.listener(),
         mcp_sessions: args.listener.sessions(),
     };

@@ -8,14 +8,16 @@
 //! skill vectors. Never on the path of a call or a discovery.
 
 pub mod classify;
+pub mod llm;
 pub mod taxonomy;
 
 use chrono::Utc;
+use futures_util::StreamExt as _;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::{Duration, Instant};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
@@ -23,7 +25,7 @@ use utoipa::ToSchema;
 use crate::index::text::split_identifier;
 use crate::index::vector::normalised_mean;
 use crate::index::{IndexError, SearchIndex};
-use crate::model::skill::{InvalidSkill, SkillAssignment};
+use crate::model::skill::{InvalidSkill, SkillAssignment, retry_after};
 use crate::model::{
     Classification, ClassificationEvent, ClassificationState, ServerId, Skill, SkillSuggestion,
     ToolRecord,
@@ -31,10 +33,44 @@ use crate::model::{
 use crate::store::skills::ClassificationUpdate;
 use crate::store::{Store, StoreError};
 use classify::{CALIBRATION, CLASSIFIER_VERSION, Prototypes};
+use llm::{LlmClassification, LlmClassifier, LlmError, LlmSettings};
 
 /// Tools classified per store commit (seed 001 EC-006 queues batches of
 /// 10; a local batch costs microseconds, so the batch bounds the commit).
 const BATCH: usize = 50;
+/// LLM requests in flight at once (design §7, seed 001 BR-004).
+const LLM_CONCURRENCY: usize = 5;
+
+/// How classification is done.
+#[derive(Debug, Clone)]
+pub struct SkillsSettings {
+    /// An OpenAI-compatible endpoint to classify with instead of the local
+    /// classifier (which still answers when it fails).
+    pub llm: Option<LlmSettings>,
+    /// The first wait before a failed classification is tried again
+    /// (doubling per failure, at most an hour).
+    pub retry: Duration,
+}
+
+impl Default for SkillsSettings {
+    fn default() -> Self {
+        SkillsSettings {
+            llm: None,
+            retry: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A skill the LLM proposed, and the tools it proposed it for.
+type Proposal = (String, Vec<String>);
+
+/// What one pass did.
+#[derive(Debug, Clone, Default)]
+pub struct PassOutcome {
+    pub classified: usize,
+    /// When the earliest failed classification is due again.
+    pub retry_at: Option<chrono::DateTime<Utc>>,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum SkillsError {
@@ -78,6 +114,9 @@ pub struct ClassificationProgress {
     pub unclassified: usize,
     /// Classified tools that fit no skill (they are in a suggestion).
     pub without_skill: usize,
+    /// Tools the configured classifier failed on, to be tried again (the
+    /// local classifier's answer stands meanwhile).
+    pub awaiting_retry: usize,
     /// The classifier in use (`local:v1:<taxonomy>`).
     pub classifier: String,
     /// Why nothing can be classified now, if so (no model).
@@ -98,6 +137,10 @@ pub struct ReclassifyScope {
 struct Inner {
     store: Arc<Store>,
     index: SearchIndex,
+    llm: Option<LlmClassifier>,
+    retry: Duration,
+    /// The runtime LLM requests run on (set when the worker starts).
+    runtime: OnceLock<tokio::runtime::Handle>,
     /// Serialises taxonomy edits, so two writers never interleave.
     edit_lock: tokio::sync::Mutex<()>,
     /// The embedded prototypes of the taxonomy they were made for.
@@ -127,12 +170,15 @@ impl std::fmt::Debug for Skills {
 }
 
 impl Skills {
-    pub fn new(store: Arc<Store>, index: SearchIndex) -> Skills {
+    pub fn new(store: Arc<Store>, index: SearchIndex, settings: SkillsSettings) -> Skills {
         let (progress, _) = watch::channel(ClassificationProgress::default());
         Skills {
             inner: Arc::new(Inner {
                 store,
                 index,
+                llm: settings.llm.map(LlmClassifier::new),
+                retry: settings.retry,
+                runtime: OnceLock::new(),
                 edit_lock: tokio::sync::Mutex::new(()),
                 prototypes: Mutex::new(None),
                 members: RwLock::new(BTreeMap::new()),
@@ -386,9 +432,11 @@ impl Skills {
     }
 
     /// Classifies in the background until `shutdown`: after each index sync
-    /// (new tools have vectors), each taxonomy edit and each reclassify.
+    /// (new tools have vectors), each taxonomy edit and each reclassify, and
+    /// when a failed classification is due again.
     pub fn spawn_worker(&self, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
         let skills = self.clone();
+        let _ = self.inner.runtime.set(tokio::runtime::Handle::current());
         let mut index_progress = self.inner.index.progress();
         tokio::spawn(async move {
             loop {
@@ -397,13 +445,29 @@ impl Skills {
                     result = crate::index::in_background("skills", move || pass.classify_pending()) => result,
                     () = shutdown.cancelled() => return,
                 };
+                let mut retry_at = None;
                 match result {
-                    Ok(Ok(0)) => {}
-                    Ok(Ok(classified)) => tracing::info!(classified, "tools classified"),
+                    Ok(Ok(outcome)) => {
+                        if outcome.classified > 0 {
+                            tracing::info!(classified = outcome.classified, "tools classified");
+                        }
+                        retry_at = outcome.retry_at;
+                    }
                     Ok(Err(err)) => tracing::warn!("classification pass failed: {err}"),
                     Err(err) => tracing::error!("classification task failed: {err}"),
                 }
-                // The next pass: when an index sync ends, or on demand.
+                let retry = async {
+                    match retry_at {
+                        Some(at) => {
+                            let wait = (at - Utc::now()).to_std().unwrap_or_default();
+                            tokio::time::sleep(wait).await;
+                        }
+                        None => std::future::pending::<()>().await,
+                    }
+                };
+                tokio::pin!(retry);
+                // The next pass: when an index sync ends, on demand, or
+                // when a retry is due.
                 loop {
                     tokio::select! {
                         changed = index_progress.changed() => {
@@ -415,6 +479,7 @@ impl Skills {
                             }
                         }
                         () = skills.inner.wake.notified() => break,
+                        () = &mut retry => break,
                         () = shutdown.cancelled() => return,
                     }
                 }
@@ -445,32 +510,59 @@ impl Skills {
     }
 
     /// One pass (blocking): classifies every tool not classified by the
-    /// current classifier and taxonomy that the index has vectors for, then
-    /// refreshes skill vectors and suggestions. Returns the tools classified.
-    pub fn classify_pending(&self) -> Result<usize, SkillsError> {
+    /// current classifier and taxonomy (and whose retry is due), then
+    /// refreshes skill vectors and suggestions.
+    pub fn classify_pending(&self) -> Result<PassOutcome, SkillsError> {
         let started = Instant::now();
         let inner = &self.inner;
         let skills = self.visible()?;
         let fingerprint = taxonomy::fingerprint(&skills);
-        let classifier = format!("local:v{CLASSIFIER_VERSION}:{fingerprint}");
+        let local_key = format!("local:v{CLASSIFIER_VERSION}:{fingerprint}");
+        let classifier = match &inner.llm {
+            Some(llm) => format!("{}:{fingerprint}", llm.id()),
+            None => local_key.clone(),
+        };
+        let now = Utc::now();
         let tools = inner.store.all_tools()?;
         let pending: Vec<&ToolRecord> = tools
             .iter()
-            .filter(|t| t.classification.by.as_deref() != Some(classifier.as_str()))
+            .filter(|t| {
+                t.classification.by.as_deref() != Some(classifier.as_str())
+                    && retry_due(&t.classification, now, inner.retry)
+            })
             .collect();
         let mut waiting_for = None;
-        let mut written: Vec<ToolRecord> = Vec::new();
-        if !pending.is_empty() {
-            match self.prototypes(&skills, &classifier) {
-                Ok(prototypes) => {
-                    written = self.classify_tools(&pending, &prototypes, &classifier)?;
-                }
+        let prototypes = if pending.is_empty() {
+            None
+        } else {
+            match self.prototypes(&skills, &local_key) {
+                Ok(prototypes) => Some(prototypes),
                 Err(SkillsError::Index(IndexError::ModelUnavailable(reason))) => {
                     waiting_for = Some(format!("the search model ({reason})"));
+                    None
                 }
                 Err(err) => return Err(err),
             }
-        }
+        };
+        let mut named = Vec::new();
+        let written = match (&inner.llm, &prototypes) {
+            _ if pending.is_empty() => Vec::new(),
+            (Some(llm), _) => {
+                waiting_for = None;
+                let (written, proposals) = self.classify_with_llm(
+                    llm,
+                    &pending,
+                    &skills,
+                    prototypes.as_deref(),
+                    &classifier,
+                    &local_key,
+                )?;
+                named = proposals;
+                written
+            }
+            (None, Some(prototypes)) => self.classify_locally(&pending, prototypes, &classifier)?,
+            (None, None) => Vec::new(),
+        };
         // What every tool has now, written or not.
         let by_id: HashMap<&str, &ToolRecord> =
             written.iter().map(|t| (t.id.as_str(), t)).collect();
@@ -479,13 +571,40 @@ impl Skills {
             .map(|t| by_id.get(t.id.as_str()).copied().unwrap_or(t))
             .collect();
         self.refresh_members(&current, &skills)?;
+        let proposed: HashSet<&str> = named
+            .iter()
+            .flat_map(|(_, ids): &Proposal| ids.iter().map(String::as_str))
+            .collect();
+        for (name, ids) in &named {
+            let reason = format!(
+                "the LLM classifier found no skill for {} tool(s) and proposed this one",
+                ids.len()
+            );
+            inner.store.add_skill_suggestion(name, &reason, ids)?;
+        }
         let unfit: Vec<&ToolRecord> = written
             .iter()
             .filter(|t| {
-                t.classification.state == ClassificationState::Classified && t.skill_ids.is_empty()
+                t.classification.state == ClassificationState::Classified
+                    && t.skill_ids.is_empty()
+                    && !proposed.contains(t.id.as_str())
             })
             .collect();
         self.suggest(&unfit)?;
+        let retry_at = current
+            .iter()
+            .filter(|t| {
+                t.classification.failures > 0
+                    && t.classification.by.as_deref() != Some(classifier.as_str())
+            })
+            .filter_map(|t| {
+                let at = t.classification.at?;
+                let wait =
+                    chrono::Duration::from_std(retry_after(inner.retry, t.classification.failures))
+                        .ok()?;
+                Some(at + wait)
+            })
+            .min();
         let count = |state| {
             current
                 .iter()
@@ -504,30 +623,38 @@ impl Skills {
                         && t.skill_ids.is_empty()
                 })
                 .count(),
+            awaiting_retry: current
+                .iter()
+                .filter(|t| {
+                    t.classification.failures > 0
+                        && t.classification.by.as_deref() != Some(classifier.as_str())
+                })
+                .count(),
             classifier,
             waiting_for,
             last_pass_tools: written.len(),
             last_pass_ms: started.elapsed().as_secs_f64() * 1000.0,
         });
-        Ok(written.len())
+        Ok(PassOutcome {
+            classified: written.len(),
+            retry_at,
+        })
     }
 
-    /// Classifies `pending` batch by batch through the state machine:
-    /// CLASSIFYING is stored first, then the result.
-    fn classify_tools(
+    /// The local classifier's skills for the tools the index has vectors
+    /// for, each seen with its server's mean vector.
+    fn local_skills(
         &self,
-        pending: &[&ToolRecord],
+        tools: &[&ToolRecord],
         prototypes: &Prototypes,
-        classifier: &str,
-    ) -> Result<Vec<ToolRecord>, SkillsError> {
-        let inner = &self.inner;
+    ) -> Result<HashMap<String, Vec<SkillAssignment>>, SkillsError> {
         // Every tool of the servers concerned: their mean is the server's
         // context.
-        let servers: HashSet<String> = pending
+        let servers: HashSet<String> = tools
             .iter()
             .map(|t| format!("{}.", t.server_name))
             .collect();
-        let vectors = inner.index.tool_vectors(|id| {
+        let vectors = self.inner.index.tool_vectors(|id| {
             id.split_once('.')
                 .is_some_and(|(server, _)| servers.contains(&id[..server.len() + 1]))
         })?;
@@ -547,50 +674,176 @@ impl Skills {
                 Some((server, prototypes.similarities(&[mean])))
             })
             .collect();
-        // Tools the index has not embedded yet wait for the next pass.
+        Ok(tools
+            .iter()
+            .filter_map(|t| {
+                let own = vectors.get(t.id.as_str())?;
+                let server = server_context
+                    .get(t.server_name.as_str())
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                Some((
+                    t.id.clone(),
+                    classify::classify(prototypes, own, server, &CALIBRATION),
+                ))
+            })
+            .collect())
+    }
+
+    /// Stores CLASSIFYING for a batch; returns the tools as stored.
+    fn start(&self, batch: &[&ToolRecord]) -> Result<Vec<ToolRecord>, SkillsError> {
+        let start: Vec<ClassificationUpdate> = batch
+            .iter()
+            .map(|t| update(t, step(&t.classification, ClassificationEvent::Start)))
+            .collect();
+        Ok(self.inner.store.set_classifications(&start)?)
+    }
+
+    /// Stores a batch's results and shows them in search.
+    fn finish(&self, results: &[ClassificationUpdate]) -> Result<Vec<ToolRecord>, SkillsError> {
+        let written = self.inner.store.set_classifications(results)?;
+        self.inner.index.apply_skills(&written)?;
+        Ok(written)
+    }
+
+    /// Classifies `pending` with the local classifier, batch by batch
+    /// through the state machine: CLASSIFYING is stored, then the result.
+    /// Tools the index has not embedded yet wait for the next pass.
+    fn classify_locally(
+        &self,
+        pending: &[&ToolRecord],
+        prototypes: &Prototypes,
+        classifier: &str,
+    ) -> Result<Vec<ToolRecord>, SkillsError> {
+        let local = self.local_skills(pending, prototypes)?;
         let ready: Vec<&ToolRecord> = pending
             .iter()
             .copied()
-            .filter(|t| vectors.contains_key(t.id.as_str()))
+            .filter(|t| local.contains_key(&t.id))
             .collect();
         let mut written = Vec::new();
         for batch in ready.chunks(BATCH) {
-            if inner.stopping.load(Ordering::SeqCst) {
+            if self.inner.stopping.load(Ordering::SeqCst) {
                 break;
             }
-            let start: Vec<ClassificationUpdate> = batch
+            let now = Utc::now();
+            let results: Vec<ClassificationUpdate> = self
+                .start(batch)?
                 .iter()
-                .map(|t| update(t, step(&t.classification, ClassificationEvent::Start)))
+                .map(|t| {
+                    let skills = local.get(&t.id).cloned().unwrap_or_default();
+                    update(t, succeeded(&t.classification, skills, classifier, now))
+                })
                 .collect();
-            let started = inner.store.set_classifications(&start)?;
+            written.extend(self.finish(&results)?);
+        }
+        Ok(written)
+    }
+
+    /// Classifies `pending` with the LLM, `LLM_CONCURRENCY` requests at a
+    /// time. A tool the LLM fails on gets the local classifier's answer (or
+    /// UNCLASSIFIED without one) and is retried after a backoff; once a
+    /// whole batch failed to reach it, the rest of the pass does not try.
+    /// Returns the tools written and the new skills the LLM proposed.
+    fn classify_with_llm(
+        &self,
+        llm: &LlmClassifier,
+        pending: &[&ToolRecord],
+        skills: &[Skill],
+        prototypes: Option<&Prototypes>,
+        classifier: &str,
+        local_key: &str,
+    ) -> Result<(Vec<ToolRecord>, Vec<Proposal>), SkillsError> {
+        let runtime = self.inner.runtime.get().ok_or_else(|| {
+            SkillsError::Task("the LLM classifier needs the worker's runtime".into())
+        })?;
+        let local = match prototypes {
+            Some(prototypes) => self.local_skills(pending, prototypes)?,
+            None => HashMap::new(),
+        };
+        let mut reachable = true;
+        let mut written = Vec::new();
+        let mut proposals: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for batch in pending.chunks(BATCH) {
+            if self.inner.stopping.load(Ordering::SeqCst) {
+                break;
+            }
+            let started = self.start(batch)?;
+            let answers: Vec<Result<LlmClassification, LlmError>> = if reachable {
+                runtime.block_on(
+                    futures_util::stream::iter(started.iter().map(|t| llm.classify(skills, t)))
+                        .buffered(LLM_CONCURRENCY)
+                        .collect(),
+                )
+            } else {
+                started
+                    .iter()
+                    .map(|_| {
+                        Err(LlmError::Unreachable {
+                            url: llm.endpoint().to_owned(),
+                            reason: "not tried again in this pass".into(),
+                        })
+                    })
+                    .collect()
+            };
+            if reachable
+                && !answers.is_empty()
+                && answers.iter().all(|a| {
+                    matches!(
+                        a,
+                        Err(LlmError::Timeout { .. } | LlmError::Unreachable { .. })
+                    )
+                })
+            {
+                if let Some(Err(err)) = answers.first() {
+                    tracing::warn!("{err}; the local classifier answers until it is back");
+                }
+                reachable = false;
+            }
             let now = Utc::now();
             let results: Vec<ClassificationUpdate> = started
                 .iter()
-                .map(|t| {
-                    let assigned: Vec<SkillAssignment> = vectors
-                        .get(t.id.as_str())
-                        .map(|v| {
-                            let server = server_context
-                                .get(t.server_name.as_str())
-                                .map(Vec::as_slice)
-                                .unwrap_or_default();
-                            classify::classify(prototypes, v, server, &CALIBRATION)
-                        })
-                        .unwrap_or_default();
-                    let mut done = step(&t.classification, ClassificationEvent::Succeeded);
-                    done.skills = assigned;
-                    done.by = Some(classifier.to_owned());
-                    done.error = None;
-                    done.failures = 0;
-                    done.at = Some(now);
-                    update(t, done)
+                .zip(answers)
+                .map(|(t, answer)| match answer {
+                    Ok(answer) => {
+                        if answer.skills.is_empty()
+                            && let Some(new_skill) = &answer.new_skill
+                        {
+                            proposals
+                                .entry(new_skill.name.trim().to_owned())
+                                .or_default()
+                                .push(t.id.clone());
+                        }
+                        update(
+                            t,
+                            succeeded(&t.classification, answer.skills, classifier, now),
+                        )
+                    }
+                    Err(err) => {
+                        tracing::debug!(tool = %t.id, "LLM classification failed: {err}");
+                        let mut done = match local.get(&t.id) {
+                            Some(skills) => succeeded(
+                                &t.classification,
+                                skills.clone(),
+                                &format!("fallback:{local_key}"),
+                                now,
+                            ),
+                            None => Classification {
+                                by: None,
+                                skills: t.classification.skills.clone(),
+                                ..step(&t.classification, ClassificationEvent::Failed)
+                            },
+                        };
+                        done.error = Some(err.to_string());
+                        done.failures = t.classification.failures.saturating_add(1);
+                        done.at = Some(now);
+                        update(t, done)
+                    }
                 })
                 .collect();
-            let batch_written = inner.store.set_classifications(&results)?;
-            inner.index.apply_skills(&batch_written)?;
-            written.extend(batch_written);
+            written.extend(self.finish(&results)?);
         }
-        Ok(written)
+        Ok((written, proposals.into_iter().collect()))
     }
 
     /// Recomputes tool counts and, when membership changed, the skill
@@ -694,6 +947,33 @@ impl Skills {
         }
         Ok(())
     }
+}
+
+/// A classification that succeeded with `skills`.
+fn succeeded(
+    current: &Classification,
+    skills: Vec<SkillAssignment>,
+    by: &str,
+    now: chrono::DateTime<Utc>,
+) -> Classification {
+    Classification {
+        skills,
+        by: Some(by.to_owned()),
+        error: None,
+        failures: 0,
+        at: Some(now),
+        ..step(current, ClassificationEvent::Succeeded)
+    }
+}
+
+/// Whether a tool's classification may be tried now: never failed, or its
+/// backoff has passed.
+fn retry_due(c: &Classification, now: chrono::DateTime<Utc>, base: Duration) -> bool {
+    if c.failures == 0 {
+        return true;
+    }
+    let Some(at) = c.at else { return true };
+    chrono::Duration::from_std(retry_after(base, c.failures)).is_ok_and(|wait| at + wait <= now)
 }
 
 /// The classification after `event`, keeping everything else.
