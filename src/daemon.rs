@@ -103,6 +103,8 @@ pub struct FrontDoorOptions {
     pub health: crate::sessions::health::HealthSettings,
     /// How tools are classified into skills.
     pub skills: crate::skills::SkillsSettings,
+    /// How much search is done (`--search`).
+    pub search: crate::index::SearchSetting,
 }
 
 impl Default for FrontDoorOptions {
@@ -117,6 +119,7 @@ impl Default for FrontDoorOptions {
             call_wait: sessions.call_wait,
             health: sessions.health,
             skills: crate::skills::SkillsSettings::default(),
+            search: crate::index::SearchSetting::default(),
         }
     }
 }
@@ -180,7 +183,8 @@ impl Stack {
         .await;
         let search = {
             let (store, dir) = (Arc::clone(&store), data_dir.to_path_buf());
-            tokio::task::spawn_blocking(move || SearchIndex::open(store, &dir))
+            let setting = front_door.search;
+            tokio::task::spawn_blocking(move || SearchIndex::open_with(store, &dir, setting))
                 .await
                 .map_err(|err| DaemonError::Serve(std::io::Error::other(err)))??
         };

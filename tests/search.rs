@@ -612,3 +612,100 @@ async fn sigterm_during_a_long_indexing_stops_within_seconds() {
     let exit = d.terminate(Duration::from_secs(10));
     assert!(exit.is_some_and(|s| s.success()), "{exit:?}");
 }
+
+#[tokio::test]
+async fn the_model_loads_only_when_needed_and_search_can_be_keyword_only_or_off() {
+    // Hybrid: nothing to embed, nothing loaded.
+    let temp = tempfile::tempdir().unwrap();
+    let mut d = Daemon::start_in(temp.path(), &[]);
+    let status: Value = get_json(&d.api("/api/v1/search/status")).await;
+    assert_eq!(
+        (&status["semantic"], &status["model_loaded"]),
+        (&json!(true), &json!(false)),
+        "{status}"
+    );
+    // Tools to embed load it.
+    register(&d, fixture("fx", &[])).await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    let tools = common::FIXED as u64 + 3;
+    let status = wait_indexed(&d, tools).await;
+    assert_eq!(status["model_loaded"], true, "{status}");
+    // Classification done, restart: every embedding is cached, every tool
+    // classified, so the model stays out of memory until a query needs it.
+    let end = Instant::now() + UP;
+    loop {
+        let skills: Value = get_json(&d.api("/api/v1/skills/status")).await;
+        if skills["classified"] == tools {
+            break;
+        }
+        assert!(Instant::now() < end, "{skills}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    d.terminate(Duration::from_secs(10));
+    let d = Daemon::start_in(temp.path(), &[]);
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    let status = wait_indexed(&d, tools).await;
+    let skills: Value = get_json(&d.api("/api/v1/skills/status")).await;
+    assert_eq!(skills["classified"], tools, "{skills}");
+    assert_eq!(status["model_loaded"], false, "{status}");
+    let (code, answer) = search(&d, json!({"query": "wait a while"})).await;
+    assert_eq!(code, 200);
+    assert_eq!(answer["metadata"]["mode"], "hybrid", "{answer}");
+    assert_eq!(answer["tools"][0]["name"], "fx.sleep", "{answer}");
+    let status: Value = get_json(&d.api("/api/v1/search/status")).await;
+    assert_eq!(status["model_loaded"], true, "{status}");
+
+    // Keyword: the model never loads, searches say they are by keyword,
+    // classification waits (no classifier).
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(temp.path(), &["--search", "keyword"]);
+    register(&d, fixture("fx", &[])).await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    let status = wait_indexed(&d, tools).await;
+    assert_eq!(status["semantic"], false, "{status}");
+    assert_eq!(status["model_loaded"], false, "{status}");
+    assert!(
+        status["warning"]
+            .as_str()
+            .unwrap()
+            .contains("--search keyword"),
+        "{status}"
+    );
+    let (code, answer) = search(&d, json!({"query": "sleep"})).await;
+    assert_eq!(code, 200);
+    assert_eq!(answer["tools"][0]["name"], "fx.sleep", "{answer}");
+    assert_eq!(answer["metadata"]["mode"], "keyword", "{answer}");
+    assert!(
+        answer["metadata"]["warning"]
+            .as_str()
+            .unwrap()
+            .contains("--search keyword")
+    );
+    let skills: Value = get_json(&d.api("/api/v1/skills/status")).await;
+    assert!(
+        skills["waiting_for"]
+            .as_str()
+            .unwrap()
+            .contains("--search keyword"),
+        "{skills}"
+    );
+    let log = std::fs::read_to_string(common::log_path(temp.path())).unwrap();
+    assert!(!log.contains("search model loaded"), "{log}");
+
+    // Off: searching is refused with the reason, the API keeps working.
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(temp.path(), &["--search", "off"]);
+    register(&d, fixture("fx", &[])).await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    let (code, answer) = search(&d, json!({"query": "sleep"})).await;
+    assert_eq!(code, 503, "{answer}");
+    assert!(
+        answer["detail"].as_str().unwrap().contains("--search off"),
+        "{answer}"
+    );
+    let (code, out, err) = cli(temp.path(), &["search", "sleep"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("--search off"), "{err}");
+    let (code, _) = common::rest_call(&d, "fx.echo", json!({"text": "still routed"})).await;
+    assert_eq!(code, 200);
+}

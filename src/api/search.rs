@@ -23,6 +23,7 @@ use crate::index::query::{QueryError, SearchQuery, SearchResponse};
         (status = 200, description = "Tools ranked by relevance (never grouped by server)", body = SearchResponse),
         (status = 404, description = "A server in `server_filter` is not registered", body = ErrorBody),
         (status = 422, description = "Empty or over-long query, a limit outside 1–100, or an unknown skill in `skill_filter`", body = ErrorBody),
+        (status = 503, description = "Search is off (`--search off`)", body = ErrorBody),
     )
 )]
 pub async fn search(
@@ -62,6 +63,7 @@ pub fn query_error(err: QueryError) -> HttpError {
             StatusCode::UNPROCESSABLE_ENTITY
         }
         QueryError::UnknownServer(_) => StatusCode::NOT_FOUND,
+        QueryError::Index(crate::index::IndexError::Off) => StatusCode::SERVICE_UNAVAILABLE,
         QueryError::Index(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     HttpError::new(status, err.to_string())
@@ -70,14 +72,23 @@ pub fn query_error(err: QueryError) -> HttpError {
 /// How far indexing has come.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct IndexStatus {
+    /// Tools findable (by keyword, and by meaning through their first
+    /// vector).
     pub indexed_tools: usize,
     pub total_tools: usize,
+    /// Tools still waiting for their second vector (the text with
+    /// parameter names), embedded after every tool has its first.
+    pub refining_tools: usize,
     /// The store's catalog generation the index reflects (or is moving to).
     pub generation: u64,
     /// A sync is running.
     pub syncing: bool,
-    /// Semantic search is available (the model loaded).
+    /// Semantic search is available (the model is loaded, or loads when
+    /// first needed).
     pub semantic: bool,
+    /// The model is in memory (it loads when a tool needs embedding or a
+    /// query needs meaning, not at start).
+    pub model_loaded: bool,
     /// Why semantic search is unavailable, when it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
@@ -88,9 +99,11 @@ fn status_of(state: &AppState) -> IndexStatus {
     IndexStatus {
         indexed_tools: progress.indexed_tools,
         total_tools: progress.total_tools,
+        refining_tools: progress.refining_tools,
         generation: progress.generation,
         syncing: progress.syncing,
         semantic: state.search.semantic_available(),
+        model_loaded: state.search.model_loaded(),
         warning: state.search.model_warning(),
     }
 }
@@ -117,7 +130,6 @@ pub async fn index_status(State(state): State<AppState>) -> Json<IndexStatus> {
 pub async fn reindex(State(state): State<AppState>) -> Response {
     let index = state.search.clone();
     tokio::spawn(async move {
-        index.model_settled().await;
         match tokio::task::spawn_blocking(move || index.sync(true)).await {
             Ok(Ok(count)) => tracing::info!(tools = count, "search index rebuilt"),
             Ok(Err(err)) => tracing::error!("search index rebuild failed: {err}"),

@@ -249,6 +249,7 @@ impl RoutingArgs {
             call_wait: health.call_wait,
             health: health.settings(),
             skills: search.skills(),
+            search: search.setting(),
         }
     }
 }
@@ -275,6 +276,16 @@ struct StdioArgs {
 /// Search and skill classification.
 #[derive(Debug, Args)]
 struct IndexArgs {
+    /// hybrid: keywords and meaning (the model, ~140 MiB with ONNX Runtime, loads when a tool
+    /// first needs embedding or a query needs meaning); keyword: keywords only, the model never
+    /// loads (tools are not classified unless --classifier-url is set); off: no search at all.
+    #[arg(
+        long,
+        env = "MCP_AGGREGATOR_SEARCH",
+        value_enum,
+        default_value = "hybrid"
+    )]
+    search: SearchSettingArg,
     /// Classify tools with an OpenAI-compatible chat completions endpoint (a local model server,
     /// e.g. http://127.0.0.1:8080/v1) instead of the built-in classifier, which still answers
     /// whenever the endpoint fails or times out (those tools are tried again later).
@@ -304,7 +315,22 @@ struct IndexArgs {
     classifier_retry: std::time::Duration,
 }
 
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum SearchSettingArg {
+    Hybrid,
+    Keyword,
+    Off,
+}
+
 impl IndexArgs {
+    fn setting(&self) -> crate::index::SearchSetting {
+        match self.search {
+            SearchSettingArg::Hybrid => crate::index::SearchSetting::Hybrid,
+            SearchSettingArg::Keyword => crate::index::SearchSetting::Keyword,
+            SearchSettingArg::Off => crate::index::SearchSetting::Off,
+        }
+    }
+
     fn skills(&self) -> crate::skills::SkillsSettings {
         crate::skills::SkillsSettings {
             llm: self

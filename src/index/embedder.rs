@@ -58,13 +58,18 @@ impl std::fmt::Debug for Embedder {
 impl Embedder {
     /// Loads the runtime and the model. Blocking (tens of milliseconds).
     pub fn load() -> Result<Embedder, EmbedError> {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(2);
+        Embedder::load_with_threads(threads)
+    }
+
+    /// `load` with this many intra-op threads (benches compare shapes).
+    pub fn load_with_threads(threads: usize) -> Result<Embedder, EmbedError> {
         let runtime = load_runtime()?;
         let files = model_files()?;
         let model =
             UserDefinedEmbeddingModel::new(files.onnx, files.tokenizer).with_pooling(Pooling::Mean);
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(2);
         let options = InitOptionsUserDefined::new()
             // Without the arena, memory goes back after each batch instead
             // of staying at the peak of the largest batch (measured: 300 MB

@@ -56,6 +56,8 @@ pub enum IndexError {
     Cancelled,
     #[error("the search model is not available: {0}")]
     ModelUnavailable(String),
+    #[error("search is off on this aggregator (--search off)")]
+    Off,
 }
 
 /// What search knows of one tool, for results. Not its definition: with
@@ -125,18 +127,37 @@ pub struct SearchOutcome {
 /// How far indexing has come, for the API and `reindex`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct IndexProgress {
+    /// Tools findable by keyword and (when semantic) by their first vector.
     pub indexed_tools: usize,
     pub total_tools: usize,
+    /// Tools still waiting for their second vector (with parameter names).
+    pub refining_tools: usize,
     pub generation: u64,
     pub syncing: bool,
     pub semantic: bool,
 }
 
-/// The model's state: loading happens in the background at start.
+/// How much search a daemon does (`--search`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SearchSetting {
+    /// Keywords and meaning; the model is loaded when first needed (a tool
+    /// to embed, a query to answer), so a daemon that never needs it never
+    /// pays for it.
+    #[default]
+    Hybrid,
+    /// Keywords only: the model is never loaded.
+    Keyword,
+    /// No search at all: nothing is indexed.
+    Off,
+}
+
+/// The model's state. It loads on first need, not at start.
 enum ModelState {
-    Loading,
+    NotLoaded,
     Ready(Arc<Embedder>),
     Unavailable(String),
+    /// `--search keyword` or `off`.
+    Disabled(String),
 }
 
 struct Inner {
@@ -149,7 +170,9 @@ struct Inner {
     /// Each skill's vector (the skills service computes them).
     skill_vectors: RwLock<Vec<(String, Vec<f32>)>>,
     model: RwLock<ModelState>,
-    model_ready: watch::Sender<bool>,
+    /// Held while the model loads, so it loads once.
+    model_loading: Mutex<()>,
+    setting: SearchSetting,
     weights: RwLock<Weights>,
     sync_lock: Mutex<()>,
     /// The first sync compares the keyword index on disk with the store.
@@ -194,12 +217,28 @@ pub fn index_dir(data_dir: &Path) -> PathBuf {
 }
 
 impl SearchIndex {
-    /// Opens the keyword index in the data dir (blocking, fast). The model
-    /// is not loaded yet: call `load_model` (or `start`).
+    /// Opens the keyword index in the data dir (blocking, fast), for
+    /// hybrid search. The model is not loaded until needed.
     pub fn open(store: Arc<Store>, data_dir: &Path) -> Result<SearchIndex, IndexError> {
+        SearchIndex::open_with(store, data_dir, SearchSetting::Hybrid)
+    }
+
+    pub fn open_with(
+        store: Arc<Store>,
+        data_dir: &Path,
+        setting: SearchSetting,
+    ) -> Result<SearchIndex, IndexError> {
         let (keyword, opened_at) = KeywordIndex::open(&index_dir(data_dir))?;
         let (progress, _) = watch::channel(IndexProgress::default());
-        let (model_ready, _) = watch::channel(false);
+        let model = match setting {
+            SearchSetting::Hybrid => ModelState::NotLoaded,
+            SearchSetting::Keyword => ModelState::Disabled(
+                "semantic search is off on this aggregator (--search keyword)".to_owned(),
+            ),
+            SearchSetting::Off => {
+                ModelState::Disabled("search is off on this aggregator (--search off)".to_owned())
+            }
+        };
         Ok(SearchIndex {
             inner: Arc::new(Inner {
                 store,
@@ -208,8 +247,9 @@ impl SearchIndex {
                 vectors: RwLock::new(VectorIndex::new(embedder::DIMENSION)),
                 docs: RwLock::new(HashMap::new()),
                 skill_vectors: RwLock::new(Vec::new()),
-                model: RwLock::new(ModelState::Loading),
-                model_ready,
+                model: RwLock::new(model),
+                model_loading: Mutex::new(()),
+                setting,
                 weights: RwLock::new(Weights::default()),
                 sync_lock: Mutex::new(()),
                 synced_once: AtomicBool::new(false),
@@ -219,12 +259,30 @@ impl SearchIndex {
         })
     }
 
-    /// Loads the model (blocking, a fraction of a second); on failure search
-    /// goes on by keyword with a warning.
+    pub fn setting(&self) -> SearchSetting {
+        self.inner.setting
+    }
+
+    /// Loads the model now if it is not loaded (blocking, a fraction of a
+    /// second); on failure search goes on by keyword with a warning.
     pub fn load_model(&self) {
+        let Ok(_once) = self.inner.model_loading.lock() else {
+            return;
+        };
+        if !matches!(
+            self.inner.model.read().as_deref(),
+            Ok(ModelState::NotLoaded)
+        ) {
+            return;
+        }
+        let started = std::time::Instant::now();
         let state = match Embedder::load() {
             Ok(embedder) => {
-                tracing::info!(runtime = embedder.runtime(), "search model loaded");
+                tracing::info!(
+                    runtime = embedder.runtime(),
+                    load_ms = started.elapsed().as_millis() as u64,
+                    "search model loaded"
+                );
                 ModelState::Ready(Arc::new(embedder))
             }
             Err(err) => {
@@ -235,14 +293,22 @@ impl SearchIndex {
         if let Ok(mut model) = self.inner.model.write() {
             *model = state;
         }
-        self.inner.model_ready.send_replace(true);
     }
 
+    /// The model, loaded now if this is the first time it is needed.
     fn embedder(&self) -> Result<Arc<Embedder>, String> {
+        if matches!(
+            self.inner.model.read().as_deref(),
+            Ok(ModelState::NotLoaded)
+        ) {
+            self.load_model();
+        }
         match self.inner.model.read().as_deref() {
             Ok(ModelState::Ready(embedder)) => Ok(Arc::clone(embedder)),
-            Ok(ModelState::Loading) => Err("the search model is still loading".to_owned()),
-            Ok(ModelState::Unavailable(reason)) => Err(reason.clone()),
+            Ok(ModelState::NotLoaded) => Err("the search model did not load".to_owned()),
+            Ok(ModelState::Unavailable(reason) | ModelState::Disabled(reason)) => {
+                Err(reason.clone())
+            }
             Err(_) => Err("the search model lock was poisoned".to_owned()),
         }
     }
@@ -263,7 +329,7 @@ impl SearchIndex {
             .map_err(|_| IndexError::Task("sync lock poisoned".into()))?;
         let generation = inner.store.catalog_generation()?;
         let tools = inner.store.all_tools()?;
-        let semantic = self.embedder().is_ok();
+        let mut semantic = self.semantic_available();
         // What the keyword index already holds, by id and hash: kept as is
         // when it reflects this store.
         let mut on_disk: HashMap<String, String> = HashMap::new();
@@ -320,6 +386,7 @@ impl SearchIndex {
         let _ = inner.progress.send_replace(IndexProgress {
             indexed_tools: tools.len() - changed.len(),
             total_tools: tools.len(),
+            refining_tools: changed.len(),
             generation,
             syncing: true,
             semantic,
@@ -345,25 +412,49 @@ impl SearchIndex {
         if !changed.is_empty() {
             inner.keyword.commit_with(PARTIAL)?;
         }
-        let embedder = self.embedder().ok();
+        // Vectors in two passes: first each tool's short text (name, server,
+        // description lead), so every tool is findable by meaning at twice
+        // the speed; then the text with parameter names, the second vector
+        // that lifts quality (BENCHMARKS.md "Search": cold indexing).
         let mut done = tools.len() - changed.len();
-        for batch in changed.chunks(BATCH) {
-            if inner.stopping.load(Ordering::SeqCst) {
-                // The next start rebuilds from the store (cached embeddings
-                // make that cheap).
-                return Err(IndexError::Cancelled);
+        for (pass, texts) in [(1, 1), (2, 2)] {
+            let mut refined = 0;
+            for batch in changed.chunks(BATCH) {
+                if inner.stopping.load(Ordering::SeqCst) {
+                    // The next start rebuilds from the store (cached
+                    // embeddings make that cheap).
+                    return Err(IndexError::Cancelled);
+                }
+                if semantic {
+                    match self.index_vectors(batch, texts) {
+                        Ok(()) => {}
+                        // The model would not load: keywords only, as said
+                        // in the status and every answer.
+                        Err(IndexError::ModelUnavailable(_)) => semantic = false,
+                        Err(err) => return Err(err),
+                    }
+                }
+                if pass == 1 {
+                    done += batch.len();
+                } else {
+                    refined += batch.len();
+                }
+                let _ = inner.progress.send_replace(IndexProgress {
+                    indexed_tools: done,
+                    total_tools: tools.len(),
+                    refining_tools: if pass == 1 {
+                        changed.len()
+                    } else {
+                        changed.len() - refined
+                    },
+                    generation,
+                    syncing: true,
+                    semantic,
+                });
             }
-            if let Some(embedder) = &embedder {
-                self.index_vectors(batch, embedder)?;
+            if !semantic {
+                break;
             }
-            done += batch.len();
-            let _ = inner.progress.send_replace(IndexProgress {
-                indexed_tools: done,
-                total_tools: tools.len(),
-                generation,
-                syncing: true,
-                semantic,
-            });
         }
         inner.keyword.commit_with(&generation.to_string())?;
         if rebuild && semantic {
@@ -381,6 +472,7 @@ impl SearchIndex {
         let _ = inner.progress.send_replace(IndexProgress {
             indexed_tools: tools.len(),
             total_tools: tools.len(),
+            refining_tools: 0,
             generation,
             syncing: false,
             semantic,
@@ -418,10 +510,18 @@ impl SearchIndex {
         Ok(())
     }
 
-    /// The vectors of a batch of tools (cached or embedded now).
-    fn index_vectors(&self, batch: &[&ToolRecord], embedder: &Embedder) -> Result<(), IndexError> {
-        let texts: Vec<_> = batch.iter().map(|t| tool_texts(t, &t.skill_ids)).collect();
-        let vectors = self.embeddings(embedder, &texts)?;
+    /// The vectors of a batch of tools (cached or embedded now): the first
+    /// `count` of each tool's dense texts.
+    fn index_vectors(&self, batch: &[&ToolRecord], count: usize) -> Result<(), IndexError> {
+        let texts: Vec<_> = batch
+            .iter()
+            .map(|t| {
+                let mut texts = tool_texts(t, &t.skill_ids);
+                texts.dense.truncate(count);
+                texts
+            })
+            .collect();
+        let vectors = self.embeddings(&texts)?;
         let mut index = self.inner.vectors_mut()?;
         for (tool, vectors) in batch.iter().zip(&vectors) {
             index.insert(Arc::from(tool.id.as_str()), vectors);
@@ -430,17 +530,13 @@ impl SearchIndex {
     }
 
     /// Each tool's vectors, from the cache or freshly embedded (and cached).
-    fn embeddings(
-        &self,
-        embedder: &Embedder,
-        texts: &[text::ToolTexts],
-    ) -> Result<Vec<Vec<Vec<f32>>>, IndexError> {
+    fn embeddings(&self, texts: &[text::ToolTexts]) -> Result<Vec<Vec<Vec<f32>>>, IndexError> {
         let flat: Vec<&str> = texts
             .iter()
             .flat_map(|t| t.dense.iter().map(String::as_str))
             .collect();
         let per_tool = texts.iter().map(|t| t.dense.len()).collect::<Vec<_>>();
-        let mut flat_vectors = self.cached_embeddings(embedder, &flat)?.into_iter();
+        let mut flat_vectors = self.cached_embeddings(&flat)?.into_iter();
         Ok(per_tool
             .into_iter()
             .map(|n| (&mut flat_vectors).take(n).collect())
@@ -448,12 +544,9 @@ impl SearchIndex {
     }
 
     /// One vector per text, from the cache or embedded now (in the
-    /// background's turns) and cached.
-    fn cached_embeddings(
-        &self,
-        embedder: &Embedder,
-        flat: &[&str],
-    ) -> Result<Vec<Vec<f32>>, IndexError> {
+    /// background's turns) and cached. The model is loaded only when a text
+    /// is missing from the cache.
+    fn cached_embeddings(&self, flat: &[&str]) -> Result<Vec<Vec<f32>>, IndexError> {
         let keys: Vec<[u8; 32]> = flat
             .iter()
             .map(|t| embedding_key(embedder::MODEL_ID, t))
@@ -469,6 +562,7 @@ impl SearchIndex {
             }
         }
         if !order.is_empty() {
+            let embedder = self.embedder().map_err(IndexError::ModelUnavailable)?;
             order.sort_by_key(|i| flat[*i].len());
             let inputs: Vec<&str> = order.iter().map(|i| flat[*i]).collect();
             let fresh = embedder.embed_in_background(&inputs)?;
@@ -495,9 +589,13 @@ impl SearchIndex {
     /// Embeds texts other than tools' (skills' descriptions and examples)
     /// through the same cache, at the indexer's priority. Blocking.
     pub fn embed_texts(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, IndexError> {
-        let embedder = self.embedder().map_err(IndexError::ModelUnavailable)?;
+        if !self.semantic_available() {
+            return Err(IndexError::ModelUnavailable(
+                self.model_warning().unwrap_or_default(),
+            ));
+        }
         let flat: Vec<&str> = texts.iter().map(String::as_str).collect();
-        self.cached_embeddings(&embedder, &flat)
+        self.cached_embeddings(&flat)
     }
 
     /// The indexed vectors of the tools `wanted` picks (tools not embedded
@@ -580,6 +678,9 @@ impl SearchIndex {
 
     fn search_timed(&self, request: &SearchRequest) -> Result<SearchOutcome, IndexError> {
         let inner = &self.inner;
+        if inner.setting == SearchSetting::Off {
+            return Err(IndexError::Off);
+        }
         let mut mode = request.mode;
         let mut warning = None;
         // The query's embedding first, before any index lock is taken: it
@@ -664,7 +765,7 @@ impl SearchIndex {
         })
     }
 
-    /// Loads the model and keeps the index in line with the catalog until
+    /// Keeps the index in line with the catalog until
     /// `shutdown`: one sync at start, then one after each burst of tool
     /// changes (a discovery that changed a list, a server removed).
     pub fn spawn_maintenance(
@@ -675,10 +776,8 @@ impl SearchIndex {
     ) -> tokio::task::JoinHandle<()> {
         let index = self.clone();
         tokio::spawn(async move {
-            let loader = index.clone();
-            tokio::select! {
-                _ = in_background("search-model", move || loader.load_model()) => {}
-                () = shutdown.cancelled() => return,
+            if index.inner.setting == SearchSetting::Off {
+                return;
             }
             loop {
                 let syncing = index.clone();
@@ -731,12 +830,6 @@ impl SearchIndex {
         self.inner.stopping.store(true, Ordering::SeqCst);
     }
 
-    /// Whether the model has finished loading (either way).
-    pub async fn model_settled(&self) {
-        let mut ready = self.inner.model_ready.subscribe();
-        let _ = ready.wait_for(|ready| *ready).await;
-    }
-
     /// Replaces the hybrid weights (the evaluation sweeps them).
     pub fn set_weights(&self, weights: Weights) {
         if let Ok(mut current) = self.inner.weights.write() {
@@ -744,12 +837,29 @@ impl SearchIndex {
         }
     }
 
+    /// Whether searches can use meaning: the model is loaded or will load
+    /// when first needed (this never loads it).
     pub fn semantic_available(&self) -> bool {
-        self.embedder().is_ok()
+        matches!(
+            self.inner.model.read().as_deref(),
+            Ok(ModelState::NotLoaded | ModelState::Ready(_))
+        )
     }
 
+    /// Whether the model is in memory now.
+    pub fn model_loaded(&self) -> bool {
+        matches!(self.inner.model.read().as_deref(), Ok(ModelState::Ready(_)))
+    }
+
+    /// Why searches are by keyword only, if they are (never loads).
     pub fn model_warning(&self) -> Option<String> {
-        self.embedder().err()
+        match self.inner.model.read().as_deref() {
+            Ok(ModelState::Unavailable(reason) | ModelState::Disabled(reason)) => {
+                Some(reason.clone())
+            }
+            Ok(_) => None,
+            Err(_) => Some("the search model lock was poisoned".to_owned()),
+        }
     }
 }
 

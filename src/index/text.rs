@@ -120,7 +120,7 @@ pub struct ToolTexts {
     /// What the dense side embeds: the name, server and the description's
     /// first sentences; and the same with parameter names added. A tool
     /// scores by the better of the two.
-    pub dense: [String; 2],
+    pub dense: Vec<String>,
 }
 
 /// Characters of description the short embedding text keeps.
@@ -178,7 +178,7 @@ pub fn tool_texts(tool: &ToolRecord, skills: &[String]) -> ToolTexts {
         name,
         server,
         all,
-        dense: [short, with_parameters],
+        dense: vec![short, with_parameters],
     }
 }
 
