@@ -6,8 +6,11 @@
 //!
 //! `--misses` lists the hybrid mode's queries whose answer is not first.
 
-use mcp_aggregator::eval::{CaseResult, build_index, load_cases, load_catalog, metrics, run};
-use mcp_aggregator::index::{Normalisation, SearchMode, Weights};
+use mcp_aggregator::eval::{
+    CaseResult, build_index, case_of, classify_skills, held_out_servers, load_cases, load_catalog,
+    metrics, run,
+};
+use mcp_aggregator::index::{Levers, Normalisation, SearchMode, Weights};
 use std::path::Path;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -19,8 +22,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let started = std::time::Instant::now();
     let index = build_index(dir.path(), &catalog)?;
+    // As the daemon does: tools classified into skills, skill vectors set
+    // (the hierarchical step of the ranking uses them).
+    classify_skills(&index)?;
     println!(
-        "{} servers, {tools} tools, {} queries (indexed in {:.1} s)\n",
+        "{} servers, {tools} tools, {} queries (indexed and classified in {:.1} s)\n",
         catalog.len(),
         cases.len(),
         started.elapsed().as_secs_f64()
@@ -80,6 +86,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
+    if std::env::args().any(|a| a == "--levers") {
+        levers(&root, &index, &cases)?;
+    }
     if show_misses {
         println!();
         for r in hybrid.iter().filter(|r| r.rank != Some(1)) {
@@ -92,5 +101,101 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
     }
+    Ok(())
+}
+
+/// Each ranking lever alone and together, on the queries of the tuning
+/// servers and of the held-out ones (`eval/skills_labels.json`), by kind.
+fn levers(
+    root: &Path,
+    index: &mcp_aggregator::index::SearchIndex,
+    cases: &[mcp_aggregator::eval::EvalCase],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let held_out = held_out_servers(root)?;
+    let (held, tuning): (Vec<_>, Vec<_>) =
+        cases.iter().cloned().partition(|c| case_of(c, &held_out));
+    println!(
+        "\n{} tuning queries, {} held-out queries\n",
+        tuning.len(),
+        held.len()
+    );
+    println!("| levers | split | kind | queries | R@1 | R@5 | R@10 | MRR@10 |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    let settings = [
+        ("none", Levers::OFF),
+        (
+            "synonyms 0.3",
+            Levers {
+                synonyms: 0.3,
+                ..Levers::OFF
+            },
+        ),
+        (
+            "synonyms 0.6",
+            Levers {
+                synonyms: 0.6,
+                ..Levers::OFF
+            },
+        ),
+        (
+            "skill boost 0.05",
+            Levers {
+                skill_boost: 0.05,
+                ..Levers::OFF
+            },
+        ),
+        (
+            "skill boost 0.1",
+            Levers {
+                skill_boost: 0.1,
+                ..Levers::OFF
+            },
+        ),
+        (
+            "skill boost 0.2",
+            Levers {
+                skill_boost: 0.2,
+                ..Levers::OFF
+            },
+        ),
+        (
+            "feedback 0.3",
+            Levers {
+                feedback: 0.3,
+                ..Levers::OFF
+            },
+        ),
+        (
+            "feedback 0.6",
+            Levers {
+                feedback: 0.6,
+                ..Levers::OFF
+            },
+        ),
+        ("default", Levers::default()),
+    ];
+    for (name, levers) in settings {
+        index.set_levers(levers);
+        for (split, set) in [("tuning", &tuning), ("held out", &held)] {
+            let results = run(index, set, SearchMode::Hybrid)?;
+            for kind in [None, Some("paraphrase")] {
+                let m = metrics(
+                    results
+                        .iter()
+                        .filter(|r| kind.is_none() || r.case.kind.as_deref() == kind),
+                );
+                println!(
+                    "| {name} | {split} | {} | {} | {:.3} | {:.3} | {:.3} | {:.3} |",
+                    kind.unwrap_or("all"),
+                    m.cases,
+                    m.recall_at_1,
+                    m.recall_at_5,
+                    m.recall_at_10,
+                    m.mrr_at_10
+                );
+            }
+        }
+    }
+    index.set_levers(Levers::default());
     Ok(())
 }

@@ -22,6 +22,12 @@ pub enum EvalError {
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
     Index(#[from] crate::index::IndexError),
+    #[error("classification failed: {0}")]
+    Skills(String),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
 }
 
 /// One server's recorded `tools/list`.
@@ -117,6 +123,44 @@ pub fn build_index(data_dir: &Path, catalog: &[CatalogServer]) -> Result<SearchI
     index.load_model();
     index.sync(false)?;
     Ok(index)
+}
+
+/// Classifies every tool of the index into skills (the local classifier,
+/// as the daemon does), so skill vectors and skills are in place. Returns
+/// the tools classified.
+pub fn classify_skills(index: &SearchIndex) -> Result<usize, EvalError> {
+    let skills = crate::skills::Skills::new(
+        Arc::clone(index.store()),
+        index.clone(),
+        crate::skills::SkillsSettings::default(),
+    );
+    skills
+        .classify_pending()
+        .map(|outcome| outcome.classified)
+        .map_err(|err| EvalError::Skills(err.to_string()))
+}
+
+/// The servers whose queries and labels are never used to tune
+/// (`held_out` in `eval/skills_labels.json`).
+pub fn held_out_servers(eval_dir: &Path) -> Result<Vec<String>, EvalError> {
+    let text = std::fs::read_to_string(eval_dir.join("skills_labels.json"))?;
+    let labels: serde_json::Value = serde_json::from_str(&text)?;
+    Ok(labels["held_out"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// Whether a case's answers all belong to `servers`.
+pub fn case_of(case: &EvalCase, servers: &[String]) -> bool {
+    case.expected.iter().all(|id| {
+        id.split_once('.')
+            .is_some_and(|(server, _)| servers.iter().any(|s| s == server))
+    })
 }
 
 /// Runs every case in `mode`.

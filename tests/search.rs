@@ -58,6 +58,24 @@ async fn wait_indexed(d: &Daemon, tools: u64) -> Value {
     }
 }
 
+/// Waits for the index and then for classification over it: every tool
+/// classified, skill vectors computed from the settled index.
+async fn wait_settled(d: &Daemon, tools: u64) {
+    let index = wait_indexed(d, tools).await;
+    let end = Instant::now() + UP;
+    loop {
+        let skills: Value = get_json(&d.api("/api/v1/skills/status")).await;
+        if skills["classified"] == tools && skills["index_generation"] == index["generation"] {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "classification did not settle: {skills} {index}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Polls a search until `check` accepts its answer.
 async fn search_until(d: &Daemon, body: Value, check: impl Fn(&Value) -> bool) -> Value {
     let end = Instant::now() + UP;
@@ -84,7 +102,7 @@ async fn rest_search_ranks_filters_and_follows_availability() {
     let fx_tools = common::FIXED as u64 + 3;
     let everything_tools: Vec<Value> =
         get_json(&d.api("/api/v1/aggregator/servers/everything/tools")).await;
-    wait_indexed(&d, fx_tools + everything_tools.len() as u64).await;
+    wait_settled(&d, fx_tools + everything_tools.len() as u64).await;
 
     // A paraphrase finds server-everything's adder first; the AG-US2 shape.
     let (status, answer) =
@@ -316,7 +334,7 @@ async fn killed_while_indexing_the_restart_rebuilds_to_the_same_results() {
 
     let d = Daemon::start_in(&data_dir, &[]);
     wait_status(&d, "fx", "CONNECTED", UP).await;
-    wait_indexed(&d, total).await;
+    wait_settled(&d, total).await;
     let restarted = fingerprint(&d).await;
     drop(d);
 
@@ -324,7 +342,7 @@ async fn killed_while_indexing_the_restart_rebuilds_to_the_same_results() {
     let clean = Daemon::start_in(&temp.path().join("clean"), &[]);
     register(&clean, fixture("fx", &["--tools", TOOLS])).await;
     wait_status(&clean, "fx", "CONNECTED", UP).await;
-    wait_indexed(&clean, total).await;
+    wait_settled(&clean, total).await;
     assert_eq!(restarted, fingerprint(&clean).await);
 }
 

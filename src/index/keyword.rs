@@ -284,13 +284,34 @@ impl KeywordIndex {
         limit: usize,
         servers: Option<&HashSet<String>>,
     ) -> Result<Vec<(String, f32)>, KeywordError> {
+        self.search_expanded(query, &[], 0.0, limit, servers)
+    }
+
+    /// `search` with more words (other names of the query's words) that
+    /// count `extra_weight` times as much as the query's own.
+    pub fn search_expanded(
+        &self,
+        query: &str,
+        extra: &[&str],
+        extra_weight: f32,
+        limit: usize,
+        servers: Option<&HashSet<String>>,
+    ) -> Result<Vec<(String, f32)>, KeywordError> {
         let f = self.fields;
         let terms = self.query_terms(query);
         if terms.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(terms.len() * 3);
-        for word in &terms {
+        let mut weighted: Vec<(String, f32)> = terms.iter().map(|t| (t.clone(), 1.0)).collect();
+        if extra_weight > 0.0 {
+            for word in self.query_terms(&extra.join(" ")) {
+                if !weighted.iter().any(|(t, _)| *t == word) {
+                    weighted.push((word, extra_weight));
+                }
+            }
+        }
+        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::with_capacity(weighted.len() * 3);
+        for (word, weight) in &weighted {
             for (field, boost) in [
                 (f.all, BOOST_ALL),
                 (f.name, BOOST_NAME),
@@ -302,7 +323,7 @@ impl KeywordIndex {
                 );
                 should.push((
                     Occur::Should,
-                    Box::new(BoostQuery::new(Box::new(term), boost)),
+                    Box::new(BoostQuery::new(Box::new(term), boost * weight)),
                 ));
             }
         }

@@ -122,6 +122,10 @@ pub struct ClassificationProgress {
     /// Why nothing can be classified now, if so (no model).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<String>,
+    /// The catalog generation of the settled index whose vectors the skill
+    /// vectors were computed from (none while it was syncing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index_generation: Option<u64>,
     /// Tools classified by the last pass and how long it took.
     pub last_pass_tools: usize,
     pub last_pass_ms: f64,
@@ -549,18 +553,19 @@ impl Skills {
             _ if pending.is_empty() => Vec::new(),
             (Some(llm), _) => {
                 waiting_for = None;
-                let (written, proposals) = self.classify_with_llm(
-                    llm,
-                    &pending,
-                    &skills,
-                    prototypes.as_deref(),
-                    &classifier,
-                    &local_key,
-                )?;
+                // The local classifier's answers, to stand in for failures.
+                let local = match &prototypes {
+                    Some(prototypes) => self.local_skills(&pending, &tools, prototypes)?,
+                    None => HashMap::new(),
+                };
+                let (written, proposals) =
+                    self.classify_with_llm(llm, &pending, &skills, local, &classifier, &local_key)?;
                 named = proposals;
                 written
             }
-            (None, Some(prototypes)) => self.classify_locally(&pending, prototypes, &classifier)?,
+            (None, Some(prototypes)) => {
+                self.classify_locally(&pending, &tools, prototypes, &classifier)?
+            }
             (None, None) => Vec::new(),
         };
         // What every tool has now, written or not.
@@ -611,7 +616,9 @@ impl Skills {
                 .filter(|t| t.classification.state == state)
                 .count()
         };
+        let index = inner.index.progress().borrow().clone();
         inner.progress.send_replace(ClassificationProgress {
+            index_generation: (!index.syncing).then_some(index.generation),
             discovered: count(ClassificationState::Discovered),
             classifying: count(ClassificationState::Classifying),
             classified: count(ClassificationState::Classified),
@@ -646,6 +653,7 @@ impl Skills {
     fn local_skills(
         &self,
         tools: &[&ToolRecord],
+        all: &[ToolRecord],
         prototypes: &Prototypes,
     ) -> Result<HashMap<String, Vec<SkillAssignment>>, SkillsError> {
         // Every tool of the servers concerned: their mean is the server's
@@ -658,6 +666,15 @@ impl Skills {
             id.split_once('.')
                 .is_some_and(|(server, _)| servers.contains(&id[..server.len() + 1]))
         })?;
+        // A server is classified once every one of its tools has all its
+        // vectors: its context (and so each answer) is then the same
+        // however the indexing went (a restart mid-way, a cold build).
+        let mut complete: HashMap<&str, bool> = HashMap::new();
+        for tool in all {
+            let done = vectors.get(tool.id.as_str()).is_some_and(|v| v.len() >= 2);
+            let entry = complete.entry(tool.server_name.as_str()).or_insert(true);
+            *entry &= done;
+        }
         let mut by_server: HashMap<&str, Vec<Vec<f32>>> = HashMap::new();
         for (id, v) in &vectors {
             if let (Some((server, _)), Some(mean)) = (
@@ -669,6 +686,7 @@ impl Skills {
         }
         let server_context: HashMap<&str, Vec<f32>> = by_server
             .into_iter()
+            .filter(|(server, _)| complete.get(server).copied().unwrap_or(false))
             .filter_map(|(server, means)| {
                 let mean = normalised_mean(means.iter().map(Vec::as_slice))?;
                 Some((server, prototypes.similarities(&[mean])))
@@ -678,10 +696,7 @@ impl Skills {
             .iter()
             .filter_map(|t| {
                 let own = vectors.get(t.id.as_str())?;
-                let server = server_context
-                    .get(t.server_name.as_str())
-                    .map(Vec::as_slice)
-                    .unwrap_or_default();
+                let server = server_context.get(t.server_name.as_str())?;
                 Some((
                     t.id.clone(),
                     classify::classify(prototypes, own, server, &CALIBRATION),
@@ -712,10 +727,11 @@ impl Skills {
     fn classify_locally(
         &self,
         pending: &[&ToolRecord],
+        all: &[ToolRecord],
         prototypes: &Prototypes,
         classifier: &str,
     ) -> Result<Vec<ToolRecord>, SkillsError> {
-        let local = self.local_skills(pending, prototypes)?;
+        let local = self.local_skills(pending, all, prototypes)?;
         let ready: Vec<&ToolRecord> = pending
             .iter()
             .copied()
@@ -750,17 +766,13 @@ impl Skills {
         llm: &LlmClassifier,
         pending: &[&ToolRecord],
         skills: &[Skill],
-        prototypes: Option<&Prototypes>,
+        local: HashMap<String, Vec<SkillAssignment>>,
         classifier: &str,
         local_key: &str,
     ) -> Result<(Vec<ToolRecord>, Vec<Proposal>), SkillsError> {
         let runtime = self.inner.runtime.get().ok_or_else(|| {
             SkillsError::Task("the LLM classifier needs the worker's runtime".into())
         })?;
-        let local = match prototypes {
-            Some(prototypes) => self.local_skills(pending, prototypes)?,
-            None => HashMap::new(),
-        };
         let mut reachable = true;
         let mut written = Vec::new();
         let mut proposals: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -856,6 +868,9 @@ impl Skills {
             .filter(|t| !t.skill_ids.is_empty())
             .map(|t| (t.id.clone(), t.skill_ids.clone()))
             .collect();
+        // Membership, the skills, and the index state the vectors come
+        // from (tools gain vectors after they gain skills, on a restart).
+        let index = inner.index.progress().borrow().clone();
         let fingerprint = {
             use std::hash::{Hash, Hasher};
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -863,6 +878,13 @@ impl Skills {
             for skill in skills {
                 skill.id.hash(&mut hasher);
             }
+            (
+                index.generation,
+                index.indexed_tools,
+                index.refining_tools,
+                index.syncing,
+            )
+                .hash(&mut hasher);
             hasher.finish()
         };
         if let Ok(mut m) = inner.members.write() {
