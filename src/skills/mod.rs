@@ -454,6 +454,9 @@ impl Skills {
                     Ok(Ok(outcome)) => {
                         if outcome.classified > 0 {
                             tracing::info!(classified = outcome.classified, "tools classified");
+                            // The pass's copies of the catalog are freed;
+                            // hand the pages back.
+                            crate::memory::release_freed();
                         }
                         retry_at = outcome.retry_at;
                     }
