@@ -198,16 +198,7 @@ fn main() {
         std::thread::sleep(Duration::from_millis(20));
     };
     // The model loads on first need: one search loads it.
-    let _ = std::process::Command::new("curl")
-        .args([
-            "-sf",
-            "-H",
-            "content-type: application/json",
-            "-d",
-            r#"{"query": "create an issue"}"#,
-            &format!("http://127.0.0.1:{port}/api/v1/search"),
-        ])
-        .output();
+    search_once(port, "create an issue");
     let daemon_rss_ready = rss_kib(daemon.id());
     // The sync's transient copies are handed back right after it; sample
     // for a few seconds to report where memory settles.
@@ -415,16 +406,7 @@ fn idle_rss_per_mode() -> Vec<(String, u64)> {
         };
         out.push((format!("--search {mode}"), settled(daemon.id())));
         if mode == "hybrid" {
-            let _ = std::process::Command::new("curl")
-                .args([
-                    "-sf",
-                    "-H",
-                    "content-type: application/json",
-                    "-d",
-                    r#"{"query": "read a file"}"#,
-                    &format!("http://127.0.0.1:{port}/api/v1/search"),
-                ])
-                .output();
+            search_once(port, "read a file");
             out.push((
                 "--search hybrid, after one search loaded the model".to_owned(),
                 settled(daemon.id()),
@@ -433,4 +415,19 @@ fn idle_rss_per_mode() -> Vec<(String, u64)> {
         common::stop(&mut daemon);
     }
     out
+}
+
+/// One `POST /api/v1/search` to the daemon on `port` (through curl, as the
+/// rest of this bench's daemon checks), answer ignored.
+fn search_once(port: u16, query: &str) {
+    let _ = std::process::Command::new("curl")
+        .args([
+            "-sf",
+            "-H",
+            "content-type: application/json",
+            "-d",
+            &json!({ "query": query }).to_string(),
+            &format!("http://127.0.0.1:{port}/api/v1/search"),
+        ])
+        .output();
 }

@@ -207,6 +207,7 @@ pub struct ReclassifyResponse {
     responses(
         (status = 202, body = ReclassifyResponse),
         (status = 404, description = "An unknown server", body = ErrorBody),
+        (status = 422, description = "Not a JSON object of this shape (`{}` for every tool)", body = ErrorBody),
     ))]
 pub async fn reclassify(
     State(state): State<AppState>,

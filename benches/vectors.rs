@@ -1,0 +1,160 @@
+//! Where an HNSW graph starts to pay (issue 12, item 7): the exact scan of
+//! `index::vector` against an `hnsw_rs` graph (DistDot, SIMD) at 20,000 to
+//! 200,000 vectors — build time, query time, and the graph's recall@10 of
+//! tools against the exact scan at each search width.
+//!
+//! Run: `cargo bench --bench vectors`. The vectors are made from the real
+//! model's embeddings of the evaluation's tools: each synthetic tool blends
+//! two real ones and adds noise, so any size has a real catalog's spread;
+//! the queries are the evaluation's, embedded by the same model.
+
+mod common;
+
+use common::rss_kib;
+use hnsw_rs::prelude::{DistDot, Hnsw};
+use mcp_aggregator::eval::{load_cases, load_catalog};
+use mcp_aggregator::index::embedder::Embedder;
+use mcp_aggregator::index::vector::{VectorIndex, normalised_mean};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const SIZES: [usize; 4] = [20_000, 50_000, 100_000, 200_000];
+/// Vectors per tool, as the index keeps them.
+const PER_TOOL: usize = 2;
+const K: usize = 10;
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// A deterministic unit vector near `base` (xorshift noise).
+fn near(base: &[f32], seed: u64, spread: f32) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let noisy: Vec<f32> = base
+        .iter()
+        .map(|x| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            x + spread * ((state % 2000) as f32 / 1000.0 - 1.0) / (base.len() as f32).sqrt()
+        })
+        .collect();
+    normalised_mean(std::iter::once(noisy.as_slice())).unwrap_or(noisy)
+}
+
+fn main() {
+    if !common::is_bench_run("cargo bench --bench vectors") {
+        return;
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("eval");
+    let catalog = load_catalog(&root.join("catalog")).expect("catalog");
+    let texts: Vec<String> = catalog
+        .iter()
+        .flat_map(|s| {
+            s.tools.iter().map(move |t| {
+                format!(
+                    "{} ({}): {}",
+                    t["name"].as_str().unwrap_or_default(),
+                    s.server,
+                    t["description"].as_str().unwrap_or_default()
+                )
+            })
+        })
+        .collect();
+    let queries: Vec<String> = load_cases(&root.join("queries.jsonl"))
+        .expect("queries")
+        .into_iter()
+        .map(|c| c.query)
+        .collect();
+    let embedder = Embedder::load().expect("model");
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let bases = embedder.embed_in_background(&refs).expect("embed tools");
+    let refs: Vec<&str> = queries.iter().map(String::as_str).collect();
+    let queries = embedder.embed(&refs).expect("embed queries");
+    drop(embedder);
+
+    println!(
+        "| vectors (tools) | exact p50 / p99 | graph build (2 threads) | ef | graph p50 / p99 | recall@10 vs exact | RSS added by the graph |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for size in SIZES {
+        let tools = size / PER_TOOL;
+        // Each synthetic tool blends two real tools (a random share of a
+        // second one) and noise: a continuous spread like a large real
+        // catalog's, not hundreds of copies of each of 418 points.
+        let vectors: Vec<Vec<f32>> = (0..size)
+            .map(|i| {
+                let tool = i / PER_TOOL;
+                let first = &bases[tool % bases.len()];
+                let second = &bases[(tool.wrapping_mul(7919) / 13 + 1) % bases.len()];
+                let share = ((tool.wrapping_mul(2_654_435_761) >> 7) % 50) as f32 / 100.0;
+                let blend: Vec<f32> = first
+                    .iter()
+                    .zip(second)
+                    .map(|(a, b)| (1.0 - share) * a + share * b)
+                    .collect();
+                near(&blend, i as u64, 0.6)
+            })
+            .collect();
+        let mut exact = VectorIndex::new(bases[0].len());
+        for tool in 0..tools {
+            exact.insert(
+                Arc::from(format!("t{tool}")),
+                &vectors[tool * PER_TOOL..(tool + 1) * PER_TOOL],
+            );
+        }
+        let mut exact_times = Vec::new();
+        let mut truth: Vec<Vec<String>> = Vec::new();
+        for query in &queries {
+            let began = Instant::now();
+            let found = exact.search(query, 50, |_| true);
+            exact_times.push(began.elapsed());
+            truth.push(found.iter().take(K).map(|(t, _)| t.to_string()).collect());
+        }
+        exact_times.sort();
+
+        let before = rss_kib(std::process::id());
+        let began = Instant::now();
+        let graph: Hnsw<f32, DistDot> = Hnsw::new(16, size, 16, 200, DistDot {});
+        let data: Vec<(&Vec<f32>, usize)> =
+            vectors.iter().enumerate().map(|(i, v)| (v, i)).collect();
+        graph.parallel_insert(&data);
+        let build = began.elapsed();
+        let added = rss_kib(std::process::id()).saturating_sub(before);
+        for ef in [32usize, 64, 128, 256] {
+            let mut times = Vec::new();
+            let mut hits = 0usize;
+            for (query, truth) in queries.iter().zip(&truth) {
+                let began = Instant::now();
+                let found = graph.search(query, K * PER_TOOL, ef);
+                let mut seen = Vec::new();
+                for n in found {
+                    let tool = format!("t{}", n.d_id / PER_TOOL);
+                    if !seen.contains(&tool) {
+                        seen.push(tool);
+                    }
+                    if seen.len() == K {
+                        break;
+                    }
+                }
+                times.push(began.elapsed());
+                let seen: HashSet<&String> = seen.iter().collect();
+                hits += truth.iter().filter(|t| seen.contains(t)).count();
+            }
+            times.sort();
+            let recall = hits as f64 / (truth.len() * K) as f64;
+            println!(
+                "| {size} ({tools}) | {:.2} / {:.2} ms | {:.1} s | {ef} | {:.2} / {:.2} ms | {recall:.3} | {:.0} MiB |",
+                common::ms(pct(&exact_times, 0.5)),
+                common::ms(pct(&exact_times, 0.99)),
+                build.as_secs_f64(),
+                common::ms(pct(&times, 0.5)),
+                common::ms(pct(&times, 0.99)),
+                added as f64 / 1024.0
+            );
+        }
+        drop(graph);
+        mcp_aggregator::memory::release_freed();
+    }
+}
