@@ -8,8 +8,8 @@
 //! on this 2-vCPU machine with embedding-shaped data (`cargo bench --bench
 //! vectors`), the scan takes ~1.2 ms over 20,000 vectors and ~9 ms over
 //! 100,000, needs no build and is exact; an hnsw_rs graph answers in under
-//! 2 ms but costs a build (23 s at 100,000), a second copy of the vectors,
-//! and recall below 0.98 past 50,000 vectors at 16 links. A graph for
+//! 3 ms but costs a build (24 s at 100,000), a second copy of the vectors,
+//! and a wide search (or more links) to keep recall@10 at 0.98. A graph for
 //! catalogs beyond ~50,000 vectors is issue 12's item 7.
 
 use std::collections::HashMap;
