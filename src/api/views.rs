@@ -87,7 +87,7 @@ pub struct ToolView {
 
 impl ToolView {
     pub fn new(tool: &ToolRecord) -> ToolView {
-        let field = |name: &str| tool.definition.get(name).cloned();
+        let field = |name: &str| tool.definition.field(name);
         ToolView {
             id: tool.id.clone(),
             name: tool.id.clone(),

@@ -140,7 +140,7 @@ impl SearchIndex {
             .tool(doc.server_id, &doc.original_name)
             .ok()
             .flatten()
-            .and_then(|tool| tool.definition.get("inputSchema").cloned())
+            .and_then(|tool| tool.definition.field("inputSchema"))
             .unwrap_or_else(|| serde_json::json!({"type": "object"}))
     }
 

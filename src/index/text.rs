@@ -128,19 +128,15 @@ const DENSE_DESCRIPTION_BUDGET: usize = 240;
 
 pub fn tool_texts(tool: &ToolRecord, skills: &[String]) -> ToolTexts {
     let description = tool.description.as_deref().unwrap_or_default();
-    let title = tool
-        .definition
+    let definition = tool.definition.value();
+    let title = definition
         .get("title")
-        .or_else(|| {
-            tool.definition
-                .get("annotations")
-                .and_then(|a| a.get("title"))
-        })
+        .or_else(|| definition.get("annotations").and_then(|a| a.get("title")))
         .and_then(Value::as_str)
         .unwrap_or_default();
     let name = split_identifier(&tool.original_name);
     let server = split_identifier(&tool.server_name);
-    let parameters = parameters(&tool.definition);
+    let parameters = parameters(&definition);
     let mut all = format!(
         "{} {name} {server} {title} {}",
         tool.original_name,

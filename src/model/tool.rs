@@ -5,9 +5,57 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
+use std::collections::HashMap;
 
 use super::server::ServerId;
 use super::skill::{Classification, ClassificationEvent, ClassificationState};
+
+/// A definition as a server sent it, kept as JSON text and parsed when
+/// read: a catalog of 100,000 tools decoded into trees took several times
+/// the memory (and the time) of the text.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Definition(Box<RawValue>);
+
+impl Definition {
+    pub fn new(value: &Value) -> Definition {
+        let text = serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned());
+        Definition(RawValue::from_string(text).unwrap_or_else(|_| empty_object()))
+    }
+
+    /// The whole definition as a tree.
+    pub fn value(&self) -> Value {
+        serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
+    }
+
+    /// One top-level field (`inputSchema`, `annotations`, …), parsed alone.
+    pub fn field(&self, name: &str) -> Option<Value> {
+        let fields: HashMap<String, &RawValue> = serde_json::from_str(self.0.get()).ok()?;
+        serde_json::from_str(fields.get(name)?.get()).ok()
+    }
+
+    /// The JSON text.
+    pub fn text(&self) -> &str {
+        self.0.get()
+    }
+}
+
+fn empty_object() -> Box<RawValue> {
+    RawValue::from_string("{}".to_owned()).unwrap_or_else(|_| unreachable!("{{}} is JSON"))
+}
+
+impl PartialEq for Definition {
+    fn eq(&self, other: &Definition) -> bool {
+        self.0.get() == other.0.get() || self.value() == other.value()
+    }
+}
+
+impl std::fmt::Debug for Definition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.get())
+    }
+}
 
 /// One tool of one server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,7 +71,7 @@ pub struct ToolRecord {
     pub rejected: Option<String>,
     pub description: Option<String>,
     /// The definition exactly as `tools/list` returned it.
-    pub definition: Value,
+    pub definition: Definition,
     /// SHA-256 of the definition, to notice changes.
     pub definition_hash: String,
     pub is_external: bool,

@@ -127,7 +127,7 @@ impl RouteTable {
             // A tool whose x-mcp-header annotations are invalid is left
             // out (2026-07-28 asks clients to exclude it; discovery warns).
             let header_params = match crate::model::param_headers::header_params(
-                tool.definition.get("inputSchema"),
+                tool.definition.field("inputSchema").as_ref(),
             ) {
                 Ok(params) => params,
                 Err(_) => continue,
@@ -161,7 +161,7 @@ impl RouteTable {
             if server.status.is_available()
                 && let Some(wire) = &tool.wire_name
             {
-                let mut definition = tool.definition;
+                let mut definition = tool.definition.value();
                 if let Value::Object(map) = &mut definition {
                     map.insert("name".to_owned(), Value::String(wire.clone()));
                 }

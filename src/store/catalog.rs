@@ -12,6 +12,7 @@ use super::{
     META, META_LAST_SYNC_MS, Store, StoreError, bump_catalog_generation, bump_generation, decode,
     encode,
 };
+use crate::model::tool::Definition;
 use crate::model::wire_name::WireNameRules;
 use crate::model::{CatalogDiff, CatalogKind, ServerId, ToolRecord};
 
@@ -94,7 +95,7 @@ impl Store {
                         diff.updated += 1;
                         let mut record = ToolRecord {
                             description: description.clone(),
-                            definition: (*definition).clone(),
+                            definition: Definition::new(definition),
                             definition_hash: hash,
                             updated_at: now,
                             ..old.clone()
@@ -140,7 +141,7 @@ impl Store {
                             wire_name,
                             rejected,
                             description,
-                            definition: (*definition).clone(),
+                            definition: Definition::new(definition),
                             definition_hash: hash,
                             is_external: true,
                             is_classified: false,

@@ -350,7 +350,8 @@ mod catalog {
         assert_eq!((diff.added, diff.updated, diff.removed), (1, 0, 0));
         let tools = store.tools(server.id).unwrap();
         assert_eq!(
-            tools[0].definition, tool,
+            tools[0].definition.value(),
+            tool,
             "byte-for-byte the same JSON value"
         );
         assert_eq!(tools[0].id, "srv.search");
