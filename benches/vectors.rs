@@ -3,7 +3,8 @@
 //! 200,000 vectors — build time, query time, and the graph's recall@10 of
 //! tools against the exact scan at each search width.
 //!
-//! Run: `cargo bench --bench vectors`. The vectors are made from the real
+//! Run: `cargo bench --bench vectors` (`-- --sweep` adds hnsw_rs alone at
+//! other links and widths). The vectors are made from the real
 //! model's embeddings of the evaluation's tools: each synthetic tool blends
 //! two real ones and adds noise, so any size has a real catalog's spread;
 //! the queries are the evaluation's, embedded by the same model.
@@ -14,7 +15,7 @@ use common::rss_kib;
 use hnsw_rs::prelude::{DistDot, Hnsw};
 use mcp_aggregator::eval::{load_cases, load_catalog};
 use mcp_aggregator::index::embedder::Embedder;
-use mcp_aggregator::index::vector::{VectorIndex, normalised_mean};
+use mcp_aggregator::index::vector::VectorIndex;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,21 +27,6 @@ const K: usize = 10;
 
 fn pct(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
-}
-
-/// A deterministic unit vector near `base` (xorshift noise).
-fn near(base: &[f32], seed: u64, spread: f32) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let noisy: Vec<f32> = base
-        .iter()
-        .map(|x| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            x + spread * ((state % 2000) as f32 / 1000.0 - 1.0) / (base.len() as f32).sqrt()
-        })
-        .collect();
-    normalised_mean(std::iter::once(noisy.as_slice())).unwrap_or(noisy)
 }
 
 fn main() {
@@ -74,50 +60,83 @@ fn main() {
     let queries = embedder.embed(&refs).expect("embed queries");
     drop(embedder);
 
+    let sweep = std::env::args().any(|a| a == "--sweep");
     println!(
-        "| vectors (tools) | exact p50 / p99 | links | graph build (2 threads) | ef | graph p50 / p99 | recall@10 vs exact | RSS added by the graph |"
+        "| vectors (tools) | exact p50 / p99 | graph | build | graph p50 / p99 | recall@10 vs exact | RSS added by the graph |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
     for size in SIZES {
         let tools = size / PER_TOOL;
         // Each synthetic tool blends two real tools (a random share of a
         // second one) and noise: a continuous spread like a large real
         // catalog's, not hundreds of copies of each of 418 points.
         let vectors: Vec<Vec<f32>> = (0..size)
-            .map(|i| {
-                let tool = i / PER_TOOL;
-                let first = &bases[tool % bases.len()];
-                let second = &bases[(tool.wrapping_mul(7919) / 13 + 1) % bases.len()];
-                let share = ((tool.wrapping_mul(2_654_435_761) >> 7) % 50) as f32 / 100.0;
-                let blend: Vec<f32> = first
-                    .iter()
-                    .zip(second)
-                    .map(|(a, b)| (1.0 - share) * a + share * b)
-                    .collect();
-                near(&blend, i as u64, 0.6)
-            })
+            .map(|i| common::blended(&bases, i / PER_TOOL, i % PER_TOOL))
             .collect();
         let mut exact = VectorIndex::new(bases[0].len());
         for tool in 0..tools {
             exact.insert(
                 Arc::from(format!("t{tool}")),
+                "",
+                true,
                 &vectors[tool * PER_TOOL..(tool + 1) * PER_TOOL],
             );
         }
         let mut exact_times = Vec::new();
-        let mut truth: Vec<Vec<String>> = Vec::new();
+        let mut truth: Vec<Vec<Arc<str>>> = Vec::new();
         for query in &queries {
             let began = Instant::now();
             let found = exact.search(query, 50, |_| true);
             exact_times.push(began.elapsed());
-            truth.push(found.iter().take(K).map(|(t, _)| t.to_string()).collect());
+            truth.push(found.into_iter().take(K).map(|(t, _)| t).collect());
         }
         exact_times.sort();
+        let exact_cell = format!(
+            "{:.2} / {:.2} ms",
+            common::ms(pct(&exact_times, 0.5)),
+            common::ms(pct(&exact_times, 0.99))
+        );
 
-        // More links cost build time and memory; they are tried where 16
-        // fall short of recall 0.98.
-        let links: &[usize] = if size >= 100_000 { &[16, 32] } else { &[16] };
-        for &m in links {
+        // The index's own graph, built as the indexer builds it: one
+        // thread, from the matrix, which it then replaces.
+        let before = rss_kib(std::process::id());
+        let began = Instant::now();
+        let built = exact
+            .build_graph(&std::sync::atomic::AtomicBool::new(false))
+            .expect("built");
+        let build = began.elapsed();
+        let added = rss_kib(std::process::id()).saturating_sub(before);
+        let mut graph = exact;
+        graph.install(built);
+        let mut times = Vec::new();
+        let mut hits = 0usize;
+        for (query, truth) in queries.iter().zip(&truth) {
+            let began = Instant::now();
+            // As a search asks: 50 candidate tools.
+            let found = graph.search(query, 50, |_| true);
+            times.push(began.elapsed());
+            let top: HashSet<&Arc<str>> = found.iter().take(K).map(|(t, _)| t).collect();
+            hits += truth.iter().filter(|t| top.contains(t)).count();
+        }
+        times.sort();
+        println!(
+            "| {size} ({tools}) | {exact_cell} | index ({}) | {:.1} s (1 thread) | {:.2} / {:.2} ms | {:.3} | {:.0} MiB |",
+            graph.shape(),
+            build.as_secs_f64(),
+            common::ms(pct(&times, 0.5)),
+            common::ms(pct(&times, 0.99)),
+            hits as f64 / (truth.len() * K) as f64,
+            added as f64 / 1024.0
+        );
+        drop(graph);
+        mcp_aggregator::memory::release_freed();
+
+        if !sweep {
+            continue;
+        }
+        // `--sweep`: hnsw_rs alone at other links and widths (how the
+        // index's settings were chosen).
+        for m in [16usize, 32] {
             let before = rss_kib(std::process::id());
             let began = Instant::now();
             let graph: Hnsw<f32, DistDot> = Hnsw::new(m, size, 16, 200, DistDot {});
@@ -126,13 +145,13 @@ fn main() {
             graph.parallel_insert(&data);
             let build = began.elapsed();
             let added = rss_kib(std::process::id()).saturating_sub(before);
-            for ef in [64usize, 128, 256, 512] {
+            for ef in [128usize, 256, 512] {
                 let mut times = Vec::new();
                 let mut hits = 0usize;
                 for (query, truth) in queries.iter().zip(&truth) {
                     let began = Instant::now();
                     let found = graph.search(query, K * PER_TOOL, ef);
-                    let mut seen = Vec::new();
+                    let mut seen: Vec<String> = Vec::new();
                     for n in found {
                         let tool = format!("t{}", n.d_id / PER_TOOL);
                         if !seen.contains(&tool) {
@@ -143,18 +162,18 @@ fn main() {
                         }
                     }
                     times.push(began.elapsed());
-                    let seen: HashSet<&String> = seen.iter().collect();
-                    hits += truth.iter().filter(|t| seen.contains(t)).count();
+                    hits += truth
+                        .iter()
+                        .filter(|t| seen.iter().any(|s| s == &***t))
+                        .count();
                 }
                 times.sort();
-                let recall = hits as f64 / (truth.len() * K) as f64;
                 println!(
-                    "| {size} ({tools}) | {:.2} / {:.2} ms | {m} | {:.1} s | {ef} | {:.2} / {:.2} ms | {recall:.3} | {:.0} MiB |",
-                    common::ms(pct(&exact_times, 0.5)),
-                    common::ms(pct(&exact_times, 0.99)),
+                    "| {size} ({tools}) | {exact_cell} | hnsw_rs, {m} links, width {ef} | {:.1} s (2 threads) | {:.2} / {:.2} ms | {:.3} | {:.0} MiB |",
                     build.as_secs_f64(),
                     common::ms(pct(&times, 0.5)),
                     common::ms(pct(&times, 0.99)),
+                    hits as f64 / (truth.len() * K) as f64,
                     added as f64 / 1024.0
                 );
             }

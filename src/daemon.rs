@@ -105,6 +105,8 @@ pub struct FrontDoorOptions {
     pub skills: crate::skills::SkillsSettings,
     /// How much search is done (`--search`).
     pub search: crate::index::SearchSetting,
+    /// Vectors beyond which the vector index is a graph (`--graph-from`).
+    pub graph_from: usize,
 }
 
 impl Default for FrontDoorOptions {
@@ -120,6 +122,7 @@ impl Default for FrontDoorOptions {
             health: sessions.health,
             skills: crate::skills::SkillsSettings::default(),
             search: crate::index::SearchSetting::default(),
+            graph_from: crate::index::vector::GRAPH_FROM,
         }
     }
 }
@@ -184,9 +187,12 @@ impl Stack {
         let search = {
             let (store, dir) = (Arc::clone(&store), data_dir.to_path_buf());
             let setting = front_door.search;
-            tokio::task::spawn_blocking(move || SearchIndex::open_with(store, &dir, setting))
-                .await
-                .map_err(|err| DaemonError::Serve(std::io::Error::other(err)))??
+            let index =
+                tokio::task::spawn_blocking(move || SearchIndex::open_with(store, &dir, setting))
+                    .await
+                    .map_err(|err| DaemonError::Serve(std::io::Error::other(err)))??;
+            index.set_graph_from(front_door.graph_from);
+            index
         };
         let background = CancellationToken::new();
         search.spawn_maintenance(

@@ -727,3 +727,93 @@ async fn the_model_loads_only_when_needed_and_search_can_be_keyword_only_or_off(
     let (code, _) = common::rest_call(&d, "fx.echo", json!({"text": "still routed"})).await;
     assert_eq!(code, 200);
 }
+
+/// The vector index as the status shows it.
+async fn vector_index(d: &Daemon) -> Value {
+    get_json::<Value>(&d.api("/api/v1/search/status")).await["vector_index"].clone()
+}
+
+/// Semantic top 10 per query, as names.
+async fn semantic_top(d: &Daemon, queries: &[&str]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for query in queries {
+        let (status, answer) =
+            search(d, json!({"query": query, "mode": "semantic", "limit": 10})).await;
+        assert_eq!(status, 200, "{answer}");
+        out.push(names(&answer));
+    }
+    out
+}
+
+#[tokio::test]
+async fn past_the_threshold_a_saved_graph_answers_like_the_scan_and_survives_a_crash() {
+    const TOOLS: &str = "300";
+    let total = common::FIXED as u64 + 300;
+    let queries = [
+        "tool number 42",
+        "echo the arguments",
+        "wait some milliseconds",
+        "generated 7",
+        "add two numbers",
+        "tool 123",
+    ];
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("graph");
+    // About two vectors per tool: past 200 the index is a graph.
+    let mut d = Daemon::start_in(&data_dir, &["--graph-from", "200"]);
+    register(&d, fixture("fx", &["--tools", TOOLS])).await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    wait_settled(&d, total).await;
+    let shape = vector_index(&d).await;
+    assert_eq!(shape["backend"], "graph", "{shape}");
+    assert_eq!(shape["loaded"], false, "{shape}");
+    assert!(shape["vectors"].as_u64().unwrap() >= total, "{shape}");
+    let built = fingerprint(&d).await;
+    let graph_top = semantic_top(&d, &queries).await;
+    assert!(data_dir.join("index/vectors/meta.json").exists());
+    d.kill9();
+
+    // After a crash the saved graph is read back, not built again, and
+    // answers exactly as before.
+    let d = Daemon::start_in(&data_dir, &["--graph-from", "200"]);
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    wait_settled(&d, total).await;
+    let shape = vector_index(&d).await;
+    assert_eq!(shape["backend"], "graph", "{shape}");
+    assert_eq!(shape["loaded"], true, "{shape}");
+    assert_eq!(shape["tombstones"], 0, "{shape}");
+    assert_eq!(fingerprint(&d).await, built);
+
+    // The exact scan of the same catalog (the oracle) finds the same
+    // tools: recall@10 of the graph at least 0.9 over these queries.
+    let exact = Daemon::start_in(&temp.path().join("exact"), &[]);
+    register(&exact, fixture("fx", &["--tools", TOOLS])).await;
+    wait_status(&exact, "fx", "CONNECTED", UP).await;
+    wait_settled(&exact, total).await;
+    assert_eq!(vector_index(&exact).await["backend"], "exact");
+    let truth = semantic_top(&exact, &queries).await;
+    let (mut hits, mut asked) = (0, 0);
+    for (found, truth) in graph_top.iter().zip(&truth) {
+        asked += truth.len();
+        hits += truth.iter().filter(|t| found.contains(t)).count();
+    }
+    assert!(asked > 0 && hits * 10 >= asked * 9, "{hits} of {asked}");
+    drop(exact);
+
+    // Removing the server leaves nothing for the graph: back to the scan,
+    // the saved graph removed, none of its tools found.
+    let response = http()
+        .delete(d.api("/api/v1/aggregator/servers/fx"))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    wait_indexed(&d, 0).await;
+    let shape = vector_index(&d).await;
+    assert_eq!(shape["backend"], "exact", "{shape}");
+    assert_eq!(shape["vectors"], 0, "{shape}");
+    assert!(!data_dir.join("index/vectors").exists());
+    let (status, answer) = search(&d, json!({"query": "tool number 42", "mode": "semantic"})).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(names(&answer).is_empty(), "{answer}");
+}

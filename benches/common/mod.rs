@@ -157,3 +157,35 @@ pub fn bench_runtime() -> tokio::runtime::Runtime {
         .build()
         .expect("runtime")
 }
+
+/// A deterministic unit vector near `base` (xorshift noise of `spread`).
+pub fn near(base: &[f32], seed: u64, spread: f32) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let noisy: Vec<f32> = base
+        .iter()
+        .map(|x| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            x + spread * ((state % 2000) as f32 / 1000.0 - 1.0) / (base.len() as f32).sqrt()
+        })
+        .collect();
+    mcp_aggregator::index::vector::normalised_mean(std::iter::once(noisy.as_slice()))
+        .unwrap_or(noisy)
+}
+
+/// An embedding-shaped vector for synthetic tool `tool` (its `nth` vector):
+/// the real embedding `bases[tool % len]` blended with a random share of a
+/// second one, plus noise — a continuous spread like a large real
+/// catalog's, not hundreds of copies of a few hundred points.
+pub fn blended(bases: &[Vec<f32>], tool: usize, nth: usize) -> Vec<f32> {
+    let first = &bases[tool % bases.len()];
+    let second = &bases[(tool.wrapping_mul(7919) / 13 + 1) % bases.len()];
+    let share = ((tool.wrapping_mul(2_654_435_761) >> 7) % 50) as f32 / 100.0;
+    let blend: Vec<f32> = first
+        .iter()
+        .zip(second)
+        .map(|(a, b)| (1.0 - share) * a + share * b)
+        .collect();
+    near(&blend, (tool * 2 + nth) as u64, 0.6)
+}

@@ -92,6 +92,10 @@ pub struct IndexStatus {
     /// Why semantic search is unavailable, when it is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+    /// What answers the vector side: an exact scan, or an HNSW graph past
+    /// `--graph-from` vectors.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vector_index: Option<crate::index::vector::VectorShape>,
 }
 
 fn status_of(state: &AppState) -> IndexStatus {
@@ -105,6 +109,7 @@ fn status_of(state: &AppState) -> IndexStatus {
         semantic: state.search.semantic_available(),
         model_loaded: state.search.model_loaded(),
         warning: state.search.model_warning(),
+        vector_index: state.search.vector_shape(),
     }
 }
 

@@ -250,6 +250,7 @@ impl RoutingArgs {
             health: health.settings(),
             skills: search.skills(),
             search: search.setting(),
+            graph_from: search.graph_from,
         }
     }
 }
@@ -313,6 +314,18 @@ struct IndexArgs {
     /// Seconds before a tool the classifier failed on is tried again (doubling per failure, at most an hour).
     #[arg(long, env = "MCP_AGGREGATOR_CLASSIFIER_RETRY", value_name = "SECONDS", default_value = "30", value_parser = seconds)]
     classifier_retry: std::time::Duration,
+    /// Tool vectors (about two per tool) beyond which the vector index becomes an HNSW graph:
+    /// searches stay in a few milliseconds at any size, for about twice the memory per vector
+    /// and a build on the indexing thread; the graph is saved, so a restart does not rebuild it.
+    /// Below it the exact scan answers (exact, nothing to build). It goes back to the scan
+    /// under half of it.
+    #[arg(
+        long,
+        env = "MCP_AGGREGATOR_GRAPH_FROM",
+        value_name = "VECTORS",
+        default_value_t = crate::index::vector::GRAPH_FROM
+    )]
+    graph_from: usize,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]

@@ -16,7 +16,7 @@ pub mod vocabulary;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
@@ -218,6 +218,10 @@ struct Inner {
     weights: RwLock<Weights>,
     levers: RwLock<Levers>,
     sync_lock: Mutex<()>,
+    /// Where the vector graph is saved.
+    graph_dir: PathBuf,
+    /// Vectors beyond which the vector index becomes a graph.
+    graph_from: AtomicUsize,
     /// The first sync compares the keyword index on disk with the store.
     synced_once: AtomicBool,
     /// Set at shutdown: a running sync stops at its next batch.
@@ -259,6 +263,11 @@ pub fn index_dir(data_dir: &Path) -> PathBuf {
     data_dir.join(INDEX_DIR).join("keyword")
 }
 
+/// Where the vector graph of a large catalog is saved.
+pub fn graph_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join(INDEX_DIR).join("vectors")
+}
+
 impl SearchIndex {
     /// Opens the keyword index in the data dir (blocking, fast), for
     /// hybrid search. The model is not loaded until needed.
@@ -296,6 +305,8 @@ impl SearchIndex {
                 weights: RwLock::new(Weights::default()),
                 levers: RwLock::new(Levers::default()),
                 sync_lock: Mutex::new(()),
+                graph_dir: graph_dir(data_dir),
+                graph_from: AtomicUsize::new(vector::GRAPH_FROM),
                 synced_once: AtomicBool::new(false),
                 stopping: AtomicBool::new(false),
                 progress,
@@ -304,6 +315,13 @@ impl SearchIndex {
     }
 
     /// The store the index reads (the evaluation classifies through it).
+    /// Vectors beyond which the vector index becomes an HNSW graph (and
+    /// half of which it goes back to the exact scan); takes effect at the
+    /// next sync.
+    pub fn set_graph_from(&self, vectors: usize) {
+        self.inner.graph_from.store(vectors, Ordering::SeqCst);
+    }
+
     pub fn store(&self) -> &Arc<Store> {
         &self.inner.store
     }
@@ -392,6 +410,9 @@ impl SearchIndex {
                 *vectors = VectorIndex::new(embedder::DIMENSION);
             }
         } else if first_sync {
+            if semantic {
+                self.load_saved_graph(generation);
+            }
             if inner.opened_at.is_some_and(|g| g == generation) {
                 on_disk = inner.keyword.documents()?.into_iter().collect();
             } else {
@@ -416,22 +437,21 @@ impl SearchIndex {
                     .cloned(),
             )
             .collect();
-        let vectors_have = |id: &str| {
-            inner
+        let changed: Vec<&ToolRecord> = {
+            let vectors = inner
                 .vectors
                 .read()
-                .map(|v| v.contains(id))
-                .unwrap_or(false)
+                .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
+            tools
+                .iter()
+                .filter(|t| {
+                    let indexed = current
+                        .get(t.id.as_str())
+                        .is_some_and(|d| d.hash == t.definition_hash);
+                    !indexed || (semantic && !vectors.holds(&t.id, &t.definition_hash))
+                })
+                .collect()
         };
-        let changed: Vec<&ToolRecord> = tools
-            .iter()
-            .filter(|t| {
-                let indexed = current
-                    .get(t.id.as_str())
-                    .is_some_and(|d| d.hash == t.definition_hash);
-                !indexed || (semantic && !vectors_have(&t.id))
-            })
-            .collect();
         let _ = inner.progress.send_replace(IndexProgress {
             indexed_tools: tools.len() - changed.len(),
             total_tools: tools.len(),
@@ -517,6 +537,9 @@ impl SearchIndex {
             });
         }
         inner.keyword.commit_with(&generation.to_string())?;
+        if semantic {
+            self.reshape_vectors(generation)?;
+        }
         if rebuild && semantic {
             // Vectors of texts no tool has any more are dead weight.
             let keep: HashSet<[u8; 32]> = tools
@@ -547,13 +570,19 @@ impl SearchIndex {
         on_disk: &HashMap<String, String>,
     ) -> Result<(), IndexError> {
         let inner = &self.inner;
-        let texts: Vec<_> = batch.iter().map(|t| tool_texts(t, &t.skill_ids)).collect();
-        let server_ids: Vec<String> = batch.iter().map(|t| t.server_id.to_string()).collect();
-        let keyword_docs: Vec<KeywordDoc<'_>> = batch
+        // Texts only for documents the keyword index lacks (a warm start
+        // has them all: a large catalog would be parsed for nothing).
+        let stale: Vec<&ToolRecord> = batch
+            .iter()
+            .copied()
+            .filter(|t| on_disk.get(&t.id) != Some(&t.definition_hash))
+            .collect();
+        let texts: Vec<_> = stale.iter().map(|t| tool_texts(t, &t.skill_ids)).collect();
+        let server_ids: Vec<String> = stale.iter().map(|t| t.server_id.to_string()).collect();
+        let keyword_docs: Vec<KeywordDoc<'_>> = stale
             .iter()
             .zip(&texts)
             .zip(&server_ids)
-            .filter(|((t, _), _)| on_disk.get(&t.id) != Some(&t.definition_hash))
             .map(|((t, texts), server_id)| KeywordDoc {
                 tool_id: &t.id,
                 server_id,
@@ -578,6 +607,23 @@ impl SearchIndex {
         batch: &[&'a ToolRecord],
         first_pass: bool,
     ) -> Result<Vec<&'a ToolRecord>, IndexError> {
+        // Tools whose vectors the index holds already (a saved graph) are
+        // neither read from the cache nor embedded again.
+        let batch: Vec<&'a ToolRecord> = {
+            let vectors = self
+                .inner
+                .vectors
+                .read()
+                .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
+            batch
+                .iter()
+                .copied()
+                .filter(|t| !vectors.holds(&t.id, &t.definition_hash))
+                .collect()
+        };
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
         let texts: Vec<_> = batch.iter().map(|t| tool_texts(t, &t.skill_ids)).collect();
         let flat: Vec<&str> = texts
             .iter()
@@ -588,14 +634,25 @@ impl SearchIndex {
             .cached_embeddings(&flat, |i| !first_pass || position[i] == 0)?
             .into_iter();
         let mut incomplete = Vec::new();
-        let mut index = self.inner.vectors_mut()?;
-        for (tool, texts) in batch.iter().zip(&texts) {
-            let own: Vec<Option<Vec<f32>>> = (&mut flat_vectors).take(texts.dense.len()).collect();
-            if own.iter().any(Option::is_none) {
-                incomplete.push(*tool);
+        // A few tools per turn of the lock: inserting into a graph costs
+        // about a millisecond a vector, and searches wait meanwhile.
+        for (tools, texts) in batch.chunks(8).zip(texts.chunks(8)) {
+            let mut index = self.inner.vectors_mut()?;
+            for (tool, texts) in tools.iter().zip(texts) {
+                let own: Vec<Option<Vec<f32>>> =
+                    (&mut flat_vectors).take(texts.dense.len()).collect();
+                let complete = own.iter().all(Option::is_some);
+                if !complete {
+                    incomplete.push(*tool);
+                }
+                let own: Vec<Vec<f32>> = own.into_iter().flatten().collect();
+                index.insert(
+                    Arc::from(tool.id.as_str()),
+                    &tool.definition_hash,
+                    complete,
+                    &own,
+                );
             }
-            let own: Vec<Vec<f32>> = own.into_iter().flatten().collect();
-            index.insert(Arc::from(tool.id.as_str()), &own);
         }
         Ok(incomplete)
     }
@@ -647,6 +704,92 @@ impl SearchIndex {
         Ok(cached)
     }
 
+    /// At the first sync: the vector graph saved by the last run, if it is
+    /// whole and of this model. Its tools are checked against the store by
+    /// the sync like any others (unchanged ones keep their vectors).
+    fn load_saved_graph(&self, generation: u64) {
+        let inner = &self.inner;
+        let began = std::time::Instant::now();
+        match VectorIndex::load(&inner.graph_dir, embedder::DIMENSION, embedder::MODEL_ID) {
+            Ok(Some((loaded, saved_at))) => {
+                tracing::info!(
+                    vectors = loaded.vectors(),
+                    saved_at,
+                    generation,
+                    ms = began.elapsed().as_millis() as u64,
+                    "vector graph loaded"
+                );
+                if let Ok(mut vectors) = inner.vectors.write() {
+                    *vectors = loaded;
+                }
+            }
+            Ok(None) => {}
+            Err(err) => tracing::warn!("{err}; the vector index is built again from the store"),
+        }
+    }
+
+    /// After a sync: the exact scan becomes a graph past the threshold
+    /// (built here, on the indexing thread, while searches use the
+    /// matrix), a graph with many tombstones is rebuilt, a shrunk one goes
+    /// back to the matrix; a graph that changed is saved.
+    fn reshape_vectors(&self, generation: u64) -> Result<(), IndexError> {
+        let inner = &self.inner;
+        let graph_from = inner.graph_from.load(Ordering::SeqCst);
+        let due = inner
+            .vectors
+            .read()
+            .map_err(|_| IndexError::Task("vector lock poisoned".into()))?
+            .reshape_due(graph_from);
+        match due {
+            Some(vector::Reshape::BuildGraph) => {
+                let began = std::time::Instant::now();
+                // Only this sync changes the index, so nothing moves while
+                // the graph is built under the read lock searches share.
+                let built = {
+                    let vectors = inner
+                        .vectors
+                        .read()
+                        .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
+                    vectors.build_graph(&inner.stopping)
+                };
+                let Some(built) = built else {
+                    return Err(IndexError::Cancelled);
+                };
+                let mut vectors = inner.vectors_mut()?;
+                vectors.install(built);
+                tracing::info!(
+                    seconds = began.elapsed().as_secs_f64(),
+                    "vector index: {}",
+                    vectors.shape()
+                );
+                drop(vectors);
+                crate::memory::release_freed();
+            }
+            Some(vector::Reshape::BackToExact) => {
+                inner.vectors_mut()?.back_to_exact();
+                crate::memory::release_freed();
+            }
+            None => {}
+        }
+        let vectors = inner
+            .vectors
+            .read()
+            .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
+        if vectors.save_due() || (!vectors.is_graph() && inner.graph_dir.exists()) {
+            // Written under the read lock searches share (this sync is the
+            // only writer): a few seconds at 200,000 vectors, after a build
+            // or a large change only.
+            match vectors.save(&inner.graph_dir, generation, embedder::MODEL_ID) {
+                Ok(()) => {
+                    drop(vectors);
+                    inner.vectors_mut()?.mark_saved();
+                }
+                Err(err) => tracing::warn!("{err}; the next start builds the graph again"),
+            }
+        }
+        Ok(())
+    }
+
     /// Embeds texts other than tools' (skills' descriptions and examples)
     /// through the same cache, at the indexer's priority. Blocking.
     pub fn embed_texts(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, IndexError> {
@@ -677,6 +820,27 @@ impl SearchIndex {
         Ok(vectors.vectors_of(wanted))
     }
 
+    /// The `limit` tools nearest `query` (a unit vector) on the vector
+    /// side alone, as the index answers (exact or graph); for checking the
+    /// graph against the exact scan.
+    pub fn nearest_tools(
+        &self,
+        query: &[f32],
+        limit: usize,
+    ) -> Result<Vec<(Arc<str>, f32)>, IndexError> {
+        let vectors = self
+            .inner
+            .vectors
+            .read()
+            .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
+        Ok(vectors.search(query, limit, |_| true))
+    }
+
+    /// What answers the vector side now.
+    pub fn vector_shape(&self) -> Option<vector::VectorShape> {
+        self.inner.vectors.read().ok().map(|v| v.shape())
+    }
+
     /// The normalised mean vector of each group of tools (`groups`: tool
     /// → the groups it belongs to, among `count`); `None` for a group with
     /// no embedded tool. A tool counts once per group, by the mean of its
@@ -686,20 +850,29 @@ impl SearchIndex {
         groups: &HashMap<Arc<str>, Vec<usize>>,
         count: usize,
     ) -> Result<Vec<Option<Vec<f32>>>, IndexError> {
-        let per_tool = self.tool_vectors(|id| groups.contains_key(id))?;
         let mut sums: Vec<Option<Vec<f32>>> = vec![None; count];
-        for (tool, vectors) in &per_tool {
-            let Some(members_of) = groups.get(tool) else {
-                continue;
-            };
-            let Some(mean) = vector::normalised_mean(vectors.iter().map(Vec::as_slice)) else {
-                continue;
-            };
-            for &group in members_of.iter().filter(|g| **g < count) {
-                let sum = sums[group].get_or_insert_with(|| vec![0.0; mean.len()]);
-                sum.iter_mut().zip(&mean).for_each(|(s, m)| *s += m);
-            }
-        }
+        let vectors = self
+            .inner
+            .vectors
+            .read()
+            .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
+        // One tool at a time: a large catalog's vectors are never copied
+        // all at once.
+        vectors.for_each_tool(
+            |id| groups.contains_key(id),
+            |tool, vectors| {
+                let Some(members_of) = groups.get(tool) else {
+                    return;
+                };
+                let Some(mean) = vector::normalised_mean(vectors.iter().copied()) else {
+                    return;
+                };
+                for &group in members_of.iter().filter(|g| **g < count) {
+                    let sum = sums[group].get_or_insert_with(|| vec![0.0; mean.len()]);
+                    sum.iter_mut().zip(&mean).for_each(|(s, m)| *s += m);
+                }
+            },
+        );
         Ok(sums
             .into_iter()
             .map(|sum| sum.and_then(|s| vector::normalised_mean(std::iter::once(s.as_slice()))))
@@ -792,9 +965,10 @@ impl SearchIndex {
                     .read()
                     .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
                 let keep = |id: &str| docs.get(id).is_some_and(|d| allowed(d));
-                let first = vectors.search(query, CANDIDATES.max(limit), keep);
+                let wanted = CANDIDATES.max(limit);
+                let first = vectors.search_among(query, wanted, keep, tools_searched);
                 match feedback_query(&vectors, query, &first, levers.feedback) {
-                    Some(refined) => vectors.search(&refined, CANDIDATES.max(limit), keep),
+                    Some(refined) => vectors.search_among(&refined, wanted, keep, tools_searched),
                     None => first,
                 }
             }
