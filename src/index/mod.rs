@@ -229,6 +229,10 @@ struct Inner {
     progress: watch::Sender<IndexProgress>,
 }
 
+/// A saved vector graph as read back (with the generation it was saved
+/// at, and how long the read took), if there was one.
+type LoadedGraph = Result<Option<(VectorIndex, u64, std::time::Duration)>, vector::VectorError>;
+
 /// Tool id → what search shows of it.
 type Docs = HashMap<Arc<str>, Arc<ToolDoc>>;
 
@@ -394,13 +398,24 @@ impl SearchIndex {
             .sync_lock
             .lock()
             .map_err(|_| IndexError::Task("sync lock poisoned".into()))?;
+        let first_sync = !inner.synced_once.swap(true, Ordering::SeqCst);
+        let mut semantic = self.semantic_available();
+        // The graph saved by the last run loads on its own thread while
+        // the store is read (each takes about a second at 100,000 tools).
+        let saved_graph = (first_sync && !rebuild && semantic).then(|| {
+            let dir = inner.graph_dir.clone();
+            std::thread::spawn(move || {
+                let began = std::time::Instant::now();
+                VectorIndex::load(&dir, embedder::DIMENSION, embedder::MODEL_ID).map(|loaded| {
+                    loaded.map(|(index, saved_at)| (index, saved_at, began.elapsed()))
+                })
+            })
+        });
         let generation = inner.store.catalog_generation()?;
         let tools = inner.store.all_tools()?;
-        let mut semantic = self.semantic_available();
         // What the keyword index already holds, by id and hash: kept as is
         // when it reflects this store.
         let mut on_disk: HashMap<String, String> = HashMap::new();
-        let first_sync = !inner.synced_once.swap(true, Ordering::SeqCst);
         if rebuild {
             inner.keyword.clear()?;
             if let Ok(mut docs) = inner.docs.write() {
@@ -410,15 +425,15 @@ impl SearchIndex {
                 *vectors = VectorIndex::new(embedder::DIMENSION);
             }
         } else if first_sync {
-            if semantic {
-                self.load_saved_graph(generation);
-            }
             if inner.opened_at.is_some_and(|g| g == generation) {
                 on_disk = inner.keyword.documents()?.into_iter().collect();
             } else {
                 tracing::info!("the keyword index does not match the store; rebuilding it");
                 inner.keyword.clear()?;
             }
+        }
+        if let Some(loading) = saved_graph {
+            self.take_saved_graph(loading, generation);
         }
         let current: HashMap<Arc<str>, Arc<ToolDoc>> = if rebuild {
             HashMap::new()
@@ -707,24 +722,25 @@ impl SearchIndex {
     /// At the first sync: the vector graph saved by the last run, if it is
     /// whole and of this model. Its tools are checked against the store by
     /// the sync like any others (unchanged ones keep their vectors).
-    fn load_saved_graph(&self, generation: u64) {
-        let inner = &self.inner;
-        let began = std::time::Instant::now();
-        match VectorIndex::load(&inner.graph_dir, embedder::DIMENSION, embedder::MODEL_ID) {
-            Ok(Some((loaded, saved_at))) => {
+    fn take_saved_graph(&self, loading: std::thread::JoinHandle<LoadedGraph>, generation: u64) {
+        match loading.join() {
+            Ok(Ok(Some((loaded, saved_at, took)))) => {
                 tracing::info!(
-                    vectors = loaded.vectors(),
                     saved_at,
                     generation,
-                    ms = began.elapsed().as_millis() as u64,
-                    "vector graph loaded"
+                    ms = took.as_millis() as u64,
+                    "vector index: {}",
+                    loaded.shape()
                 );
-                if let Ok(mut vectors) = inner.vectors.write() {
+                if let Ok(mut vectors) = self.inner.vectors.write() {
                     *vectors = loaded;
                 }
             }
-            Ok(None) => {}
-            Err(err) => tracing::warn!("{err}; the vector index is built again from the store"),
+            Ok(Ok(None)) => {}
+            Ok(Err(err)) => {
+                tracing::warn!("{err}; the vector index is built again from the store")
+            }
+            Err(_) => tracing::warn!("loading the saved vector graph failed; it is built again"),
         }
     }
 
@@ -955,7 +971,13 @@ impl SearchIndex {
                     .is_none_or(|wanted| doc.skill_ids.iter().any(|s| wanted.contains(s)))
                 && (request.include_external || !doc.is_external)
         };
-        let tools_searched = docs.values().filter(|d| allowed(d)).count();
+        let unfiltered =
+            request.servers.is_none() && request.skills.is_none() && request.include_external;
+        let tools_searched = if unfiltered {
+            docs.len()
+        } else {
+            docs.values().filter(|d| allowed(d)).count()
+        };
         let limit = request.limit.max(1);
         let levers = inner.levers.read().map(|l| *l).unwrap_or_default();
         let dense = match &query_vector {

@@ -178,12 +178,15 @@ impl SearchIndex {
             }
             wanted.retain(|s| chosen.contains(&s.id));
         }
-        let ids: HashSet<ServerId> = wanted.iter().map(|s| s.id).collect();
+        // Every server wanted: no filter at all (a filter of hundreds of
+        // servers costs a keyword query term each).
+        let ids: Option<HashSet<ServerId>> =
+            (wanted.len() < servers.len()).then(|| wanted.iter().map(|s| s.id).collect());
         let outcome = self.search(&SearchRequest {
             query: text.to_owned(),
             limit,
             mode: query.mode,
-            servers: Some(ids),
+            servers: ids,
             skills: query
                 .skill_filter
                 .as_ref()

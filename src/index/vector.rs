@@ -19,7 +19,7 @@
 
 use hnsw_rs::api::AnnT;
 use hnsw_rs::hnswio::HnswIo;
-use hnsw_rs::prelude::{DistDot, FilterT, Hnsw, PointId};
+use hnsw_rs::prelude::{DistDot, Hnsw, PointId};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::Path;
@@ -565,16 +565,16 @@ impl VectorIndex {
         // one below instead.
         if kept_tools.saturating_mul(SMALL_SHARE) >= self.slot_of.len() {
             // Tools own about two points each; ask for more until enough
-            // distinct tools come back or the graph has no more to give.
+            // kept, live tools come back or the graph has no more to give.
+            // The walk itself is unfiltered: hnsw_rs re-applies a filter to
+            // its whole candidate heap at every step (measured: most of a
+            // search's time at 200,000 vectors).
             let mut points = limit.saturating_mul(3);
             loop {
                 let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    graph.hnsw.search_filter(
-                        &query,
-                        points,
-                        GRAPH_SEARCH_WIDTH.max(points),
-                        Some(&alive as &dyn FilterT),
-                    )
+                    graph
+                        .hnsw
+                        .search(&query, points, GRAPH_SEARCH_WIDTH.max(points))
                 }))
                 .unwrap_or_default();
                 let exhausted = found.len() < points;
@@ -583,6 +583,9 @@ impl VectorIndex {
                     let Some(&slot) = graph.owner.get(neighbour.d_id) else {
                         continue;
                     };
+                    if !alive(&neighbour.d_id) {
+                        continue;
+                    }
                     let score = 1.0 - neighbour.distance;
                     let entry = best.entry(slot).or_insert(f32::NEG_INFINITY);
                     *entry = entry.max(score);
