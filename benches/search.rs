@@ -400,29 +400,7 @@ async fn rest_searches(
     };
 
     // Every server connected, and the daemon idle again.
-    loop {
-        let answer: Value = client
-            .post(&base)
-            .json(&json!({"query": "create an issue", "limit": 10}))
-            .send()
-            .await
-            .expect("search")
-            .json()
-            .await
-            .expect("search json");
-        if answer["metadata"]["servers_searched"] == SERVERS
-            && answer["metadata"]["total_tools_searched"] == total
-            && answer["tools"].as_array().is_some_and(|t| !t.is_empty())
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not every server connected: {}",
-            answer["metadata"]
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_all_connected(&client, &base, SERVERS, total, deadline).await;
     common::wait_until_idle(pid, 0.05).await;
     let mut after = Vec::with_capacity(SEARCHES);
     for query in queries.iter().cycle().take(SEARCHES) {
@@ -662,28 +640,8 @@ fn large_catalog(total: usize, real: &[&Value], queries: &[String], data_dir: &s
         }
         // Every server connected (its tools searchable) and the start-up
         // work done: what is measured next is search alone.
-        loop {
-            let answer: Value = client
-                .post(&base)
-                .json(&json!({"query": "create an issue", "limit": 10}))
-                .send()
-                .await
-                .expect("search")
-                .json()
-                .await
-                .expect("search json");
-            if answer["metadata"]["servers_searched"] == servers
-                && answer["metadata"]["total_tools_searched"] == total
-            {
-                break;
-            }
-            assert!(
-                began.elapsed() < Duration::from_secs(900),
-                "not every server connected: {}",
-                answer["metadata"]
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let deadline = began + Duration::from_secs(900);
+        wait_all_connected(&client, &base, servers, total, deadline).await;
         common::wait_until_idle(daemon_pid, 0.05).await;
         let mut after = Vec::with_capacity(SEARCHES);
         let mut found = 0usize;
@@ -759,4 +717,38 @@ fn large_catalog(total: usize, real: &[&Value], queries: &[String], data_dir: &s
         ms(pct(&after, 0.5)),
         ms(pct(&after, 0.99))
     );
+}
+
+/// Polls a search until it covers all `servers` and their `total` tools and
+/// finds something (`base`: the daemon's search URL).
+async fn wait_all_connected(
+    client: &reqwest::Client,
+    base: &str,
+    servers: usize,
+    total: usize,
+    deadline: Instant,
+) {
+    loop {
+        let answer: Value = client
+            .post(base)
+            .json(&json!({"query": "create an issue", "limit": 10}))
+            .send()
+            .await
+            .expect("search")
+            .json()
+            .await
+            .expect("search json");
+        if answer["metadata"]["servers_searched"] == servers
+            && answer["metadata"]["total_tools_searched"] == total
+            && answer["tools"].as_array().is_some_and(|t| !t.is_empty())
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every server connected: {}",
+            answer["metadata"]
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
