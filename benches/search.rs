@@ -28,6 +28,18 @@ const SERVERS: usize = 20;
 const TOOLS_PER_SERVER: usize = 500;
 const SEARCHES: usize = 500;
 
+/// A search for the 10 best tools of every server.
+fn ten(query: impl Into<String>, mode: SearchMode) -> SearchRequest {
+    SearchRequest {
+        query: query.into(),
+        limit: 10,
+        mode,
+        servers: None,
+        skills: None,
+        include_external: true,
+    }
+}
+
 fn pct(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
@@ -39,16 +51,7 @@ fn latencies(index: &SearchIndex, queries: &[String], mode: SearchMode) -> (Dura
         .take(SEARCHES)
         .map(|query| {
             let began = Instant::now();
-            let outcome = index
-                .search(&SearchRequest {
-                    query: query.clone(),
-                    limit: 10,
-                    mode,
-                    servers: None,
-                    skills: None,
-                    include_external: true,
-                })
-                .expect("search");
+            let outcome = index.search(&ten(query.as_str(), mode)).expect("search");
             assert!(!outcome.hits.is_empty() || mode == SearchMode::Keyword);
             began.elapsed()
         })
@@ -185,14 +188,7 @@ fn main() {
     index.load_model();
     index.sync(false).expect("sync");
     let answered = index
-        .search(&SearchRequest {
-            query: "create an issue".into(),
-            limit: 10,
-            mode: SearchMode::Hybrid,
-            servers: None,
-            skills: None,
-            include_external: true,
-        })
+        .search(&ten("create an issue", SearchMode::Hybrid))
         .expect("search");
     let warm = began.elapsed();
     assert_eq!(answered.tools_searched, total);
@@ -577,14 +573,7 @@ fn large_catalog(total: usize, real: &[&Value], queries: &[String], data_dir: &s
     index.sync(false).expect("sync");
     let synced = began.elapsed();
     let answered = index
-        .search(&SearchRequest {
-            query: "create an issue".into(),
-            limit: 10,
-            mode: SearchMode::Hybrid,
-            servers: None,
-            skills: None,
-            include_external: true,
-        })
+        .search(&ten("create an issue", SearchMode::Hybrid))
         .expect("search");
     let warm = began.elapsed();
     assert_eq!(answered.tools_searched, total);
