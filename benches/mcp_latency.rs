@@ -1,13 +1,18 @@
 //! The performance headline: direct (client → server) against through the
-//! aggregator (client → aggregator → server), in the same run, alternating,
-//! with the fixture's `echo` tool on a stdio server; both front doors.
-//! Sequential p50/p99, throughput with 32 calls in flight, aggregator CPU
-//! time per call, RSS, and tools/list latency with 10 × 100 and 1,000 tools.
+//! aggregator (client → aggregator → server), in the same run, alternating
+//! rounds, for two servers behind it: a raw echo server of ours (no SDK,
+//! never the bottleneck) and the rmcp fixture. The realistic setting: the
+//! npm reference server connected beside it (it notifies on its own), the
+//! search model loaded, the index synced. Both front doors (stdio, `/mcp`)
+//! and both protocol eras: sequential p50/p99, throughput with 32 calls in
+//! flight (median of per-round ratios to direct), the aggregator's own CPU
+//! per call (children excluded), RSS; tools/list with 10 × 100 and 1,000
+//! tools.
 //!
 //! Run: `cargo bench --features fixture --bench mcp_latency` (release
-//! builds). Prints a Markdown table. `MCP_BENCH_DOWNSTREAM=modern` has the
-//! aggregator speak 2026-07-28 to the fixture (2025 by default, as the
-//! direct client does).
+//! builds, after scripts/setup.sh). Prints Markdown tables.
+//! `MCP_BENCH_DOWNSTREAM=modern` has the aggregator speak 2026-07-28 to the
+//! rmcp fixture (2025 by default, as the direct client does).
 
 use serde_json::{Value, json};
 use std::path::Path;
@@ -24,6 +29,7 @@ const IDLE_SHARE: f64 = 0.01;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
 const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
+const ECHO: &str = env!("CARGO_BIN_EXE_mcp-echo-server");
 const SEQUENTIAL: usize = 3000;
 const ROUNDS: usize = 3;
 const CONCURRENT_CALLS: usize = 20_000;
@@ -283,57 +289,162 @@ fn main() {
     rt.block_on(run());
 }
 
-async fn run() {
-    let temp = tempfile::tempdir().expect("temp");
-    let one = config(temp.path(), 1, 3);
+/// The server behind the aggregator (and called directly for the baseline).
+#[derive(Clone, Copy, PartialEq)]
+enum Backend {
+    /// `mcp-echo-server`: no SDK, one read and one write per call.
+    RawEcho,
+    /// The rmcp fixture (`mcp-fixture-server`).
+    Rmcp,
+}
+
+impl Backend {
+    fn label(self) -> &'static str {
+        match self {
+            Backend::RawEcho => "raw echo server (no SDK)",
+            Backend::Rmcp => "rmcp fixture",
+        }
+    }
+
+    fn command(self) -> (&'static str, Vec<String>) {
+        match self {
+            Backend::RawEcho => (ECHO, Vec::new()),
+            Backend::Rmcp => {
+                let mut args = vec!["--tools".to_owned(), "3".to_owned()];
+                if std::env::var("MCP_BENCH_DOWNSTREAM").is_ok_and(|v| v == "modern") {
+                    return (FIXTURE, args);
+                }
+                args.push("--legacy-only".to_owned());
+                (FIXTURE, args)
+            }
+        }
+    }
+}
+
+/// The realistic setting: the backend as `s0`, and the npm reference
+/// server beside it (it sends log notifications and resource updates on
+/// its own every few seconds).
+fn realistic_config(dir: &Path, backend: Backend) -> String {
+    let (command, args) = backend.command();
+    let everything = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        everything.exists(),
+        "{} is missing: run scripts/setup.sh",
+        everything.display()
+    );
+    let config = json!({"mcpServers": {
+        "s0": {"command": command, "args": args},
+        "everything": {"command": "node", "args": [everything, "stdio"]},
+    }});
+    let path = dir.join(format!("config-{}.json", backend as u8));
+    std::fs::write(&path, config.to_string()).expect("config");
+    path.display().to_string()
+}
+
+/// Waits for the backend's echo and the reference server's tools, loads the
+/// search model (a `search_tools` call) and waits until the aggregator is
+/// idle: the index synced, start-up work over.
+async fn settle_stdio(through: &mut Stdio_) {
+    wait_for_tool(through, "s0__echo", 3).await;
+    wait_for_tool(through, "everything__echo", 3).await;
+    let answer = through
+        .request(
+            "tools/call",
+            json!({"name": "search_tools", "arguments": {"query": "echo a message"}}),
+        )
+        .await;
+    assert!(answer.get("result").is_some(), "{answer}");
+    wait_until_idle(through.pid(), IDLE_SHARE).await;
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// What one backend's runs measured.
+struct Figures {
+    backend: Backend,
+    direct: Vec<Duration>,
+    stdio: Vec<Duration>,
+    stdio_modern: Vec<Duration>,
+    stdio_cpu_us: f64,
+    stdio_modern_cpu_us: f64,
+    direct_tput: f64,
+    stdio_tput: f64,
+    /// Median over rounds of through / direct.
+    stdio_ratio: f64,
+    stdio_tput_cpu_us: f64,
+    http: Vec<Duration>,
+    http_modern: Vec<Duration>,
+    http_cpu_us: f64,
+    http_modern_cpu_us: f64,
+    http_tput: f64,
+    http_tput_cpu_us: f64,
+    rss_mib: f64,
+}
+
+async fn measure(temp: &Path, backend: Backend) -> Figures {
+    let config = realistic_config(temp, backend);
+    let (command, args) = backend.command();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
 
     // Stdio: direct and through, alternating rounds.
-    let mut direct = Stdio_::spawn(FIXTURE, &[]).await;
-    let data = temp.path().join("stdio-data");
+    let mut direct = Stdio_::spawn(command, &args).await;
+    let data = temp.join(format!("stdio-data-{}", backend as u8));
     let mut through = Stdio_::spawn(
         BIN,
         &[
             "stdio",
             "--config",
-            &one,
+            &config,
             "--data-dir",
             data.to_str().expect("utf-8"),
         ],
     )
     .await;
-    wait_for_tool(&mut through, "s0__echo", 8).await;
-    wait_until_idle(through.pid(), IDLE_SHARE).await;
+    settle_stdio(&mut through).await;
     let (mut d_times, mut t_times, mut m_times) = (Vec::new(), Vec::new(), Vec::new());
-    let mut agg_cpu = 0.0;
+    let (mut t_cpu, mut m_cpu) = (0.0, 0.0);
     for _ in 0..ROUNDS {
         d_times.extend(sequential(&mut direct, "echo").await);
         let cpu = cpu_seconds(through.pid());
         t_times.extend(sequential(&mut through, "s0__echo").await);
-        agg_cpu += cpu_seconds(through.pid()) - cpu;
+        t_cpu += cpu_seconds(through.pid()) - cpu;
+        let cpu = cpu_seconds(through.pid());
         m_times.extend(sequential_modern(&mut through, "s0__echo").await);
+        m_cpu += cpu_seconds(through.pid()) - cpu;
     }
     d_times.sort();
     t_times.sort();
     m_times.sort();
-    let cpu_per_call_us = agg_cpu / (ROUNDS * SEQUENTIAL) as f64 * 1e6;
-    let d_tput = pipelined(&mut direct, "echo").await;
-    let cpu = cpu_seconds(through.pid());
-    let t_tput = pipelined(&mut through, "s0__echo").await;
-    let cpu_pipelined_us = (cpu_seconds(through.pid()) - cpu) / CONCURRENT_CALLS as f64 * 1e6;
-    let rss = common::rss_kib(through.pid()) as f64 / 1024.0;
+    let calls = (ROUNDS * SEQUENTIAL) as f64;
+    let (mut d_tputs, mut t_tputs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let mut tput_cpu = 0.0;
+    for _ in 0..ROUNDS {
+        let d = pipelined(&mut direct, "echo").await;
+        let cpu = cpu_seconds(through.pid());
+        let t = pipelined(&mut through, "s0__echo").await;
+        tput_cpu += cpu_seconds(through.pid()) - cpu;
+        d_tputs.push(d);
+        t_tputs.push(t);
+        ratios.push(t / d);
+    }
+    let rss_mib = common::rss_kib(through.pid()) as f64 / 1024.0;
     drop(through);
     drop(direct);
 
-    // HTTP front door, over the same stdio fixture.
+    // HTTP front door, the same servers behind it.
     let port = common::free_port();
-    let http_data = temp.path().join("http-data");
+    let http_data = temp.join(format!("http-data-{}", backend as u8));
     let mut daemon = tokio::process::Command::new(BIN)
         .args([
             "serve",
             "--listen",
             &format!("127.0.0.1:{port}"),
             "--config",
-            &one,
+            &config,
             "--data-dir",
         ])
         .arg(&http_data)
@@ -344,11 +455,59 @@ async fn run() {
         .spawn()
         .expect("serve");
     let url = format!("http://127.0.0.1:{port}/mcp");
+    let session = http_session(&url).await;
+    let daemon_pid = daemon.id().unwrap_or(0);
+    wait_until_idle(daemon_pid, IDLE_SHARE).await;
+    let (mut h_times, mut hm_times) = (Vec::new(), Vec::new());
+    let (mut h_cpu, mut hm_cpu) = (0.0, 0.0);
+    for _ in 0..ROUNDS {
+        let cpu = cpu_seconds(daemon_pid);
+        h_times.extend(http_sequential(&url, &session, "s0__echo").await);
+        h_cpu += cpu_seconds(daemon_pid) - cpu;
+        let cpu = cpu_seconds(daemon_pid);
+        hm_times.extend(http_sequential_modern(&url, "s0__echo").await);
+        hm_cpu += cpu_seconds(daemon_pid) - cpu;
+    }
+    h_times.sort();
+    hm_times.sort();
+    let mut h_tputs = Vec::new();
+    let cpu = cpu_seconds(daemon_pid);
+    for _ in 0..ROUNDS {
+        h_tputs.push(http_concurrent(&url, &session, "s0__echo").await);
+    }
+    let http_tput_cpu_us = (cpu_seconds(daemon_pid) - cpu)
+        / (ROUNDS * (CONCURRENT_CALLS / IN_FLIGHT) * IN_FLIGHT) as f64
+        * 1e6;
+    let _ = daemon.kill().await;
+
+    Figures {
+        backend,
+        direct: d_times,
+        stdio: t_times,
+        stdio_modern: m_times,
+        stdio_cpu_us: t_cpu / calls * 1e6,
+        stdio_modern_cpu_us: m_cpu / calls * 1e6,
+        direct_tput: median(d_tputs),
+        stdio_tput: median(t_tputs),
+        stdio_ratio: median(ratios),
+        stdio_tput_cpu_us: tput_cpu / (ROUNDS * CONCURRENT_CALLS) as f64 * 1e6,
+        http: h_times,
+        http_modern: hm_times,
+        http_cpu_us: h_cpu / calls * 1e6,
+        http_modern_cpu_us: hm_cpu / calls * 1e6,
+        http_tput: median(h_tputs),
+        http_tput_cpu_us,
+        rss_mib,
+    }
+}
+
+/// Opens a 2025 session on `/mcp` once the daemon lists both servers' tools.
+async fn http_session(url: &str) -> String {
     let client = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let session = loop {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
         let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}});
-        if let Ok(response) = client.post(&url).json(&init).send().await
+        if let Ok(response) = client.post(url).json(&init).send().await
             && let Some(session) = response
                 .headers()
                 .get("mcp-session-id")
@@ -356,7 +515,7 @@ async fn run() {
                 .map(str::to_owned)
         {
             let list: Value = client
-                .post(&url)
+                .post(url)
                 .header("mcp-session-id", &session)
                 .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
                 .send()
@@ -365,30 +524,84 @@ async fn run() {
                 .json()
                 .await
                 .expect("json");
-            if list["result"]["tools"]
-                .as_array()
-                .is_some_and(|t| t.iter().any(|t| t["name"] == "s0__echo"))
-            {
-                break session;
+            let listed = |name: &str| {
+                list["result"]["tools"]
+                    .as_array()
+                    .is_some_and(|t| t.iter().any(|t| t["name"] == name))
+            };
+            if listed("s0__echo") && listed("everything__echo") {
+                let search = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "search_tools", "arguments": {"query": "echo a message"}}});
+                let answer: Value = client
+                    .post(url)
+                    .header("mcp-session-id", &session)
+                    .json(&search)
+                    .send()
+                    .await
+                    .expect("search")
+                    .json()
+                    .await
+                    .expect("json");
+                assert!(answer.get("result").is_some(), "{answer}");
+                return session;
             }
         }
         assert!(
             Instant::now() < deadline,
-            "the daemon never listed s0__echo"
+            "the daemon never listed both servers' tools"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    let daemon_pid = daemon.id().unwrap_or(0);
-    wait_until_idle(daemon_pid, IDLE_SHARE).await;
-    let cpu = cpu_seconds(daemon_pid);
-    let mut h_times = http_sequential(&url, &session, "s0__echo").await;
-    let http_cpu_us = (cpu_seconds(daemon_pid) - cpu) / SEQUENTIAL as f64 * 1e6;
-    h_times.sort();
-    let mut hm_times = http_sequential_modern(&url, "s0__echo").await;
-    hm_times.sort();
-    let h_tput = http_concurrent(&url, &session, "s0__echo").await;
-    let _ = daemon.kill().await;
+    }
+}
 
+fn print(figures: &Figures) {
+    let f = figures;
+    println!("\n### Behind it: {}\n", f.backend.label());
+    println!("| figure | direct | through stdio front door | through HTTP `/mcp` |");
+    println!("| --- | --- | --- | --- |");
+    println!(
+        "| 2025 client, sequential p50 / p99 ({} calls) | {:.0} / {:.0} µs | {:.0} / {:.0} µs (+{:.0} µs at p50) | {:.0} / {:.0} µs (+{:.0} µs) |",
+        f.stdio.len(),
+        pct(&f.direct, 0.5),
+        pct(&f.direct, 0.99),
+        pct(&f.stdio, 0.5),
+        pct(&f.stdio, 0.99),
+        pct(&f.stdio, 0.5) - pct(&f.direct, 0.5),
+        pct(&f.http, 0.5),
+        pct(&f.http, 0.99),
+        pct(&f.http, 0.5) - pct(&f.direct, 0.5),
+    );
+    println!(
+        "| 2026-07-28 client, sequential p50 / p99 | - | {:.0} / {:.0} µs (+{:.0} µs) | {:.0} / {:.0} µs (no session) |",
+        pct(&f.stdio_modern, 0.5),
+        pct(&f.stdio_modern, 0.99),
+        pct(&f.stdio_modern, 0.5) - pct(&f.direct, 0.5),
+        pct(&f.http_modern, 0.5),
+        pct(&f.http_modern, 0.99),
+    );
+    println!(
+        "| aggregator CPU per call, sequential: 2025 / 2026-07-28 | - | {:.1} / {:.1} µs | {:.1} / {:.1} µs |",
+        f.stdio_cpu_us, f.stdio_modern_cpu_us, f.http_cpu_us, f.http_modern_cpu_us
+    );
+    println!(
+        "| throughput, {IN_FLIGHT} in flight (median of {ROUNDS} rounds) | {:.0}/s | {:.0}/s ({:.2}x direct, median of per-round ratios) | {:.0}/s ({IN_FLIGHT} clients) |",
+        f.direct_tput, f.stdio_tput, f.stdio_ratio, f.http_tput
+    );
+    println!(
+        "| aggregator CPU per call at {IN_FLIGHT} in flight | - | {:.1} µs | {:.1} µs |",
+        f.stdio_tput_cpu_us, f.http_tput_cpu_us
+    );
+    println!(
+        "| aggregator RSS (model loaded) | - | {:.1} MiB | - |",
+        f.rss_mib
+    );
+}
+
+async fn run() {
+    let temp = tempfile::tempdir().expect("temp");
+    let mut all = Vec::new();
+    for backend in [Backend::RawEcho, Backend::Rmcp] {
+        all.push(measure(temp.path(), backend).await);
+    }
     // tools/list: 10 servers x 100 tools, and 1 x 1,000.
     let mut list_times = Vec::new();
     for (servers, tools) in [(10, 100), (1, 1000)] {
@@ -428,44 +641,17 @@ async fn run() {
         list_times.push((servers, tools, pct(&times, 0.5)));
     }
 
-    println!("| figure | direct | through stdio front door | through HTTP `/mcp` |");
-    println!("| --- | --- | --- | --- |");
     println!(
-        "| sequential p50 ({} calls) | {:.0} µs | {:.0} µs (+{:.0} µs) | {:.0} µs |",
-        ROUNDS * SEQUENTIAL,
-        pct(&d_times, 0.5),
-        pct(&t_times, 0.5),
-        pct(&t_times, 0.5) - pct(&d_times, 0.5),
-        pct(&h_times, 0.5)
+        "Settings: the backend as `s0` and server-everything (stdio) beside it, the model loaded, the index synced; aggregator CPU is its own process (children excluded)."
     );
-    println!(
-        "| sequential p99 | {:.0} µs | {:.0} µs | {:.0} µs |",
-        pct(&d_times, 0.99),
-        pct(&t_times, 0.99),
-        pct(&h_times, 0.99)
-    );
-    println!(
-        "| sequential p50 / p99, 2026-07-28 client | - | {:.0} µs / {:.0} µs | {:.0} µs / {:.0} µs (no session) |",
-        pct(&m_times, 0.5),
-        pct(&m_times, 0.99),
-        pct(&hm_times, 0.5),
-        pct(&hm_times, 0.99)
-    );
-    println!(
-        "| throughput, {IN_FLIGHT} in flight ({CONCURRENT_CALLS} calls) | {:.0}/s | {:.0}/s ({:.0}% of direct) | {:.0}/s |",
-        d_tput,
-        t_tput,
-        t_tput / d_tput * 100.0,
-        h_tput
-    );
-    println!(
-        "| aggregator CPU per call (sequential / {IN_FLIGHT} in flight) | - | {:.1} µs / {:.1} µs | {:.1} µs (sequential) |",
-        cpu_per_call_us, cpu_pipelined_us, http_cpu_us
-    );
-    println!("| aggregator RSS after the runs | - | {rss:.1} MiB | - |");
+    for figures in &all {
+        print(figures);
+    }
+    println!("\n| tools/list | through stdio front door |");
+    println!("| --- | --- |");
     for (servers, tools, p50) in list_times {
         println!(
-            "| tools/list p50, {servers} x {tools} tools | - | {:.2} ms | - |",
+            "| p50, {servers} x {tools} tools | {:.2} ms |",
             p50 / 1000.0
         );
     }
