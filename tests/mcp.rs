@@ -2000,3 +2000,85 @@ async fn a_python_sdk_v2_server_over_http_is_served() {
         "{body}"
     );
 }
+
+/// Node and Electron clients (Claude Desktop, VS Code, Cursor) give a child
+/// Unix socketpairs for its stdio, not pipes: the front door reads and
+/// writes them through epoll, answers as over pipes, and ends cleanly when
+/// the client closes its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_over_a_socketpair_as_node_clients_launch_us() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = write_config(temp.path(), &[]);
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let theirs_out = theirs.try_clone().unwrap();
+    let mut child = stdio_command(&config, &temp.path().join("data"))
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+        .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)))
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    ours.set_nonblocking(true).unwrap();
+    let (read, mut write) = tokio::net::UnixStream::from_std(ours).unwrap().into_split();
+    let mut lines = BufReader::new(read).lines();
+    let mut ask = async |id: i64, method: &str, params: Value| -> Value {
+        let mut line =
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+        line.push('\n');
+        write.write_all(line.as_bytes()).await.unwrap();
+        loop {
+            let line = tokio::time::timeout(UP, lines.next_line())
+                .await
+                .expect("an answer within 30 s")
+                .unwrap()
+                .expect("the aggregator closed its stdout");
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+        }
+    };
+    let init = ask(
+        0,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "socket", "version": "0"}}),
+    )
+    .await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+    let end = Instant::now() + UP;
+    let mut id = 1;
+    loop {
+        id += 1;
+        let listed = ask(id, "tools/list", json!({})).await;
+        if listed["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "fx__echo"))
+        {
+            break;
+        }
+        assert!(Instant::now() < end, "fx__echo never listed: {listed}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for n in 0..50 {
+        id += 1;
+        let answer = ask(
+            id,
+            "tools/call",
+            json!({"name": "fx__echo", "arguments": {"n": n}}),
+        )
+        .await;
+        assert!(
+            answer["result"]["content"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains(&format!("\"n\":{n}"))),
+            "{answer}"
+        );
+    }
+    drop(ask);
+    // The client closes its end: the aggregator sees the end of its input.
+    drop(write);
+    let status = tokio::time::timeout(UP, child.wait())
+        .await
+        .expect("the aggregator exits when its client closes the socket")
+        .unwrap();
+    assert!(status.success(), "{status}");
+}

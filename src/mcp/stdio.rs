@@ -158,22 +158,88 @@ pub fn spawn_line_writer(
     })
 }
 
-/// Our stdin as an async reader. A pipe (the usual case: a client launched
-/// us) is read through epoll; anything else (a terminal, a file) through
-/// tokio's blocking-thread reader.
+/// Our stdin as an async reader, read through epoll when it is a pipe (a
+/// client launched us from Python, Rust, a shell) or a Unix socket (Node
+/// and Electron clients — Claude Desktop, VS Code, Cursor — give a child
+/// socketpairs for its stdio); anything else (a terminal, a file) through
+/// tokio's blocking-thread reader, which hands every read to another thread
+/// (measured with a Node client: 10k calls/s against 90k through epoll).
 pub fn stdin() -> Box<dyn AsyncRead + Unpin + Send> {
-    match duplicate(0).and_then(|fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok()) {
-        Some(pipe) => Box::new(pipe),
-        None => Box::new(tokio::io::stdin()),
+    match duplicate(0).map(Stream::of) {
+        Some(Stream::Pipe(fd)) => match tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
+            Ok(pipe) => Box::new(pipe),
+            Err(_) => Box::new(tokio::io::stdin()),
+        },
+        Some(Stream::Socket(socket)) => Box::new(socket),
+        Some(Stream::Other) | None => Box::new(tokio::io::stdin()),
     }
 }
 
 /// Our stdout as an async writer (see `stdin`).
 pub fn stdout() -> Box<dyn AsyncWrite + Unpin + Send> {
-    match duplicate(1).and_then(|fd| tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok()) {
-        Some(pipe) => Box::new(pipe),
-        None => Box::new(tokio::io::stdout()),
+    match duplicate(1).map(Stream::of) {
+        Some(Stream::Pipe(fd)) => match tokio::net::unix::pipe::Sender::from_owned_fd(fd) {
+            Ok(pipe) => Box::new(pipe),
+            Err(_) => Box::new(tokio::io::stdout()),
+        },
+        Some(Stream::Socket(socket)) => Box::new(socket),
+        Some(Stream::Other) | None => Box::new(tokio::io::stdout()),
     }
+}
+
+/// What one of our standard descriptors is.
+enum Stream {
+    Pipe(std::os::fd::OwnedFd),
+    Socket(tokio::net::UnixStream),
+    Other,
+}
+
+impl Stream {
+    fn of(fd: std::os::fd::OwnedFd) -> Stream {
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: fstat writes into a zeroed stat of the right type.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `fd` is open and owned here; `stat` is a valid pointer.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } != 0 {
+            return Stream::Other;
+        }
+        match stat.st_mode & libc::S_IFMT {
+            libc::S_IFIFO => Stream::Pipe(fd),
+            libc::S_IFSOCK if is_unix_stream(&fd) => {
+                let socket = std::os::unix::net::UnixStream::from(fd);
+                match socket
+                    .set_nonblocking(true)
+                    .and_then(|()| tokio::net::UnixStream::from_std(socket))
+                {
+                    Ok(socket) => Stream::Socket(socket),
+                    Err(_) => Stream::Other,
+                }
+            }
+            _ => Stream::Other,
+        }
+    }
+}
+
+/// Whether a socket is a Unix stream socket (what Node's socketpairs are).
+fn is_unix_stream(fd: &std::os::fd::OwnedFd) -> bool {
+    use std::os::fd::AsRawFd as _;
+    let option = |name| {
+        let mut value: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into `value`.
+        let done = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                name,
+                (&raw mut value).cast(),
+                &mut len,
+            )
+        };
+        (done == 0).then_some(value)
+    };
+    option(libc::SO_DOMAIN) == Some(libc::AF_UNIX)
+        && option(libc::SO_TYPE) == Some(libc::SOCK_STREAM)
 }
 
 fn duplicate(fd: i32) -> Option<std::os::fd::OwnedFd> {
