@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
 
 mod common;
 
@@ -38,24 +38,66 @@ const IN_FLIGHT: usize = 32;
 /// A raw JSON-RPC client on a child's stdio (the same client for both paths).
 struct Stdio_ {
     child: tokio::process::Child,
-    stdin: tokio::process::ChildStdin,
-    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    stdin: Box<dyn AsyncWrite + Unpin + Send>,
+    lines: tokio::io::Lines<BufReader<Box<dyn AsyncRead + Unpin + Send>>>,
     next_id: u64,
+}
+
+/// How the client connects to the child's stdio.
+#[derive(Clone, Copy, PartialEq)]
+enum Wire {
+    /// Pipes (Python, Rust, shells).
+    Pipe,
+    /// One Unix socketpair for stdin and stdout (Node and Electron clients:
+    /// Claude Desktop, VS Code, Cursor).
+    Socket,
 }
 
 impl Stdio_ {
     async fn spawn(command: &str, args: &[&str]) -> Stdio_ {
-        let mut child = tokio::process::Command::new(command)
+        Stdio_::spawn_on(command, args, Wire::Pipe).await
+    }
+
+    async fn spawn_on(command: &str, args: &[&str], wire: Wire) -> Stdio_ {
+        let mut builder = tokio::process::Command::new(command);
+        builder
             .args(args)
             .env("RUST_LOG", "error")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
             .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn");
-        let stdin = child.stdin.take().expect("stdin");
-        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+            .kill_on_drop(true);
+        let (stdin, output): (
+            Box<dyn AsyncWrite + Unpin + Send>,
+            Box<dyn AsyncRead + Unpin + Send>,
+        );
+        let child = match wire {
+            Wire::Pipe => {
+                let mut child = builder
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .expect("spawn");
+                stdin = Box::new(child.stdin.take().expect("stdin"));
+                output = Box::new(child.stdout.take().expect("stdout"));
+                child
+            }
+            Wire::Socket => {
+                let (ours, theirs) = std::os::unix::net::UnixStream::pair().expect("socketpair");
+                let theirs_out = theirs.try_clone().expect("clone");
+                let child = builder
+                    .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+                    .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)))
+                    .spawn()
+                    .expect("spawn");
+                ours.set_nonblocking(true).expect("nonblocking");
+                let (read, write) = tokio::net::UnixStream::from_std(ours)
+                    .expect("socket")
+                    .into_split();
+                stdin = Box::new(write);
+                output = Box::new(read);
+                child
+            }
+        };
+        let lines = BufReader::new(output).lines();
         let mut client = Stdio_ {
             child,
             stdin,
@@ -363,52 +405,60 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
+/// The stdio front door's figures over one kind of wire.
+struct StdioFigures {
+    wire: Wire,
+    direct: Vec<Duration>,
+    legacy: Vec<Duration>,
+    modern: Vec<Duration>,
+    legacy_cpu_us: f64,
+    modern_cpu_us: f64,
+    direct_tput: f64,
+    tput: f64,
+    /// Median over rounds of through / direct.
+    ratio: f64,
+    tput_cpu_us: f64,
+    rss_mib: f64,
+}
+
 /// What one backend's runs measured.
 struct Figures {
     backend: Backend,
-    direct: Vec<Duration>,
-    stdio: Vec<Duration>,
-    stdio_modern: Vec<Duration>,
-    stdio_cpu_us: f64,
-    stdio_modern_cpu_us: f64,
-    direct_tput: f64,
-    stdio_tput: f64,
-    /// Median over rounds of through / direct.
-    stdio_ratio: f64,
-    stdio_tput_cpu_us: f64,
+    stdio: Vec<StdioFigures>,
     http: Vec<Duration>,
     http_modern: Vec<Duration>,
     http_cpu_us: f64,
     http_modern_cpu_us: f64,
     http_tput: f64,
     http_tput_cpu_us: f64,
-    rss_mib: f64,
 }
 
-async fn measure(temp: &Path, backend: Backend) -> Figures {
-    let config = realistic_config(temp, backend);
-    let (command, args) = backend.command();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-
-    // Stdio: direct and through, alternating rounds.
-    let mut direct = Stdio_::spawn(command, &args).await;
-    let data = temp.join(format!("stdio-data-{}", backend as u8));
-    let mut through = Stdio_::spawn(
+/// The stdio front door against direct calls, alternating rounds.
+async fn measure_stdio(
+    temp: &Path,
+    backend: Backend,
+    config: &str,
+    direct: &mut Stdio_,
+    wire: Wire,
+) -> StdioFigures {
+    let data = temp.join(format!("stdio-data-{}-{}", backend as u8, wire as u8));
+    let mut through = Stdio_::spawn_on(
         BIN,
         &[
             "stdio",
             "--config",
-            &config,
+            config,
             "--data-dir",
             data.to_str().expect("utf-8"),
         ],
+        wire,
     )
     .await;
     settle_stdio(&mut through).await;
     let (mut d_times, mut t_times, mut m_times) = (Vec::new(), Vec::new(), Vec::new());
     let (mut t_cpu, mut m_cpu) = (0.0, 0.0);
     for _ in 0..ROUNDS {
-        d_times.extend(sequential(&mut direct, "echo").await);
+        d_times.extend(sequential(direct, "echo").await);
         let cpu = cpu_seconds(through.pid());
         t_times.extend(sequential(&mut through, "s0__echo").await);
         t_cpu += cpu_seconds(through.pid()) - cpu;
@@ -423,7 +473,7 @@ async fn measure(temp: &Path, backend: Backend) -> Figures {
     let (mut d_tputs, mut t_tputs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     let mut tput_cpu = 0.0;
     for _ in 0..ROUNDS {
-        let d = pipelined(&mut direct, "echo").await;
+        let d = pipelined(direct, "echo").await;
         let cpu = cpu_seconds(through.pid());
         let t = pipelined(&mut through, "s0__echo").await;
         tput_cpu += cpu_seconds(through.pid()) - cpu;
@@ -432,7 +482,30 @@ async fn measure(temp: &Path, backend: Backend) -> Figures {
         ratios.push(t / d);
     }
     let rss_mib = common::rss_kib(through.pid()) as f64 / 1024.0;
-    drop(through);
+    StdioFigures {
+        wire,
+        direct: d_times,
+        legacy: t_times,
+        modern: m_times,
+        legacy_cpu_us: t_cpu / calls * 1e6,
+        modern_cpu_us: m_cpu / calls * 1e6,
+        direct_tput: median(d_tputs),
+        tput: median(t_tputs),
+        ratio: median(ratios),
+        tput_cpu_us: tput_cpu / (ROUNDS * CONCURRENT_CALLS) as f64 * 1e6,
+        rss_mib,
+    }
+}
+
+async fn measure(temp: &Path, backend: Backend) -> Figures {
+    let config = realistic_config(temp, backend);
+    let (command, args) = backend.command();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut direct = Stdio_::spawn(command, &args).await;
+    let mut stdio = Vec::new();
+    for wire in [Wire::Pipe, Wire::Socket] {
+        stdio.push(measure_stdio(temp, backend, &config, &mut direct, wire).await);
+    }
     drop(direct);
 
     // HTTP front door, the same servers behind it.
@@ -482,22 +555,13 @@ async fn measure(temp: &Path, backend: Backend) -> Figures {
 
     Figures {
         backend,
-        direct: d_times,
-        stdio: t_times,
-        stdio_modern: m_times,
-        stdio_cpu_us: t_cpu / calls * 1e6,
-        stdio_modern_cpu_us: m_cpu / calls * 1e6,
-        direct_tput: median(d_tputs),
-        stdio_tput: median(t_tputs),
-        stdio_ratio: median(ratios),
-        stdio_tput_cpu_us: tput_cpu / (ROUNDS * CONCURRENT_CALLS) as f64 * 1e6,
+        stdio,
         http: h_times,
         http_modern: hm_times,
-        http_cpu_us: h_cpu / calls * 1e6,
-        http_modern_cpu_us: hm_cpu / calls * 1e6,
+        http_cpu_us: h_cpu / (ROUNDS * SEQUENTIAL) as f64 * 1e6,
+        http_modern_cpu_us: hm_cpu / (ROUNDS * SEQUENTIAL) as f64 * 1e6,
         http_tput: median(h_tputs),
         http_tput_cpu_us,
-        rss_mib,
     }
 }
 
@@ -555,45 +619,58 @@ async fn http_session(url: &str) -> String {
 
 fn print(figures: &Figures) {
     let f = figures;
+    let direct = &f.stdio[0].direct;
     println!("\n### Behind it: {}\n", f.backend.label());
-    println!("| figure | direct | through stdio front door | through HTTP `/mcp` |");
-    println!("| --- | --- | --- | --- |");
     println!(
-        "| 2025 client, sequential p50 / p99 ({} calls) | {:.0} / {:.0} µs | {:.0} / {:.0} µs (+{:.0} µs at p50) | {:.0} / {:.0} µs (+{:.0} µs) |",
-        f.stdio.len(),
-        pct(&f.direct, 0.5),
-        pct(&f.direct, 0.99),
-        pct(&f.stdio, 0.5),
-        pct(&f.stdio, 0.99),
-        pct(&f.stdio, 0.5) - pct(&f.direct, 0.5),
-        pct(&f.http, 0.5),
-        pct(&f.http, 0.99),
-        pct(&f.http, 0.5) - pct(&f.direct, 0.5),
+        "| figure | direct | stdio, client on pipes | stdio, client on a socketpair (Node) | HTTP `/mcp` |"
+    );
+    println!("| --- | --- | --- | --- | --- |");
+    let cell = |times: &[Duration], direct: &[Duration]| {
+        format!(
+            "{:.0} / {:.0} µs (+{:.0})",
+            pct(times, 0.5),
+            pct(times, 0.99),
+            pct(times, 0.5) - pct(direct, 0.5)
+        )
+    };
+    let [pipe, socket] = [&f.stdio[0], &f.stdio[1]];
+    println!(
+        "| 2025 client, sequential p50 / p99 (+ added at p50), {} calls | {:.0} / {:.0} µs | {} | {} | {} |",
+        pipe.legacy.len(),
+        pct(direct, 0.5),
+        pct(direct, 0.99),
+        cell(&pipe.legacy, &pipe.direct),
+        cell(&socket.legacy, &socket.direct),
+        cell(&f.http, direct),
     );
     println!(
-        "| 2026-07-28 client, sequential p50 / p99 | - | {:.0} / {:.0} µs (+{:.0} µs) | {:.0} / {:.0} µs (no session) |",
-        pct(&f.stdio_modern, 0.5),
-        pct(&f.stdio_modern, 0.99),
-        pct(&f.stdio_modern, 0.5) - pct(&f.direct, 0.5),
-        pct(&f.http_modern, 0.5),
-        pct(&f.http_modern, 0.99),
+        "| 2026-07-28 client, sequential p50 / p99 | - | {} | {} | {} (no session) |",
+        cell(&pipe.modern, &pipe.direct),
+        cell(&socket.modern, &socket.direct),
+        cell(&f.http_modern, direct),
     );
     println!(
-        "| aggregator CPU per call, sequential: 2025 / 2026-07-28 | - | {:.1} / {:.1} µs | {:.1} / {:.1} µs |",
-        f.stdio_cpu_us, f.stdio_modern_cpu_us, f.http_cpu_us, f.http_modern_cpu_us
+        "| aggregator CPU per sequential call, 2025 / 2026-07-28 | - | {:.1} / {:.1} µs | {:.1} / {:.1} µs | {:.1} / {:.1} µs |",
+        pipe.legacy_cpu_us,
+        pipe.modern_cpu_us,
+        socket.legacy_cpu_us,
+        socket.modern_cpu_us,
+        f.http_cpu_us,
+        f.http_modern_cpu_us
     );
     println!(
-        "| throughput, {IN_FLIGHT} in flight (median of {ROUNDS} rounds) | {:.0}/s | {:.0}/s ({:.2}x direct, median of per-round ratios) | {:.0}/s ({IN_FLIGHT} clients) |",
-        f.direct_tput, f.stdio_tput, f.stdio_ratio, f.http_tput
+        "| throughput, {IN_FLIGHT} in flight, median of {ROUNDS} rounds (x direct: median of per-round ratios) | {:.0}/s | {:.0}/s ({:.2}x) | {:.0}/s ({:.2}x) | {:.0}/s ({IN_FLIGHT} clients) |",
+        pipe.direct_tput, pipe.tput, pipe.ratio, socket.tput, socket.ratio, f.http_tput
     );
     println!(
-        "| aggregator CPU per call at {IN_FLIGHT} in flight | - | {:.1} µs | {:.1} µs |",
-        f.stdio_tput_cpu_us, f.http_tput_cpu_us
+        "| aggregator CPU per call at {IN_FLIGHT} in flight | - | {:.1} µs | {:.1} µs | {:.1} µs |",
+        pipe.tput_cpu_us, socket.tput_cpu_us, f.http_tput_cpu_us
     );
     println!(
-        "| aggregator RSS (model loaded) | - | {:.1} MiB | - |",
-        f.rss_mib
+        "| aggregator RSS (model loaded) | - | {:.1} MiB | {:.1} MiB | - |",
+        pipe.rss_mib, socket.rss_mib
     );
+    debug_assert!(pipe.wire == Wire::Pipe && socket.wire == Wire::Socket);
 }
 
 async fn run() {

@@ -69,22 +69,24 @@ pub fn open(server: &str, spec: &StdioSpec<'_>, inbound: Inbound) -> Result<Stdi
     let state = Arc::new(LinkState::default());
     let (outbound, mut queue) = mpsc::channel::<Bytes>(256);
 
-    // Writer: one message per line.
+    // Writer: one message per line. Whatever queued meanwhile goes out in
+    // the same write (one wake-up of the server for many calls under load);
+    // a line is never split over two writes (it would wake the server for
+    // half a line).
     let writer_state = Arc::clone(&state);
     tokio::spawn(async move {
         let mut stdin = stdin;
+        let mut lines = Vec::new();
         while let Some(message) = queue.recv().await {
-            // One write per message: a line split over two writes wakes the
-            // server twice (once for half a line).
+            lines.clear();
+            push_line(&mut lines, &message);
+            while lines.len() < WRITE_BATCH_BYTES
+                && let Ok(message) = queue.try_recv()
+            {
+                push_line(&mut lines, &message);
+            }
             let written = async {
-                if message.ends_with(b"\n") {
-                    stdin.write_all(&message).await?;
-                } else {
-                    let mut line = Vec::with_capacity(message.len() + 1);
-                    line.extend_from_slice(&message);
-                    line.push(b'\n');
-                    stdin.write_all(&line).await?;
-                }
+                stdin.write_all(&lines).await?;
                 stdin.flush().await
             };
             if let Err(err) = written.await {
@@ -316,4 +318,15 @@ fn trim_line(line: &[u8]) -> &[u8] {
         end -= 1;
     }
     &line[..end]
+}
+
+/// Bytes of queued messages written to a server in one write at most.
+const WRITE_BATCH_BYTES: usize = 64 * 1024;
+
+/// Appends `message` to `lines` as one newline-terminated line.
+fn push_line(lines: &mut Vec<u8>, message: &[u8]) {
+    lines.extend_from_slice(message);
+    if !message.ends_with(b"\n") {
+        lines.push(b'\n');
+    }
 }
