@@ -2073,7 +2073,6 @@ async fn stdio_over_a_socketpair_as_node_clients_launch_us() {
             "{answer}"
         );
     }
-    drop(ask);
     // The client closes its end: the aggregator sees the end of its input.
     drop(write);
     let status = tokio::time::timeout(UP, child.wait())
