@@ -617,6 +617,75 @@ async fn http_session(url: &str) -> String {
     }
 }
 
+/// CPU share of one core an idle daemon with 20 connected servers uses
+/// over `IDLE_WINDOW` (nothing should poll).
+async fn idle_daemon(temp: &Path) -> f64 {
+    const SERVERS: usize = 20;
+    const TOOLS: usize = 20;
+    let cfg = config(temp, SERVERS, TOOLS);
+    let port = common::free_port();
+    let mut daemon = tokio::process::Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--config",
+            &cfg,
+            "--data-dir",
+        ])
+        .arg(temp.join("idle-data"))
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("serve");
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let client = reqwest::Client::new();
+    // Each fixture adds 7 fixed tools; the aggregator adds its 2 meta-tools.
+    let expected = SERVERS * (TOOLS + 7) + 2;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}});
+        if let Ok(response) = client.post(&url).json(&init).send().await
+            && let Some(session) = response
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        {
+            let list: Value = client
+                .post(&url)
+                .header("mcp-session-id", &session)
+                .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+                .send()
+                .await
+                .expect("list")
+                .json()
+                .await
+                .expect("json");
+            if list["result"]["tools"].as_array().map(Vec::len) == Some(expected) {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the {SERVERS} servers never all connected"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid = daemon.id().unwrap_or(0);
+    wait_until_idle(pid, IDLE_SHARE).await;
+    let cpu = cpu_seconds(pid);
+    tokio::time::sleep(IDLE_WINDOW).await;
+    let share = (cpu_seconds(pid) - cpu) / IDLE_WINDOW.as_secs_f64();
+    let _ = daemon.kill().await;
+    share
+}
+
+/// How long the idle daemon is watched.
+const IDLE_WINDOW: Duration = Duration::from_secs(30);
+
 fn print(figures: &Figures) {
     let f = figures;
     let direct = &f.stdio[0].direct;
@@ -679,6 +748,7 @@ async fn run() {
     for backend in [Backend::RawEcho, Backend::Rmcp] {
         all.push(measure(temp.path(), backend).await);
     }
+    let idle = idle_daemon(temp.path()).await;
     // tools/list: 10 servers x 100 tools, and 1 x 1,000.
     let mut list_times = Vec::new();
     for (servers, tools) in [(10, 100), (1, 1000)] {
@@ -724,6 +794,11 @@ async fn run() {
     for figures in &all {
         print(figures);
     }
+    println!(
+        "\nIdle daemon, 20 fixture servers connected (20 tools each), over {} s: {:.2} % of a core.",
+        IDLE_WINDOW.as_secs(),
+        idle * 100.0
+    );
     println!("\n| tools/list | through stdio front door |");
     println!("| --- | --- |");
     for (servers, tools, p50) in list_times {
