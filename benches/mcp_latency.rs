@@ -511,22 +511,7 @@ async fn measure(temp: &Path, backend: Backend) -> Figures {
     // HTTP front door, the same servers behind it.
     let port = common::free_port();
     let http_data = temp.join(format!("http-data-{}", backend as u8));
-    let mut daemon = tokio::process::Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--config",
-            &config,
-            "--data-dir",
-        ])
-        .arg(&http_data)
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("serve");
+    let mut daemon = spawn_serve(&config, &http_data, port);
     let url = format!("http://127.0.0.1:{port}/mcp");
     let session = http_session(&url).await;
     let daemon_pid = daemon.id().unwrap_or(0);
@@ -565,34 +550,58 @@ async fn measure(temp: &Path, backend: Backend) -> Figures {
     }
 }
 
-/// Opens a 2025 session on `/mcp` once the daemon lists both servers' tools.
+/// `mcp-aggregator serve` on `config`, its MCP at `http://127.0.0.1:{port}/mcp`.
+fn spawn_serve(config: &str, data_dir: &Path, port: u16) -> tokio::process::Child {
+    tokio::process::Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--config",
+            config,
+            "--data-dir",
+        ])
+        .arg(data_dir)
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("serve")
+}
+
+/// Opens a 2025 session on `/mcp` and lists its tools (None while the
+/// daemon is not answering yet).
+async fn session_and_tools(client: &reqwest::Client, url: &str) -> Option<(String, Vec<Value>)> {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}});
+    let response = client.post(url).json(&init).send().await.ok()?;
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)?;
+    let list: Value = client
+        .post(url)
+        .header("mcp-session-id", &session)
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    let tools = list["result"]["tools"].as_array()?.clone();
+    Some((session, tools))
+}
+
+/// Opens a 2025 session on `/mcp` once the daemon lists both servers' tools,
+/// and loads the search model with a `search_tools` call.
 async fn http_session(url: &str) -> String {
     let client = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}});
-        if let Ok(response) = client.post(url).json(&init).send().await
-            && let Some(session) = response
-                .headers()
-                .get("mcp-session-id")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        {
-            let list: Value = client
-                .post(url)
-                .header("mcp-session-id", &session)
-                .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
-                .send()
-                .await
-                .expect("list")
-                .json()
-                .await
-                .expect("json");
-            let listed = |name: &str| {
-                list["result"]["tools"]
-                    .as_array()
-                    .is_some_and(|t| t.iter().any(|t| t["name"] == name))
-            };
+        if let Some((session, tools)) = session_and_tools(&client, url).await {
+            let listed = |name: &str| tools.iter().any(|t| t["name"] == name);
             if listed("s0__echo") && listed("everything__echo") {
                 let search = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "search_tools", "arguments": {"query": "echo a message"}}});
                 let answer: Value = client
@@ -624,50 +633,16 @@ async fn idle_daemon(temp: &Path) -> f64 {
     const TOOLS: usize = 20;
     let cfg = config(temp, SERVERS, TOOLS);
     let port = common::free_port();
-    let mut daemon = tokio::process::Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--config",
-            &cfg,
-            "--data-dir",
-        ])
-        .arg(temp.join("idle-data"))
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("serve");
+    let mut daemon = spawn_serve(&cfg, &temp.join("idle-data"), port);
     let url = format!("http://127.0.0.1:{port}/mcp");
     let client = reqwest::Client::new();
     // Each fixture adds 7 fixed tools; the aggregator adds its 2 meta-tools.
     let expected = SERVERS * (TOOLS + 7) + 2;
     let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}});
-        if let Ok(response) = client.post(&url).json(&init).send().await
-            && let Some(session) = response
-                .headers()
-                .get("mcp-session-id")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        {
-            let list: Value = client
-                .post(&url)
-                .header("mcp-session-id", &session)
-                .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
-                .send()
-                .await
-                .expect("list")
-                .json()
-                .await
-                .expect("json");
-            if list["result"]["tools"].as_array().map(Vec::len) == Some(expected) {
-                break;
-            }
-        }
+    while session_and_tools(&client, &url)
+        .await
+        .is_none_or(|(_, tools)| tools.len() != expected)
+    {
         assert!(
             Instant::now() < deadline,
             "the {SERVERS} servers never all connected"
