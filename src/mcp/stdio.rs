@@ -166,6 +166,11 @@ pub fn spawn_line_writer(
             if output.write_all(&lines).await.is_err() || output.flush().await.is_err() {
                 break;
             }
+            // One huge answer (a long tools/list) must not stay allocated
+            // for the life of the connection.
+            if lines.capacity() > WRITE_BATCH_BYTES * 4 {
+                lines = Vec::new();
+            }
         }
     })
 }

@@ -93,6 +93,11 @@ pub fn open(server: &str, spec: &StdioSpec<'_>, inbound: Inbound) -> Result<Stdi
                 writer_state.close(format!("cannot write to the server's stdin: {err}"));
                 break;
             }
+            // One huge request must not stay allocated for the life of the
+            // session.
+            if lines.capacity() > WRITE_BATCH_BYTES * 4 {
+                lines = Vec::new();
+            }
         }
         // Dropping stdin closes it: the MCP way of asking a server to stop.
     });
