@@ -106,8 +106,9 @@ impl Drop for Daemon {
     }
 }
 
-/// Starts `serve` with stderr going to `daemon.log` beside the data dir
-/// (a pipe nobody reads could fill up and stall the daemon).
+/// Starts `serve` with stderr going to `daemon.log` in the data dir (a
+/// pipe nobody reads could fill up and stall the daemon; inside it, the
+/// log goes when the test's temporary directory does).
 pub fn spawn_serve(data_dir: &Path, extra: &[&str]) -> Child {
     spawn_serve_with_env(data_dir, extra, &[])
 }
@@ -131,7 +132,7 @@ pub fn spawn_serve_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)
 }
 
 pub fn log_path(data_dir: &Path) -> PathBuf {
-    data_dir.with_extension("log")
+    data_dir.join("daemon.log")
 }
 
 pub fn signal(pid: i32, signal: i32) {
