@@ -30,6 +30,7 @@ const IDLE_SHARE: f64 = 0.01;
 const BIN: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
 const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
 const ECHO: &str = env!("CARGO_BIN_EXE_mcp-echo-server");
+const RELAY: &str = env!("CARGO_BIN_EXE_mcp-line-relay");
 const SEQUENTIAL: usize = 3000;
 const ROUNDS: usize = 3;
 const CONCURRENT_CALLS: usize = 20_000;
@@ -419,6 +420,10 @@ struct StdioFigures {
     ratio: f64,
     tput_cpu_us: f64,
     rss_mib: f64,
+    /// A byte relay in the aggregator's place: what any process in the
+    /// middle adds.
+    floor: Vec<Duration>,
+    floor_ratio: f64,
 }
 
 /// What one backend's runs measured.
@@ -455,10 +460,17 @@ async fn measure_stdio(
     )
     .await;
     settle_stdio(&mut through).await;
+    let (command, args) = backend.command();
+    let relayed: Vec<&str> = std::iter::once(command)
+        .chain(args.iter().map(String::as_str))
+        .collect();
+    let mut relay = Stdio_::spawn_on(RELAY, &relayed, wire).await;
     let (mut d_times, mut t_times, mut m_times) = (Vec::new(), Vec::new(), Vec::new());
+    let mut f_times = Vec::new();
     let (mut t_cpu, mut m_cpu) = (0.0, 0.0);
     for _ in 0..ROUNDS {
         d_times.extend(sequential(direct, "echo").await);
+        f_times.extend(sequential(&mut relay, "echo").await);
         let cpu = cpu_seconds(through.pid());
         t_times.extend(sequential(&mut through, "s0__echo").await);
         t_cpu += cpu_seconds(through.pid()) - cpu;
@@ -469,11 +481,14 @@ async fn measure_stdio(
     d_times.sort();
     t_times.sort();
     m_times.sort();
+    f_times.sort();
     let calls = (ROUNDS * SEQUENTIAL) as f64;
     let (mut d_tputs, mut t_tputs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let mut floor_ratios = Vec::new();
     let mut tput_cpu = 0.0;
     for _ in 0..ROUNDS {
         let d = pipelined(direct, "echo").await;
+        floor_ratios.push(pipelined(&mut relay, "echo").await / d);
         let cpu = cpu_seconds(through.pid());
         let t = pipelined(&mut through, "s0__echo").await;
         tput_cpu += cpu_seconds(through.pid()) - cpu;
@@ -494,6 +509,8 @@ async fn measure_stdio(
         ratio: median(ratios),
         tput_cpu_us: tput_cpu / (ROUNDS * CONCURRENT_CALLS) as f64 * 1e6,
         rss_mib,
+        floor: f_times,
+        floor_ratio: median(floor_ratios),
     }
 }
 
@@ -709,6 +726,13 @@ fn print(figures: &Figures) {
     println!(
         "| aggregator CPU per call at {IN_FLIGHT} in flight | - | {:.1} µs | {:.1} µs | {:.1} µs |",
         pipe.tput_cpu_us, socket.tput_cpu_us, f.http_tput_cpu_us
+    );
+    println!(
+        "| the floor: a byte relay (two threads, no parsing) in the aggregator's place — p50 / p99 (+ added), throughput x direct | - | {}, {:.2}x | {}, {:.2}x | - |",
+        cell(&pipe.floor, &pipe.direct),
+        pipe.floor_ratio,
+        cell(&socket.floor, &socket.direct),
+        socket.floor_ratio,
     );
     println!(
         "| aggregator RSS (model loaded) | - | {:.1} MiB | {:.1} MiB | - |",
