@@ -8,7 +8,6 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::sessions::http;
@@ -27,7 +26,7 @@ pub async fn relay(
     if let Some(token) = token {
         headers.insert("Authorization".to_owned(), format!("Bearer {token}"));
     }
-    let (inbound, mut from_daemon) = mpsc::channel::<Value>(1024);
+    let (inbound, mut from_daemon) = crate::sessions::session::inbound_channel();
     let client = reqwest::Client::builder().build().unwrap_or_default();
     let link = Arc::new(http::open("daemon", client, mcp_url, &headers, inbound)?);
     let (to_client, queue) = crate::mcp::outbound::Outbound::for_client();
@@ -38,17 +37,21 @@ pub async fn relay(
     let forward_client = Arc::clone(&to_client);
     let forwarder = tokio::spawn(async move {
         while let Some(message) = from_daemon.recv().await {
+            let envelope = crate::jsonrpc::Envelope::read(&message);
+            let has_id = envelope.as_ref().is_ok_and(|e| e.id.is_some());
             // Later requests carry the negotiated version as a header.
-            if let Some(version) = message
-                .get("result")
-                .and_then(|r| r.get("protocolVersion"))
-                .and_then(Value::as_str)
+            if let Some(version) = envelope
+                .ok()
+                .and_then(|e| e.result)
+                .and_then(negotiated_version)
             {
-                forward_link.set_protocol_version(version);
+                forward_link.set_protocol_version(&version);
             }
-            // Notifications may be dropped for a client that is behind;
-            // answers and requests wait for room (or stall the client).
-            let delivered = if message.get("id").is_some() {
+            // Passed on as the daemon wrote it. Notifications may be
+            // dropped for a client that is behind; answers and requests
+            // wait for room (or stall the client).
+            let message = crate::jsonrpc::Outgoing::Raw(message);
+            let delivered = if has_id {
                 forward_client.deliver(message).await
             } else {
                 forward_client.notify(message)
@@ -118,4 +121,16 @@ pub async fn relay(
     drop(to_client);
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer).await;
     Ok(())
+}
+
+/// The protocol version an initialize result names, if it is one.
+fn negotiated_version(result: &serde_json::value::RawValue) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Initialized {
+        #[serde(rename = "protocolVersion")]
+        protocol_version: Option<String>,
+    }
+    serde_json::from_str::<Initialized>(result.get())
+        .ok()?
+        .protocol_version
 }

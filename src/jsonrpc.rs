@@ -1,9 +1,16 @@
 //! JSON-RPC 2.0 as MCP uses it, shared by both sides — the sessions to
 //! servers and the front doors to clients: the error codes, the envelopes,
-//! what kind a message is, and its framing on a line. Messages stay raw
-//! `serde_json::Value` (reading a line is bounded by `limits::read_line`).
+//! what kind a message is, and its framing on a line (reading a line is
+//! bounded by `limits::read_line`). A server's message arrives as checked
+//! JSON text (`RawValue`); only its envelope is read (`Envelope`), and an
+//! answer's result goes back out as the server wrote it (`Payload::Raw`,
+//! `Outgoing::Answer`): a call's result is never parsed into a tree and
+//! serialised again. Everything else is a `serde_json::Value`.
 
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
@@ -137,6 +144,269 @@ pub fn request_line(id: u64, method: &str, params: Option<&Value>) -> serde_json
     Ok(bytes)
 }
 
+/// One message (or a batch's elements) checked as JSON but not parsed
+/// into a tree: what every transport hands a session. Each is made one
+/// line: its text may be written as it is to a stdio client.
+pub fn split_raw(text: &[u8]) -> serde_json::Result<Vec<Box<RawValue>>> {
+    let batch = text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
+    let messages = if batch {
+        serde_json::from_slice(text)?
+    } else {
+        vec![serde_json::from_slice(text)?]
+    };
+    Ok(messages.into_iter().map(one_line).collect())
+}
+
+/// A checked JSON text without line breaks. JSON forbids raw control
+/// characters inside strings, so any CR or LF in a checked text is
+/// whitespace between tokens, and dropping it changes nothing (a server
+/// over HTTP may pretty-print its bodies).
+fn one_line(raw: Box<RawValue>) -> Box<RawValue> {
+    let text = raw.get();
+    if !text.bytes().any(|b| b == b'\n' || b == b'\r') {
+        return raw;
+    }
+    let flat: String = text.chars().filter(|c| *c != '\n' && *c != '\r').collect();
+    RawValue::from_string(flat).unwrap_or(raw)
+}
+
+/// The members of a message that say what it is, read without parsing
+/// the rest (`result` and `params` stay text).
+#[derive(Deserialize)]
+pub struct Envelope<'a> {
+    #[serde(default, borrow, deserialize_with = "present")]
+    pub id: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    pub method: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    pub result: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    pub error: Option<&'a RawValue>,
+}
+
+/// A member that is there, even as `null` (which `Option` alone reads as
+/// missing).
+fn present<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(deserializer).map(Some)
+}
+
+impl<'a> Envelope<'a> {
+    pub fn read(message: &'a RawValue) -> serde_json::Result<Envelope<'a>> {
+        serde_json::from_str(message.get())
+    }
+
+    /// An answer: an id and no method.
+    pub fn is_answer(&self) -> bool {
+        self.id.is_some() && self.method.is_none()
+    }
+
+    /// The id when it is a number we could have sent.
+    pub fn numeric_id(&self) -> Option<u64> {
+        serde_json::from_str(self.id?.get()).ok()
+    }
+}
+
+/// An object's members read one level deep: each value stays the text it
+/// was, so a member can be read, set or added without parsing or
+/// rebuilding anything below the top (a tool's definition, a large result).
+#[derive(Debug)]
+pub struct Members<'a>(Vec<(String, Cow<'a, RawValue>)>);
+
+impl<'a> Members<'a> {
+    /// The members of an object (an error for anything else).
+    pub fn read(object: &'a RawValue) -> serde_json::Result<Members<'a>> {
+        serde_json::from_str(object.get())
+    }
+
+    pub fn get(&self, key: &str) -> Option<&RawValue> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| &**v)
+    }
+
+    /// Sets a member, in its place if it is there (a repeated key is kept
+    /// once), else at the end.
+    pub fn set(&mut self, key: &str, value: Box<RawValue>) {
+        let mut value = Some(Cow::Owned(value));
+        self.0.retain_mut(|(k, v)| {
+            if k != key {
+                return true;
+            }
+            match value.take() {
+                Some(new) => {
+                    *v = new;
+                    true
+                }
+                None => false,
+            }
+        });
+        if let Some(value) = value {
+            self.0.push((key.to_owned(), value));
+        }
+    }
+
+    /// The object as one JSON text.
+    pub fn to_raw(&self) -> serde_json::Result<Box<RawValue>> {
+        serde_json::value::to_raw_value(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Members<'de>, A::Error> {
+                let mut members = Vec::with_capacity(map.size_hint().unwrap_or(8));
+                while let Some((key, value)) = map.next_entry::<String, &'de RawValue>()? {
+                    members.push((key, Cow::Borrowed(value)));
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(Visit)
+    }
+}
+
+impl Serialize for Members<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(key, value)| (key, &**value)))
+    }
+}
+
+/// A value as JSON text.
+pub fn to_raw(value: &impl Serialize) -> serde_json::Result<Box<RawValue>> {
+    serde_json::value::to_raw_value(value)
+}
+
+/// A request's result on its way to a client: built here, or a server's
+/// result passed through as it wrote it.
+#[derive(Debug)]
+pub enum Payload {
+    Tree(Value),
+    Raw(Box<RawValue>),
+}
+
+impl From<Value> for Payload {
+    fn from(value: Value) -> Payload {
+        Payload::Tree(value)
+    }
+}
+
+impl Payload {
+    /// The result as a tree (parsed if it is still text).
+    pub fn into_tree(self) -> serde_json::Result<Value> {
+        match self {
+            Payload::Tree(value) => Ok(value),
+            Payload::Raw(raw) => parse(&raw),
+        }
+    }
+
+    /// A 2026-07-28 result's `resultType`, read without building the rest
+    /// of a passed-through result.
+    pub fn result_type(&self) -> Option<String> {
+        #[derive(Deserialize)]
+        struct Typed {
+            #[serde(rename = "resultType")]
+            result_type: Option<Value>,
+        }
+        let typed = match self {
+            Payload::Tree(value) => value.get("resultType").cloned(),
+            Payload::Raw(raw) => serde_json::from_str::<Typed>(raw.get()).ok()?.result_type,
+        };
+        match typed? {
+            Value::String(kind) => Some(kind),
+            _ => None,
+        }
+    }
+}
+
+/// A checked JSON text as a tree.
+pub fn parse(raw: &RawValue) -> serde_json::Result<Value> {
+    serde_json::from_str(raw.get())
+}
+
+/// A message on its way to a client.
+#[derive(Debug)]
+pub enum Outgoing {
+    Tree(Value),
+    /// A whole message as its sender wrote it.
+    Raw(Box<RawValue>),
+    /// An answer whose result goes out as the server wrote it.
+    Answer {
+        id: Value,
+        result: Box<RawValue>,
+    },
+}
+
+impl From<Value> for Outgoing {
+    fn from(value: Value) -> Outgoing {
+        Outgoing::Tree(value)
+    }
+}
+
+impl Serialize for Outgoing {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct RawAnswer<'a> {
+            jsonrpc: &'static str,
+            id: &'a Value,
+            result: &'a RawValue,
+        }
+        match self {
+            Outgoing::Tree(value) => value.serialize(serializer),
+            Outgoing::Raw(raw) => raw.serialize(serializer),
+            Outgoing::Answer { id, result } => RawAnswer {
+                jsonrpc: "2.0",
+                id,
+                result,
+            }
+            .serialize(serializer),
+        }
+    }
+}
+
+impl std::fmt::Display for Outgoing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = serde_json::to_string(self).map_err(|_| std::fmt::Error)?;
+        f.write_str(&text)
+    }
+}
+
+impl Outgoing {
+    /// The message as a tree (tests and rare paths).
+    pub fn into_tree(self) -> serde_json::Result<Value> {
+        match self {
+            Outgoing::Tree(value) => Ok(value),
+            Outgoing::Raw(raw) => parse(&raw),
+            Outgoing::Answer { id, result } => Ok(self::result(id, parse(&result)?)),
+        }
+    }
+
+    /// The error code of an error answer built here (a passed-through
+    /// message is never one of ours).
+    pub fn error_code(&self) -> Option<i64> {
+        match self {
+            Outgoing::Tree(value) => value.get("error")?.get("code")?.as_i64(),
+            Outgoing::Raw(_) | Outgoing::Answer { .. } => None,
+        }
+    }
+}
+
+/// The answer to request `id`.
+pub fn answer(id: Value, payload: Payload) -> Outgoing {
+    match payload {
+        Payload::Tree(value) => Outgoing::Tree(result(id, value)),
+        Payload::Raw(result) => Outgoing::Answer { id, result },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +433,66 @@ mod tests {
             ),
             json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "bad", "data": 1}})
         );
+    }
+
+    #[test]
+    fn raw_messages_keep_their_text_on_one_line_and_their_envelope_reads() {
+        let pretty = b"{\n  \"jsonrpc\": \"2.0\",\r\n  \"id\": 7,\n  \"result\": {\"text\": \"a\\nb\", \"n\": 1.50}\n}\n";
+        let messages = split_raw(pretty).unwrap();
+        assert_eq!(messages.len(), 1);
+        let text = messages[0].get();
+        assert!(!text.contains('\n') && !text.contains('\r'), "{text}");
+        let envelope = Envelope::read(&messages[0]).unwrap();
+        assert!(envelope.is_answer());
+        assert_eq!(envelope.numeric_id(), Some(7));
+        // The result passes through as written: number spelling, escapes.
+        let result = envelope.result.unwrap().to_owned();
+        assert_eq!(result.get(), r#"{"text": "a\nb", "n": 1.50}"#);
+        let answer = answer(json!("x"), Payload::Raw(result));
+        assert_eq!(
+            answer.to_string(),
+            r#"{"jsonrpc":"2.0","id":"x","result":{"text": "a\nb", "n": 1.50}}"#
+        );
+
+        let batch = split_raw(br#" [{"id": 1, "result": null}, {"method": "n"}]"#).unwrap();
+        assert_eq!(batch.len(), 2);
+        let first = Envelope::read(&batch[0]).unwrap();
+        assert!(first.is_answer(), "a null result is still a result");
+        assert_eq!(first.result.map(RawValue::get), Some("null"));
+        assert!(!Envelope::read(&batch[1]).unwrap().is_answer());
+        assert!(split_raw(b"{\"id\": 1,").is_err());
+        assert!(
+            split_raw(b"{\"s\": \"raw\nbreak\"}").is_err(),
+            "control characters in strings are refused"
+        );
+
+        let raw = |text: &str| Payload::Raw(RawValue::from_string(text.to_owned()).unwrap());
+        assert_eq!(
+            raw(r#"{"resultType": "input_required", "x": [1]}"#)
+                .result_type()
+                .as_deref(),
+            Some("input_required")
+        );
+        assert_eq!(raw(r#"{"content": []}"#).result_type(), None);
+        assert_eq!(raw("[1]").result_type(), None);
+    }
+
+    #[test]
+    fn members_are_read_and_set_without_touching_their_values() {
+        let text = RawValue::from_string(
+            r#"{"name": "a", "inputSchema": {"type":  "object"}, "name": "dup", "n": 1.50}"#
+                .to_owned(),
+        )
+        .unwrap();
+        let mut members = Members::read(&text).unwrap();
+        assert_eq!(members.get("n").map(RawValue::get), Some("1.50"));
+        members.set("name", to_raw(&"s__a").unwrap());
+        members.set("extra", to_raw(&json!({"k": [1]})).unwrap());
+        assert_eq!(
+            members.to_raw().unwrap().get(),
+            r#"{"name":"s__a","inputSchema":{"type":  "object"},"n":1.50,"extra":{"k":[1]}}"#
+        );
+        assert!(Members::read(&RawValue::from_string("[1]".to_owned()).unwrap()).is_err());
     }
 
     #[test]

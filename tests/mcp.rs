@@ -2081,3 +2081,95 @@ async fn stdio_over_a_socketpair_as_node_clients_launch_us() {
         .unwrap();
     assert!(status.success(), "{status}");
 }
+
+/// A call's result passes through as its server wrote it: escapes, number
+/// spellings and spaces that a JSON library would rewrite come out byte for
+/// byte to a 2025 client, and below the top level of the 2026-07-28
+/// envelope (the top level is the aggregator's to complete).
+#[tokio::test]
+async fn a_call_result_passes_through_byte_for_byte() {
+    const ECHO: &str = env!("CARGO_BIN_EXE_mcp-echo-server");
+    // As `tests/fixture/echo.rs` writes it.
+    const CONTENT: &str = r#"[{"type": "text", "text": "caf\u00e9 \ud83d\ude00"}]"#;
+    const STRUCTURED: &str = r#"{"z": 1.50, "a": 1e400, "big": 123456789012345678901234567890, "s": "\u00e9\n"}"#;
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("servers.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"raw": {"command": ECHO}}}).to_string(),
+    )
+    .unwrap();
+    let mut child = stdio_command(&config, &temp.path().join("data"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut write = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // The answer's line as it was written.
+    let mut ask = async |id: i64, method: &str, params: Value| -> String {
+        let mut line =
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+        line.push('\n');
+        write.write_all(line.as_bytes()).await.unwrap();
+        loop {
+            let line = tokio::time::timeout(UP, lines.next_line())
+                .await
+                .expect("an answer within 30 s")
+                .unwrap()
+                .expect("the aggregator closed its stdout");
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return line;
+            }
+        }
+    };
+    ask(
+        0,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}),
+    )
+    .await;
+    let end = Instant::now() + UP;
+    let mut id = 0;
+    loop {
+        id += 1;
+        let listed: Value = serde_json::from_str(&ask(id, "tools/list", json!({})).await).unwrap();
+        if listed["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "raw__verbatim"))
+        {
+            break;
+        }
+        assert!(Instant::now() < end, "raw__verbatim never listed: {listed}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let answer = ask(100, "tools/call", json!({"name": "raw__verbatim"})).await;
+    let whole = format!(r#""result":{{"content": {CONTENT}, "structuredContent": {STRUCTURED}}}}}"#);
+    assert!(answer.ends_with(&whole), "{answer}");
+
+    let modern = ask(
+        101,
+        "tools/call",
+        json!({"name": "raw__verbatim", "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"}
+        }}),
+    )
+    .await;
+    for member in [
+        format!(r#""content":{CONTENT}"#),
+        format!(r#""structuredContent":{STRUCTURED}"#),
+        r#""resultType":"complete""#.to_owned(),
+    ] {
+        assert!(modern.contains(&member), "{member} in {modern}");
+    }
+    let parsed: Value = serde_json::from_str(&modern).unwrap();
+    assert!(
+        parsed["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"].is_string(),
+        "{modern}"
+    );
+}

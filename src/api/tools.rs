@@ -91,7 +91,7 @@ pub async fn call_tool(
                 routing_time_ms: outcome.routing.as_secs_f64() * 1000.0,
                 execution_time_ms: outcome.execution.as_secs_f64() * 1000.0,
             };
-            let mut body = outcome.result;
+            let mut body: Value = serde_json::from_str(outcome.result.get()).unwrap_or(Value::Null);
             if let Value::Object(map) = &mut body {
                 map.insert("metadata".to_owned(), json!(metadata));
             }

@@ -2,6 +2,7 @@
 //! the lists, tools/call through the router, resources/read, subscribe,
 //! prompts/get, completion, and how routing failures reach a client.
 
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,7 +18,7 @@ pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-2
 /// latest we speak, as the specification asks.
 pub const DEFAULT_VERSION: &str = "2025-11-25";
 
-use crate::jsonrpc::{self, INTERNAL_ERROR};
+use crate::jsonrpc::{self, INTERNAL_ERROR, Outgoing, Payload};
 pub(super) use crate::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND};
 
 /// A JSON-RPC error: code, message, data.
@@ -144,7 +145,7 @@ impl McpServer {
         id: Value,
         method: &str,
         params: Option<Value>,
-    ) -> Value {
+    ) -> Outgoing {
         use tracing::Instrument as _;
         // Exported only when traces are on (`logging::TRACE_TARGET`).
         let span = tracing::trace_span!(
@@ -159,9 +160,9 @@ impl McpServer {
                 return self.handle_modern(client, id, method, params).await;
             }
             match self.dispatch(client, method, params).await {
-                Ok(result) => jsonrpc::result(id, result),
+                Ok(result) => jsonrpc::answer(id, result),
                 Err((code, message, data)) => {
-                    jsonrpc::error_answer(id, jsonrpc::error_object(code, &message, data))
+                    jsonrpc::error_answer(id, jsonrpc::error_object(code, &message, data)).into()
                 }
             }
         }
@@ -169,7 +170,140 @@ impl McpServer {
         .await
     }
 
+    /// Answers a request: a call's result as its server wrote it, anything
+    /// else built here.
     pub(super) async fn dispatch(
+        &self,
+        client: &Arc<ClientConnection>,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Payload, RpcFailure> {
+        match method {
+            "tools/call" => self.call_tool(client, params).await,
+            "tools/list" => self.list_tools().await,
+            _ => self
+                .answer_here(client, method, params)
+                .await
+                .map(Payload::Tree),
+        }
+    }
+
+    // The whole list in one page: some clients (MCP Inspector CLI)
+    // do not follow cursors.
+    async fn list_tools(&self) -> Result<Payload, RpcFailure> {
+        self.router.settle_startup().await;
+        let table = self.router.table();
+        let meta = super::meta::meta_tools().iter();
+        let tools: Vec<&RawValue> = if self.expose.lists_all(table.tools.len()) {
+            table.tools.iter().chain(meta).map(|t| &**t).collect()
+        } else {
+            meta.map(|t| &**t).collect()
+        };
+        // Written straight from the definitions' text.
+        #[derive(serde::Serialize)]
+        struct ToolList<'a> {
+            tools: Vec<&'a RawValue>,
+        }
+        jsonrpc::to_raw(&ToolList { tools })
+            .map(Payload::Raw)
+            .map_err(|err| (INTERNAL_ERROR, err.to_string(), None))
+    }
+
+    /// `tools/call`: the aggregator's own meta-tools, or a call routed to
+    /// the server that owns the tool.
+    async fn call_tool(
+        &self,
+        client: &Arc<ClientConnection>,
+        params: Option<Value>,
+    ) -> Result<Payload, RpcFailure> {
+        let mut params = params.ok_or_else(|| invalid("tools/call needs params"))?;
+        let mut name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid("tools/call needs a string `name`"))?
+            .to_owned();
+        let mut arguments = params.get_mut("arguments").map(Value::take);
+        if name == super::meta::SEARCH_TOOLS {
+            let (search, table) = (self.search.clone(), self.router.table());
+            return tokio::task::spawn_blocking(move || {
+                super::meta::search_tools(&search, &table, arguments.as_ref())
+            })
+            .await
+            .map(Payload::Tree)
+            .map_err(|err| (INTERNAL_ERROR, format!("search failed: {err}"), None));
+        }
+        if name == super::meta::CALL_TOOL {
+            // The named tool, called as if the client had called it.
+            let mut inner = arguments.unwrap_or(Value::Null);
+            let Some(target) = inner.get("name").and_then(Value::as_str) else {
+                return Ok(super::meta::tool_error(
+                    "call_tool needs `name`: the tool's name as search_tools returned it",
+                )
+                .into());
+            };
+            if target == super::meta::CALL_TOOL || target == super::meta::SEARCH_TOOLS {
+                return Ok(super::meta::tool_error(format!(
+                    "call {target} directly, not through call_tool"
+                ))
+                .into());
+            }
+            name = target.to_owned();
+            arguments = inner.get_mut("arguments").map(Value::take);
+            if arguments
+                .as_ref()
+                .is_some_and(|a| !a.is_object() && !a.is_null())
+            {
+                return Ok(super::meta::tool_error("`arguments` must be an object").into());
+            }
+        }
+        let meta = params.get_mut("_meta").map(Value::take);
+        let sink: Option<Arc<dyn crate::router::CallSink>> = Some(client.clone());
+        // Note who the server works for while the call runs.
+        let server_id = self
+            .router
+            .resolve_settled(&name, None)
+            .await
+            .ok()
+            .map(|(_, route)| route.server_id);
+        let _caller = server_id.map(|id| super::requests::CallerGuard::new(self, id, client));
+        // A 2026-07-28 client's answers to a server's questions pass
+        // through to the server that asked.
+        let input = take_input_round(&mut params);
+        // Only a 2026-07-28 server can ask for input, and only a
+        // 2025 client's call is then retried here: keep copies for
+        // the retry just then (arguments can be large).
+        let retry_copies = (!client.is_modern()
+            && server_id.is_some_and(|id| self.router.speaks_modern(id)))
+        .then(|| (arguments.clone(), meta.clone()));
+        let mut first = Some((arguments, meta));
+        let caller = client.caller();
+        let retries = retry_copies.is_some();
+        self.with_input_rounds(client, input, retries, |input| {
+            let (arguments, meta) = first
+                .take()
+                .or_else(|| retry_copies.clone())
+                .unwrap_or_default();
+            let (name, sink, caller) = (&name, sink.clone(), &caller);
+            async move {
+                let call = crate::router::ToolCall {
+                    name,
+                    arguments,
+                    meta,
+                    server: None,
+                    sink,
+                    input,
+                    caller,
+                };
+                match self.router.call_tool(call).await {
+                    Ok(outcome) => Ok(Payload::Raw(outcome.result)),
+                    Err(err) => tool_call_error(err).map(Payload::Tree),
+                }
+            }
+        })
+        .await
+    }
+
+    async fn answer_here(
         &self,
         client: &Arc<ClientConnection>,
         method: &str,
@@ -224,19 +358,6 @@ impl McpServer {
                     .store(index, std::sync::atomic::Ordering::Relaxed);
                 Ok(json!({}))
             }
-            // The whole list in one page: some clients (MCP Inspector CLI)
-            // do not follow cursors.
-            "tools/list" => {
-                self.router.settle_startup().await;
-                let table = table();
-                let meta = super::meta::meta_tools().iter();
-                let tools: Vec<&Value> = if self.expose.lists_all(table.tools.len()) {
-                    table.tools.iter().chain(meta).collect()
-                } else {
-                    meta.collect()
-                };
-                Ok(json!({"tools": tools}))
-            }
             "resources/list" => {
                 self.router.settle_startup().await;
                 Ok(json!({"resources": table().resources.as_ref()}))
@@ -248,91 +369,6 @@ impl McpServer {
             "prompts/list" => {
                 self.router.settle_startup().await;
                 Ok(json!({"prompts": table().prompts.as_ref()}))
-            }
-            "tools/call" => {
-                let mut params = params.ok_or_else(|| invalid("tools/call needs params"))?;
-                let mut name = params
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| invalid("tools/call needs a string `name`"))?
-                    .to_owned();
-                let mut arguments = params.get_mut("arguments").map(Value::take);
-                if name == super::meta::SEARCH_TOOLS {
-                    let (search, table) = (self.search.clone(), self.router.table());
-                    return tokio::task::spawn_blocking(move || {
-                        super::meta::search_tools(&search, &table, arguments.as_ref())
-                    })
-                    .await
-                    .map_err(|err| (INTERNAL_ERROR, format!("search failed: {err}"), None));
-                }
-                if name == super::meta::CALL_TOOL {
-                    // The named tool, called as if the client had called it.
-                    let mut inner = arguments.unwrap_or(Value::Null);
-                    let Some(target) = inner.get("name").and_then(Value::as_str) else {
-                        return Ok(super::meta::tool_error(
-                            "call_tool needs `name`: the tool's name as search_tools returned it",
-                        ));
-                    };
-                    if target == super::meta::CALL_TOOL || target == super::meta::SEARCH_TOOLS {
-                        return Ok(super::meta::tool_error(format!(
-                            "call {target} directly, not through call_tool"
-                        )));
-                    }
-                    name = target.to_owned();
-                    arguments = inner.get_mut("arguments").map(Value::take);
-                    if arguments
-                        .as_ref()
-                        .is_some_and(|a| !a.is_object() && !a.is_null())
-                    {
-                        return Ok(super::meta::tool_error("`arguments` must be an object"));
-                    }
-                }
-                let meta = params.get_mut("_meta").map(Value::take);
-                let sink: Option<Arc<dyn crate::router::CallSink>> = Some(client.clone());
-                // Note who the server works for while the call runs.
-                let server_id = self
-                    .router
-                    .resolve_settled(&name, None)
-                    .await
-                    .ok()
-                    .map(|(_, route)| route.server_id);
-                let _caller =
-                    server_id.map(|id| super::requests::CallerGuard::new(self, id, client));
-                // A 2026-07-28 client's answers to a server's questions pass
-                // through to the server that asked.
-                let input = take_input_round(&mut params);
-                // Only a 2026-07-28 server can ask for input, and only a
-                // 2025 client's call is then retried here: keep copies for
-                // the retry just then (arguments can be large).
-                let retry_copies = (!client.is_modern()
-                    && server_id.is_some_and(|id| self.router.speaks_modern(id)))
-                .then(|| (arguments.clone(), meta.clone()));
-                let mut first = Some((arguments, meta));
-                let caller = client.caller();
-                let retries = retry_copies.is_some();
-                self.with_input_rounds(client, input, retries, |input| {
-                    let (arguments, meta) = first
-                        .take()
-                        .or_else(|| retry_copies.clone())
-                        .unwrap_or_default();
-                    let (name, sink, caller) = (&name, sink.clone(), &caller);
-                    async move {
-                        let call = crate::router::ToolCall {
-                            name,
-                            arguments,
-                            meta,
-                            server: None,
-                            sink,
-                            input,
-                            caller,
-                        };
-                        match self.router.call_tool(call).await {
-                            Ok(outcome) => Ok(outcome.result),
-                            Err(err) => tool_call_error(err),
-                        }
-                    }
-                })
-                .await
             }
             "resources/read" => {
                 let mut params = params.ok_or_else(|| invalid("resources/read needs params"))?;
@@ -395,14 +431,28 @@ impl McpServer {
                         self.router
                             .get_prompt(name, arguments, meta, input, caller)
                             .await
+                            .map(Payload::Tree)
                             .map_err(rpc_error)
                     }
                 })
                 .await
+                .and_then(tree)
             }
             other => Err((METHOD_NOT_FOUND, format!("Method not found: {other}"), None)),
         }
     }
+}
+
+/// A result as a tree (a passed-through result that is not JSON after
+/// all is the server's fault).
+pub(super) fn tree(payload: Payload) -> Result<Value, RpcFailure> {
+    payload.into_tree().map_err(|err| {
+        (
+            INTERNAL_ERROR,
+            format!("the server's result cannot be read: {err}"),
+            None,
+        )
+    })
 }
 
 fn invalid(message: &str) -> (i64, String, Option<Value>) {

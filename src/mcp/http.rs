@@ -4,6 +4,7 @@
 //! notifications, DELETE ends the session. `Origin`, `Host` and the content
 //! type are checked by the listener's guard (`api::guard`) before any of this.
 
+use crate::jsonrpc::Outgoing;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -30,7 +31,7 @@ struct HttpSession {
     connection: Arc<ClientConnection>,
     /// Notifications waiting for a GET stream (taken by the first GET);
     /// bounded, so a client that never opens one costs a bounded queue.
-    notifications: Mutex<Option<mpsc::Receiver<Value>>>,
+    notifications: Mutex<Option<mpsc::Receiver<Outgoing>>>,
     notifier: tokio::task::AbortHandle,
 }
 
@@ -287,13 +288,14 @@ pub async fn post(
                 .await
         }
     });
+    let mut answers: Vec<Outgoing> = answers.into_iter().map(Outgoing::from).collect();
     answers.extend(futures_util::future::join_all(calls).await);
-    let body = if batch {
-        Value::Array(answers)
+    let response = if batch {
+        axum::Json(answers).into_response()
     } else {
-        answers.pop().unwrap_or(Value::Null)
+        axum::Json(answers.pop().unwrap_or(Outgoing::Tree(Value::Null))).into_response()
     };
-    with_session(axum::Json(body).into_response(), session_id)
+    with_session(response, session_id)
 }
 
 /// One modern (2026-07-28) POST: a single request answered as JSON, or as

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::client::ClientConnection;
 use super::handler::{METHOD_NOT_FOUND, McpServer, RpcFailure};
+use crate::jsonrpc::Payload;
 
 /// How many input-required rounds a 2025 client's call may go through.
 const MAX_INPUT_ROUNDS: usize = 10;
@@ -25,26 +26,28 @@ impl McpServer {
         first: Option<crate::router::InputRound>,
         retries: bool,
         mut attempt: F,
-    ) -> Result<Value, RpcFailure>
+    ) -> Result<Payload, RpcFailure>
     where
         F: FnMut(Option<crate::router::InputRound>) -> Fut,
-        Fut: std::future::Future<Output = Result<Value, RpcFailure>>,
+        Fut: std::future::Future<Output = Result<Payload, RpcFailure>>,
     {
         let mut input = first;
         let mut rounds = 0;
         loop {
-            let mut result = attempt(input.take()).await?;
-            if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+            let result = attempt(input.take()).await?;
+            // Read no further than this member unless it asks for input.
+            if result.result_type().as_deref() != Some("input_required") {
                 return Ok(result);
             }
+            let mut result = super::handler::tree(result)?;
             if client.is_modern() {
                 if let Some(state) = result.get("requestState").and_then(Value::as_str) {
                     result["requestState"] = Value::String(self.relay.wrap_downstream(state));
                 }
-                return Ok(result);
+                return Ok(result.into());
             }
             if !retries {
-                return Ok(result);
+                return Ok(result.into());
             }
             rounds += 1;
             if rounds > MAX_INPUT_ROUNDS {

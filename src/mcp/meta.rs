@@ -4,6 +4,7 @@
 //! server's tools. With thousands of tools behind it, a client in `search`
 //! mode starts with two tools in its context instead of all of them.
 
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::sync::LazyLock;
 
@@ -55,8 +56,8 @@ impl Expose {
     }
 }
 
-static META_TOOLS: LazyLock<Vec<Value>> = LazyLock::new(|| {
-    vec![
+static META_TOOLS: LazyLock<Vec<Box<RawValue>>> = LazyLock::new(|| {
+    [
         json!({
             "name": SEARCH_TOOLS,
             "title": "Search tools",
@@ -86,10 +87,13 @@ static META_TOOLS: LazyLock<Vec<Value>> = LazyLock::new(|| {
             }
         }),
     ]
+    .iter()
+    .filter_map(|tool| crate::jsonrpc::to_raw(tool).ok())
+    .collect()
 });
 
 /// The definitions of the meta-tools, as `tools/list` shows them.
-pub fn meta_tools() -> &'static [Value] {
+pub fn meta_tools() -> &'static [Box<RawValue>] {
     &META_TOOLS
 }
 
@@ -193,7 +197,9 @@ mod tests {
 
     #[test]
     fn meta_tools_have_valid_names_and_schemas() {
+        assert_eq!(meta_tools().len(), 2);
         for tool in meta_tools() {
+            let tool: Value = serde_json::from_str(tool.get()).unwrap();
             let name = tool["name"].as_str().unwrap();
             assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
             assert_eq!(tool["inputSchema"]["type"], "object");

@@ -21,7 +21,9 @@ const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
-use crate::jsonrpc::{self, RESOURCE_NOT_FOUND as LEGACY_RESOURCE_NOT_FOUND};
+use crate::jsonrpc::{
+    self, Members, Outgoing, Payload, RESOURCE_NOT_FOUND as LEGACY_RESOURCE_NOT_FOUND,
+};
 pub use crate::jsonrpc::{
     HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION,
 };
@@ -131,17 +133,17 @@ impl McpServer {
         id: Value,
         method: &str,
         params: Option<Value>,
-    ) -> Value {
+    ) -> Outgoing {
         let answer = self.modern_result(transport, &id, method, params).await;
         match answer {
-            Ok(result) => jsonrpc::result(id, result),
+            Ok(result) => jsonrpc::answer(id, result),
             Err((code, message, data)) => {
                 let code = if code == LEGACY_RESOURCE_NOT_FOUND {
                     INVALID_PARAMS
                 } else {
                     code
                 };
-                jsonrpc::error_answer(id, jsonrpc::error_object(code, &message, data))
+                jsonrpc::error_answer(id, jsonrpc::error_object(code, &message, data)).into()
             }
         }
     }
@@ -152,12 +154,11 @@ impl McpServer {
         id: &Value,
         method: &str,
         params: Option<Value>,
-    ) -> Result<Value, RpcFailure> {
+    ) -> Result<Payload, RpcFailure> {
         let meta = request_meta(params.as_ref())?;
         if method == "subscriptions/listen" {
-            let mut result = self.listen(transport, id, params.as_ref()).await;
-            self.complete(&mut result, false);
-            return Ok(result);
+            let result = self.listen(transport, id, params.as_ref()).await;
+            return Ok(self.complete(result.into(), false));
         }
         if REMOVED.contains(&method) {
             return Err(failure(
@@ -176,13 +177,12 @@ impl McpServer {
                 | "prompts/list"
                 | "resources/read"
         );
-        let mut result = if method == "server/discover" {
-            self.discover()
+        let result = if method == "server/discover" {
+            self.discover().into()
         } else {
             self.run_relayed(transport, meta, method, params).await?
         };
-        self.complete(&mut result, cacheable || method == "server/discover");
-        Ok(result)
+        Ok(self.complete(result, cacheable || method == "server/discover"))
     }
 
     /// Runs a request through the method table. If a server asks the client
@@ -195,7 +195,7 @@ impl McpServer {
         meta: RequestMeta,
         method: &str,
         params: Option<Value>,
-    ) -> Result<Value, RpcFailure> {
+    ) -> Result<Payload, RpcFailure> {
         let target = relay_target(method, params.as_ref());
         let mut params = params;
         if let Some(state) = params
@@ -206,7 +206,11 @@ impl McpServer {
             match self.relay.open_state(state) {
                 Some(super::relay::State::Parked(_)) => {
                     let responses = params.as_ref().and_then(|p| p.get("inputResponses"));
-                    return self.relay.resume(&target, state, responses).await;
+                    return self
+                        .relay
+                        .resume(&target, state, responses)
+                        .await
+                        .map(Payload::Tree);
                 }
                 // The server's own state goes back to it as it gave it.
                 Some(super::relay::State::Downstream(original)) => {
@@ -247,7 +251,7 @@ impl McpServer {
         // The server is waiting for the client: the request goes on in the
         // background while the client gathers the answers.
         let running = tokio::spawn(async move {
-            let outcome = call.await;
+            let outcome = call.await.and_then(super::handler::tree);
             let _ = inputs.send(super::relay::Step::Done(outcome)).await;
         });
         self.relay
@@ -258,6 +262,7 @@ impl McpServer {
                 super::relay::AbortOnDrop(Some(running.abort_handle())),
             )
             .await
+            .map(Payload::Tree)
     }
 
     /// `subscriptions/listen`: acknowledges what of the client's filter it
@@ -367,7 +372,9 @@ impl McpServer {
                 }
                 update = updates.recv() => match update {
                     Some(update) => {
-                        outbound.notify(tag(update));
+                        if let Ok(update) = update.into_tree() {
+                            outbound.notify(tag(update));
+                        }
                     }
                     None => break,
                 },
@@ -394,31 +401,56 @@ impl McpServer {
     /// Gives a result its modern envelope: `resultType`, the server's
     /// identity, and for lists and reads how long a client may cache them
     /// (0 while servers are still starting: the lists are about to grow).
-    fn complete(&self, result: &mut Value, cacheable: bool) {
-        let Value::Object(map) = result else {
-            return;
+    /// Only the top level is touched: a server's result passes through as
+    /// it wrote it below that.
+    fn complete(&self, result: Payload, cacheable: bool) -> Payload {
+        let raw = match result {
+            Payload::Raw(raw) => raw,
+            Payload::Tree(tree) => match jsonrpc::to_raw(&tree) {
+                Ok(raw) => raw,
+                Err(_) => return Payload::Tree(tree),
+            },
         };
-        let complete = map
-            .entry("resultType".to_owned())
-            .or_insert_with(|| Value::String("complete".to_owned()))
-            == "complete";
+        let Ok(mut members) = Members::read(&raw) else {
+            // Not an object: nothing to add to.
+            return Payload::Raw(raw);
+        };
+        let text = |value: &Value| jsonrpc::to_raw(value).ok();
+        let complete = match members.get("resultType") {
+            Some(kind) => serde_json::from_str::<String>(kind.get()).is_ok_and(|k| k == "complete"),
+            None => {
+                if let Some(kind) = text(&json!("complete")) {
+                    members.set("resultType", kind);
+                }
+                true
+            }
+        };
         if cacheable && complete {
             let ttl = if self.router().is_starting() {
                 0
             } else {
                 LIST_TTL_MS
             };
-            map.insert("ttlMs".to_owned(), json!(ttl));
             // The aggregate is the same for every client of this daemon,
             // but a front door behind a token must not let a shared cache
             // hand it to another authorization context.
-            map.insert("cacheScope".to_owned(), Value::String("private".to_owned()));
+            for (key, value) in [("ttlMs", json!(ttl)), ("cacheScope", json!("private"))] {
+                if let Some(value) = text(&value) {
+                    members.set(key, value);
+                }
+            }
         }
-        let meta = map
-            .entry(META.to_owned())
-            .or_insert_with(|| Value::Object(Map::new()));
-        if let Value::Object(meta) = meta {
-            meta.insert(SERVER_INFO.to_owned(), super::handler::server_info());
+        let mut meta = match members.get(META).map(jsonrpc::parse) {
+            Some(Ok(Value::Object(meta))) => meta,
+            _ => Map::new(),
+        };
+        meta.insert(SERVER_INFO.to_owned(), super::handler::server_info());
+        if let Some(meta) = text(&Value::Object(meta)) {
+            members.set(META, meta);
+        }
+        match members.to_raw() {
+            Ok(completed) => Payload::Raw(completed),
+            Err(_) => Payload::Raw(raw),
         }
     }
 }
@@ -439,13 +471,9 @@ pub fn may_notify(method: &str, params: Option<&Value>) -> bool {
 
 /// The HTTP status a modern answer goes out with: malformed requests and
 /// unsupported versions are 400, an unknown method 404.
-pub fn http_status(answer: &Value) -> axum::http::StatusCode {
+pub fn http_status(answer: &Outgoing) -> axum::http::StatusCode {
     use axum::http::StatusCode;
-    match answer
-        .get("error")
-        .and_then(|e| e.get("code"))
-        .and_then(Value::as_i64)
-    {
+    match answer.error_code() {
         Some(METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
         Some(
             INVALID_PARAMS

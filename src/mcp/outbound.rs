@@ -5,6 +5,7 @@
 //! once per client — and an answer that finds no room within
 //! `limits::CLIENT_STALL` marks the client stalled, which disconnects it.
 
+use crate::jsonrpc::Outgoing;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tokio::sync::mpsc;
@@ -15,7 +16,7 @@ use crate::limits;
 /// The sending side of one client's queue.
 #[derive(Debug)]
 pub struct Outbound {
-    tx: mpsc::Sender<Value>,
+    tx: mpsc::Sender<Outgoing>,
     dropped: AtomicU64,
     warned: AtomicBool,
     /// Cancelled when the client stopped taking its answers.
@@ -30,7 +31,7 @@ impl Outbound {
     pub fn channel(
         capacity: usize,
         stall_after: std::time::Duration,
-    ) -> (Outbound, mpsc::Receiver<Value>) {
+    ) -> (Outbound, mpsc::Receiver<Outgoing>) {
         Outbound::with_stall_token(capacity, stall_after, CancellationToken::new())
     }
 
@@ -40,7 +41,7 @@ impl Outbound {
         capacity: usize,
         stall_after: std::time::Duration,
         stalled: CancellationToken,
-    ) -> (Outbound, mpsc::Receiver<Value>) {
+    ) -> (Outbound, mpsc::Receiver<Outgoing>) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let outbound = Outbound {
             tx,
@@ -53,14 +54,14 @@ impl Outbound {
     }
 
     /// The usual per-client queue.
-    pub fn for_client() -> (Outbound, mpsc::Receiver<Value>) {
+    pub fn for_client() -> (Outbound, mpsc::Receiver<Outgoing>) {
         Outbound::channel(limits::CLIENT_QUEUE, limits::CLIENT_STALL)
     }
 
     /// Queues a notification, or drops it when the client is behind;
     /// false once the client is gone.
-    pub fn notify(&self, message: Value) -> bool {
-        match self.tx.try_send(message) {
+    pub fn notify(&self, message: impl Into<Outgoing>) -> bool {
+        match self.tx.try_send(message.into()) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
                 let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
@@ -82,12 +83,12 @@ impl Outbound {
     /// to `limits::CLIENT_STALL`; a client that does not make room by then
     /// is marked stalled (and disconnected by its front door). False when
     /// the message was not queued.
-    pub async fn deliver(&self, message: Value) -> bool {
+    pub async fn deliver(&self, message: impl Into<Outgoing>) -> bool {
         if self.stalled.is_cancelled() {
             return false;
         }
         // The usual case, room at once, takes no timer.
-        let message = match self.tx.try_send(message) {
+        let message = match self.tx.try_send(message.into()) {
             Ok(()) => return true,
             Err(mpsc::error::TrySendError::Closed(_)) => return false,
             Err(mpsc::error::TrySendError::Full(message)) => message,
@@ -140,10 +141,11 @@ mod tests {
             assert!(outbound.notify(json!(n)));
         }
         assert_eq!(outbound.dropped(), 3);
-        assert_eq!(rx.recv().await, Some(json!(0)));
-        assert_eq!(rx.recv().await, Some(json!(1)));
+        let mut next = async || rx.recv().await.map(|m| m.into_tree().unwrap());
+        assert_eq!(next().await, Some(json!(0)));
+        assert_eq!(next().await, Some(json!(1)));
         assert!(outbound.notify(json!(5)), "room again once read");
-        assert_eq!(rx.recv().await, Some(json!(5)));
+        assert_eq!(next().await, Some(json!(5)));
         drop(rx);
         assert!(!outbound.notify(json!(6)), "the client is gone");
         assert!(outbound.is_closed());

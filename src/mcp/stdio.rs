@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::handler::{ClientConnection, McpServer};
 use super::incoming::Incoming;
 use super::outbound::Outbound;
+use crate::jsonrpc::Outgoing;
 use crate::limits::{self, Line};
 
 /// Serves one client on `input`/`output` until the input ends, `shutdown`,
@@ -147,7 +148,7 @@ fn dispatch(
 /// client is woken once for many answers.
 pub fn spawn_line_writer(
     output: impl AsyncWrite + Unpin + Send + 'static,
-    mut queue: mpsc::Receiver<Value>,
+    mut queue: mpsc::Receiver<Outgoing>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut output = output;
@@ -179,8 +180,8 @@ pub fn spawn_line_writer(
 const WRITE_BATCH_BYTES: usize = 64 * 1024;
 
 /// Appends `message` to `lines` as one JSON line (nothing if it cannot be
-/// serialised, which a `Value` always can).
-fn push_json_line(lines: &mut Vec<u8>, message: &Value) {
+/// serialised, which a message always can).
+fn push_json_line(lines: &mut Vec<u8>, message: &Outgoing) {
     let start = lines.len();
     match serde_json::to_writer(&mut *lines, message) {
         Ok(()) => lines.push(b'\n'),

@@ -39,6 +39,10 @@ impl Definition {
     pub fn text(&self) -> &str {
         self.0.get()
     }
+
+    pub fn raw(&self) -> &RawValue {
+        &self.0
+    }
 }
 
 fn empty_object() -> Box<RawValue> {

@@ -95,7 +95,9 @@ pub struct ToolCall<'a> {
 #[derive(Debug, Clone)]
 pub struct CallOutcome {
     pub route: Arc<Route>,
-    pub result: Value,
+    /// The server's result as it wrote it (for the client; parse it only
+    /// to read it).
+    pub result: Box<serde_json::value::RawValue>,
     pub routing: Duration,
     pub execution: Duration,
 }
@@ -525,8 +527,16 @@ impl Router {
 
     /// Tells the caller, in the result's `_meta`, that the server that
     /// answered is DEGRADED (tools of a degraded server are still served).
-    fn warn_degraded(&self, result: &mut Value, id: ServerId, server: &str) {
-        let Some(object) = result.as_object_mut() else {
+    fn warn_degraded(
+        &self,
+        result: &mut Box<serde_json::value::RawValue>,
+        id: ServerId,
+        server: &str,
+    ) {
+        let Ok(mut tree) = serde_json::from_str::<Value>(result.get()) else {
+            return;
+        };
+        let Some(object) = tree.as_object_mut() else {
             return;
         };
         let reason = self
@@ -542,6 +552,9 @@ impl Router {
             _ => {
                 object.insert("_meta".to_owned(), json!({ WARNING_META: warning }));
             }
+        }
+        if let Ok(warned) = serde_json::value::to_raw_value(&tree) {
+            *result = warned;
         }
     }
 
@@ -573,10 +586,12 @@ impl Router {
                 if let Some(meta) = meta {
                     params["_meta"] = meta;
                 }
-                let result = session
-                    .request_for(caller, "resources/read", Some(params), &[])
-                    .await
-                    .map_err(|err| self.call_failure(session.server(), err))?;
+                let result = crate::sessions::Session::tree(
+                    session
+                        .request_for(caller, "resources/read", Some(params), &[])
+                        .await,
+                )
+                .map_err(|err| self.call_failure(session.server(), err))?;
                 self.cache.put(&key, route.server_id, &result);
                 result
             }
@@ -628,10 +643,12 @@ impl Router {
                 params["requestState"] = state;
             }
         }
-        session
-            .request_for(caller, "prompts/get", Some(params), &[])
-            .await
-            .map_err(|err| self.call_failure(session.server(), err))
+        crate::sessions::Session::tree(
+            session
+                .request_for(caller, "prompts/get", Some(params), &[])
+                .await,
+        )
+        .map_err(|err| self.call_failure(session.server(), err))
     }
 
     /// `completion/complete`, sent to the server owning the prompt or the

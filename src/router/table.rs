@@ -2,6 +2,7 @@
 //! store and swapped atomically when the catalog or a status changes. The
 //! hot path is a hash lookup in it; nothing here touches the disk.
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -65,7 +66,9 @@ pub struct RouteTable {
     pub(super) server_ids: HashMap<Arc<str>, ServerId>,
     /// `tools/list` for clients: available servers' tools under their wire
     /// names, definitions otherwise unchanged.
-    pub tools: Arc<Vec<Value>>,
+    /// (as JSON text: a definition is only ever written out, and a tree
+    /// per tool would cost a hundred thousand tools hundreds of MB)
+    pub tools: Arc<Vec<Box<RawValue>>>,
     pub resources: Arc<Vec<Value>>,
     pub resource_templates: Arc<Vec<Value>>,
     pub prompts: Arc<Vec<Value>>,
@@ -160,11 +163,8 @@ impl RouteTable {
                 .insert(Arc::clone(&route.original_name), Arc::clone(&route));
             if server.status.is_available()
                 && let Some(wire) = &tool.wire_name
+                && let Some(definition) = listed_as(tool.definition.raw(), wire)
             {
-                let mut definition = tool.definition.value();
-                if let Value::Object(map) = &mut definition {
-                    map.insert("name".to_owned(), Value::String(wire.clone()));
-                }
                 listed.push(definition);
             }
         }
@@ -475,8 +475,16 @@ impl Fingerprints {
     }
 }
 
+/// A tool's definition as clients list it: under its wire name, the rest
+/// as the server wrote it.
+fn listed_as(definition: &RawValue, wire: &str) -> Option<Box<RawValue>> {
+    let mut members = crate::jsonrpc::Members::read(definition).ok()?;
+    members.set("name", crate::jsonrpc::to_raw(&wire).ok()?);
+    members.to_raw().ok()
+}
+
 /// A cheap hash of lists clients can read.
-fn fingerprint(lists: &[&Arc<Vec<Value>>]) -> u64 {
+fn fingerprint<T: std::fmt::Display>(lists: &[&Arc<Vec<T>>]) -> u64 {
     use std::hash::{Hash as _, Hasher as _};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     for list in lists {

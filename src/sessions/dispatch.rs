@@ -5,6 +5,7 @@
 
 use crate::jsonrpc::{self, Kind};
 use bytes::Bytes;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -34,7 +35,7 @@ pub(super) struct Dispatcher {
 }
 
 impl Dispatcher {
-    pub(super) async fn run(self, mut inbound: mpsc::Receiver<Value>) {
+    pub(super) async fn run(self, mut inbound: mpsc::Receiver<Box<RawValue>>) {
         let Dispatcher {
             server,
             pending,
@@ -59,48 +60,44 @@ impl Dispatcher {
             if let Some(vitals) = &vitals {
                 vitals.heard();
             }
-            match jsonrpc::classify(&message) {
-                Kind::Answer { id } => {
-                    let Some(id) = id.as_u64() else {
-                        tracing::debug!(server = %server, "an answer with an id we never sent: {id}");
-                        continue;
-                    };
-                    // The server ended the subscription we keep open for
-                    // list changes (a result; an error means it has none).
-                    if id == super::session::LISTEN_ID {
-                        if message.get("result").is_some() {
-                            events.send(SessionEvent::ListenEnded);
-                        }
-                        continue;
+            let Ok(envelope) = jsonrpc::Envelope::read(&message) else {
+                tracing::debug!(server = %server, "ignoring a message that is not a JSON object");
+                continue;
+            };
+            // Answers, the bulk of the traffic, are read no further than
+            // their envelope: the result goes to its caller as text.
+            if envelope.is_answer() {
+                let Some(id) = envelope.numeric_id() else {
+                    tracing::debug!(server = %server, "an answer with an id we never sent");
+                    continue;
+                };
+                // The server ended the subscription we keep open for list
+                // changes (a result; an error means it has none).
+                if id == super::session::LISTEN_ID {
+                    if envelope.result.is_some() {
+                        events.send(SessionEvent::ListenEnded);
                     }
-                    let waiter = pending.lock().ok().and_then(|mut p| p.remove(&id));
-                    let Some(Waiter { tx: waiter, .. }) = waiter else {
-                        continue;
-                    };
-                    let outcome = if let Some(error) = message.get("error") {
-                        Err(RpcError::Server {
-                            code: error
-                                .get("code")
-                                .and_then(Value::as_i64)
-                                .unwrap_or(jsonrpc::INTERNAL_ERROR),
-                            message: error
-                                .get("message")
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_owned(),
-                            data: error.get("data").cloned(),
-                        })
-                    } else {
-                        let mut message = message;
-                        match message.get_mut("result").map(Value::take) {
-                            Some(result) => Ok(result),
-                            None => Err(RpcError::Malformed(
-                                "an answer with neither result nor error".into(),
-                            )),
-                        }
-                    };
-                    let _ = waiter.send(outcome);
+                    continue;
                 }
+                let waiter = pending.lock().ok().and_then(|mut p| p.remove(&id));
+                let Some(Waiter { tx: waiter, .. }) = waiter else {
+                    continue;
+                };
+                let outcome = match (envelope.error, envelope.result) {
+                    (Some(error), _) => Err(server_error(error)),
+                    (None, Some(result)) => Ok(result.to_owned()),
+                    (None, None) => Err(RpcError::Malformed(
+                        "an answer with neither result nor error".into(),
+                    )),
+                };
+                let _ = waiter.send(outcome);
+                continue;
+            }
+            let Ok(message) = jsonrpc::parse(&message) else {
+                continue;
+            };
+            match jsonrpc::classify(&message) {
+                Kind::Answer { .. } => {}
                 Kind::Request { id, method } if method != "ping" && requests.is_some() => {
                     let Some((server_id, handler)) = requests.clone() else {
                         continue;
@@ -186,6 +183,23 @@ impl Dispatcher {
                 "the connection to the server was lost".to_owned(),
             )));
         }
+    }
+}
+
+/// A server's error object as our error (any shape it sent).
+fn server_error(error: &RawValue) -> RpcError {
+    let error = jsonrpc::parse(error).unwrap_or(Value::Null);
+    RpcError::Server {
+        code: error
+            .get("code")
+            .and_then(Value::as_i64)
+            .unwrap_or(jsonrpc::INTERNAL_ERROR),
+        message: error
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        data: error.get("data").cloned(),
     }
 }
 

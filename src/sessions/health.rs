@@ -175,7 +175,7 @@ impl Vitals {
     }
 
     /// A request made for a client ended: `took` after it was sent.
-    pub fn record_call(&self, took: Duration, outcome: &Result<serde_json::Value, RpcError>) {
+    pub fn record_call<T>(&self, took: Duration, outcome: &Result<T, RpcError>) {
         let ok = match outcome {
             Ok(_) => true,
             // The server answered: a refusal is the client's business,

@@ -11,7 +11,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
-use super::link::{Inbound, LinkError, LinkState, split_messages};
+use super::link::{Inbound, LinkError, LinkState};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const PROTOCOL_HEADER: &str = "mcp-protocol-version";
@@ -297,10 +297,11 @@ impl Inner {
     /// Passes the messages of a body on; true if one was a response.
     async fn deliver_json(&self, body: &[u8]) -> bool {
         let mut answered = false;
-        match serde_json::from_slice(body) {
-            Ok(value) => {
-                for message in split_messages(value) {
-                    answered |= message.get("method").is_none() && message.get("id").is_some();
+        match crate::jsonrpc::split_raw(body) {
+            Ok(messages) => {
+                for message in messages {
+                    answered |= crate::jsonrpc::Envelope::read(&message)
+                        .is_ok_and(|envelope| envelope.is_answer());
                     if self.inbound.send(message).await.is_err() {
                         break;
                     }

@@ -3,16 +3,17 @@
 //! close it. One file per transport implements it (`stdio`, `http`, `sse`).
 
 use bytes::Bytes;
-use serde_json::Value;
+use serde_json::value::RawValue;
 use std::sync::Mutex;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{http::HttpLink, sse::SseLink, stdio::StdioLink};
 
-/// Messages from the server, as raw JSON (never parsed into typed structs,
-/// so fields we do not know pass through unchanged).
-pub type Inbound = mpsc::Sender<Value>;
+/// Messages from the server, checked as JSON and left as its text: only
+/// their envelope is ever read, results pass through as the server wrote
+/// them (fields we do not know, key order, number spelling unchanged).
+pub type Inbound = mpsc::Sender<Box<RawValue>>;
 
 /// How many server messages may queue before the transport waits.
 pub const INBOUND_CAPACITY: usize = 1024;
@@ -157,13 +158,5 @@ impl Link {
             Link::Stdio(link) => Some(link.pid()),
             _ => None,
         }
-    }
-}
-
-/// Parses one message body; a batch (array) becomes its elements.
-pub fn split_messages(value: Value) -> Vec<Value> {
-    match value {
-        Value::Array(items) => items,
-        other => vec![other],
     }
 }

@@ -4,6 +4,7 @@
 //! raw JSON end to end.
 
 use bytes::Bytes;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -194,7 +195,7 @@ const SERVER_REQUESTS_IN_FLIGHT: usize = 64;
 
 /// A request waiting for its answer, and when it stops waiting.
 pub(super) struct Waiter {
-    pub(super) tx: oneshot::Sender<Result<Value, RpcError>>,
+    pub(super) tx: oneshot::Sender<Result<Box<RawValue>, RpcError>>,
     pub(super) deadline: tokio::time::Instant,
     pub(super) timeout: Duration,
 }
@@ -362,7 +363,7 @@ impl Session {
     pub async fn start(
         server: &str,
         link: Link,
-        inbound: mpsc::Receiver<Value>,
+        inbound: mpsc::Receiver<Box<RawValue>>,
         events: EventSender,
         handshake: Handshake,
     ) -> Result<Arc<Session>, RpcError> {
@@ -724,16 +725,22 @@ impl Session {
             .await
     }
 
+    /// A result as a tree (a request whose result we read ourselves).
+    pub fn tree(result: Result<Box<RawValue>, RpcError>) -> Result<Value, RpcError> {
+        jsonrpc::parse(&result?).map_err(|err| RpcError::Malformed(err.to_string()))
+    }
+
     /// Sends a request made for a client: a 2026-07-28 server is told the
     /// client's capabilities and log level instead of ours, and over HTTP
-    /// gets `headers` too (a call's `Mcp-Param-*` headers).
+    /// gets `headers` too (a call's `Mcp-Param-*` headers). The result is
+    /// the server's text, for the client.
     pub async fn request_for(
         &self,
         caller: &Caller,
         method: &str,
         params: Option<Value>,
         headers: &[(String, String)],
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Box<RawValue>, RpcError> {
         let mut params = params;
         if self.is_modern() {
             let mut with_meta = params.take().unwrap_or_else(|| json!({}));
@@ -769,7 +776,7 @@ impl Session {
         method: &str,
         params: Option<Value>,
         headers: &[(String, String)],
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Box<RawValue>, RpcError> {
         let Some(vitals) = &self.vitals else {
             return self
                 .send_request(method, params, self.request_timeout, headers)
@@ -791,7 +798,7 @@ impl Session {
         params: Option<Value>,
         timeout: Duration,
     ) -> Result<Value, RpcError> {
-        self.send_request(method, params, timeout, &[]).await
+        Session::tree(self.send_request(method, params, timeout, &[]).await)
     }
 
     async fn send_request(
@@ -800,7 +807,7 @@ impl Session {
         params: Option<Value>,
         timeout: Duration,
         headers: &[(String, String)],
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Box<RawValue>, RpcError> {
         if self.closed.is_cancelled() {
             return Err(RpcError::Closed(self.close_reason()));
         }
@@ -1007,6 +1014,6 @@ impl Drop for PendingGuard<'_> {
 pub(super) use crate::jsonrpc::line;
 
 /// A fresh inbound channel for a link.
-pub fn inbound_channel() -> (mpsc::Sender<Value>, mpsc::Receiver<Value>) {
+pub fn inbound_channel() -> (mpsc::Sender<Box<RawValue>>, mpsc::Receiver<Box<RawValue>>) {
     mpsc::channel(INBOUND_CAPACITY)
 }

@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::http::{header_map, root_cause};
-use super::link::{Inbound, LinkError, LinkState, split_messages};
+use super::link::{Inbound, LinkError, LinkState};
 
 pub struct SseLink {
     inner: Arc<Inner>,
@@ -92,9 +92,9 @@ pub async fn open(
                     let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
                         continue;
                     };
-                    match serde_json::from_str(&data) {
-                        Ok(value) => {
-                            for message in split_messages(value) {
+                    match crate::jsonrpc::split_raw(data.as_bytes()) {
+                        Ok(messages) => {
+                            for message in messages {
                                 if inbound.send(message).await.is_err() {
                                     return;
                                 }

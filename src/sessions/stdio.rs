@@ -13,7 +13,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::link::{Inbound, LinkError, LinkState, split_messages};
+use super::link::{Inbound, LinkError, LinkState};
 
 /// Longest stderr line kept in the log.
 const MAX_LOG_LINE: usize = 8 * 1024;
@@ -133,9 +133,9 @@ pub fn open(server: &str, spec: &StdioSpec<'_>, inbound: Inbound) -> Result<Stdi
             if text.is_empty() {
                 continue;
             }
-            match serde_json::from_slice(text) {
-                Ok(value) => {
-                    for message in split_messages(value) {
+            match crate::jsonrpc::split_raw(text) {
+                Ok(messages) => {
+                    for message in messages {
                         if inbound.send(message).await.is_err() {
                             return;
                         }
