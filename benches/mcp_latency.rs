@@ -13,6 +13,9 @@
 //! builds, after scripts/setup.sh). Prints Markdown tables.
 //! `MCP_BENCH_DOWNSTREAM=modern` has the aggregator speak 2026-07-28 to the
 //! rmcp fixture (2025 by default, as the direct client does).
+//! `MCP_BENCH_AGGREGATOR=path` measures another build of the aggregator
+//! (an A/B of two commits on the same machine, minutes apart);
+//! `MCP_BENCH_QUICK=1` measures the raw echo backend only.
 
 use serde_json::{Value, json};
 use std::path::Path;
@@ -27,7 +30,12 @@ use common::{cpu_seconds, wait_until_idle};
 /// Under 1 % of a core: start-up work over.
 const IDLE_SHARE: f64 = 0.01;
 
-const BIN: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
+const BUILT: &str = env!("CARGO_BIN_EXE_mcp-aggregator");
+
+/// The aggregator measured: this build, or `MCP_BENCH_AGGREGATOR`.
+fn aggregator() -> String {
+    std::env::var("MCP_BENCH_AGGREGATOR").unwrap_or_else(|_| BUILT.to_owned())
+}
 const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
 const ECHO: &str = env!("CARGO_BIN_EXE_mcp-echo-server");
 const RELAY: &str = env!("CARGO_BIN_EXE_mcp-line-relay");
@@ -448,7 +456,7 @@ async fn measure_stdio(
 ) -> StdioFigures {
     let data = temp.join(format!("stdio-data-{}-{}", backend as u8, wire as u8));
     let mut through = Stdio_::spawn_on(
-        BIN,
+        &aggregator(),
         &[
             "stdio",
             "--config",
@@ -569,7 +577,7 @@ async fn measure(temp: &Path, backend: Backend) -> Figures {
 
 /// `mcp-aggregator serve` on `config`, its MCP at `http://127.0.0.1:{port}/mcp`.
 fn spawn_serve(config: &str, data_dir: &Path, port: u16) -> tokio::process::Child {
-    tokio::process::Command::new(BIN)
+    tokio::process::Command::new(aggregator())
         .args([
             "serve",
             "--listen",
@@ -746,6 +754,12 @@ async fn run() {
     let mut all = Vec::new();
     for backend in [Backend::RawEcho, Backend::Rmcp] {
         all.push(measure(temp.path(), backend).await);
+        if std::env::var_os("MCP_BENCH_QUICK").is_some() {
+            for figures in &all {
+                print(figures);
+            }
+            return;
+        }
     }
     let idle = idle_daemon(temp.path()).await;
     // tools/list: 10 servers x 100 tools, and 1 x 1,000.
@@ -754,7 +768,7 @@ async fn run() {
         let cfg = config(temp.path(), servers, tools);
         let data = temp.path().join(format!("list-{servers}"));
         let mut through = Stdio_::spawn(
-            BIN,
+            &aggregator(),
             &[
                 "stdio",
                 "--config",
