@@ -478,6 +478,26 @@ mod tests {
     }
 
     #[test]
+    fn a_result_nested_past_any_parser_limit_passes_without_recursion() {
+        // Checking JSON text is iterative in serde_json; only building a
+        // tree is depth-limited (an error, never a stack overflow).
+        let depth = 200_000;
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","id":3,"result":{}{}}}"#,
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        let messages = split_raw(text.as_bytes()).unwrap();
+        let envelope = Envelope::read(&messages[0]).unwrap();
+        assert!(envelope.is_answer());
+        let result = envelope.result.unwrap().to_owned();
+        assert_eq!(result.get().len(), 2 * depth);
+        assert!(parse(&result).is_err());
+        assert!(Members::read(&result).is_err());
+        assert!(Payload::Raw(result).result_type().is_none());
+    }
+
+    #[test]
     fn members_are_read_and_set_without_touching_their_values() {
         let text = RawValue::from_string(
             r#"{"name": "a", "inputSchema": {"type":  "object"}, "name": "dup", "n": 1.50}"#

@@ -129,11 +129,18 @@ impl RouteTable {
             };
             // A tool whose x-mcp-header annotations are invalid is left
             // out (2026-07-28 asks clients to exclude it; discovery warns).
-            let header_params = match crate::model::param_headers::header_params(
-                tool.definition.field("inputSchema").as_ref(),
-            ) {
-                Ok(params) => params,
-                Err(_) => continue,
+            // Most tools have none: their schema is not parsed for them.
+            // The key appears as it is in the text unless escaped.
+            let text = tool.definition.text();
+            let header_params = if text.contains("x-mcp-header") || text.contains("\\u") {
+                match crate::model::param_headers::header_params(
+                    tool.definition.field("inputSchema").as_ref(),
+                ) {
+                    Ok(params) => params,
+                    Err(_) => continue,
+                }
+            } else {
+                Vec::new()
             };
             let route = Arc::new(Route {
                 server_id: tool.server_id,

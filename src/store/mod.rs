@@ -126,8 +126,17 @@ impl Store {
     pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
         create_private_dir(data_dir)?;
         let path = data_dir.join(STORE_FILE);
+        let warned = std::sync::atomic::AtomicBool::new(false);
         let db = match redb::Builder::new()
             .set_cache_size(STORE_CACHE_BYTES)
+            .set_repair_callback(move |_| {
+                // A full check of the file: seconds for a large catalog.
+                if !warned.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    tracing::warn!(
+                        "the store was not closed cleanly last time (the process was killed, or the machine lost power); checking and repairing it"
+                    );
+                }
+            })
             .create(&path)
         {
             Ok(db) => db,
