@@ -2091,7 +2091,8 @@ async fn a_call_result_passes_through_byte_for_byte() {
     const ECHO: &str = env!("CARGO_BIN_EXE_mcp-echo-server");
     // As `tests/fixture/echo.rs` writes it.
     const CONTENT: &str = r#"[{"type": "text", "text": "caf\u00e9 \ud83d\ude00"}]"#;
-    const STRUCTURED: &str = r#"{"z": 1.50, "a": 1e400, "big": 123456789012345678901234567890, "s": "\u00e9\n"}"#;
+    const STRUCTURED: &str =
+        r#"{"z": 1.50, "a": 1e400, "big": 123456789012345678901234567890, "s": "\u00e9\n"}"#;
     let temp = tempfile::tempdir().unwrap();
     let config = temp.path().join("servers.json");
     std::fs::write(
@@ -2147,7 +2148,8 @@ async fn a_call_result_passes_through_byte_for_byte() {
     }
 
     let answer = ask(100, "tools/call", json!({"name": "raw__verbatim"})).await;
-    let whole = format!(r#""result":{{"content": {CONTENT}, "structuredContent": {STRUCTURED}}}}}"#);
+    let whole =
+        format!(r#""result":{{"content": {CONTENT}, "structuredContent": {STRUCTURED}}}}}"#);
     assert!(answer.ends_with(&whole), "{answer}");
 
     let modern = ask(
