@@ -38,6 +38,45 @@ fn stdio_command(config: &std::path::Path, data: &std::path::Path) -> tokio::pro
     command
 }
 
+/// A raw JSON-RPC client on the aggregator's stdin/stdout (pipes or a
+/// socketpair), as a desktop client speaks to it.
+struct LineClient<W, R> {
+    write: W,
+    lines: tokio::io::Lines<BufReader<R>>,
+}
+
+impl<W: tokio::io::AsyncWrite + Unpin, R: tokio::io::AsyncRead + Unpin> LineClient<W, R> {
+    fn new(write: W, read: R) -> Self {
+        LineClient {
+            write,
+            lines: BufReader::new(read).lines(),
+        }
+    }
+
+    /// Sends a request; its answer's line exactly as the aggregator wrote it.
+    async fn ask_line(&mut self, id: i64, method: &str, params: Value) -> String {
+        let mut line =
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+        line.push('\n');
+        self.write.write_all(line.as_bytes()).await.unwrap();
+        loop {
+            let line = tokio::time::timeout(UP, self.lines.next_line())
+                .await
+                .expect("an answer within 30 s")
+                .unwrap()
+                .expect("the aggregator closed its stdout");
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return line;
+            }
+        }
+    }
+
+    async fn ask(&mut self, id: i64, method: &str, params: Value) -> Value {
+        serde_json::from_str(&self.ask_line(id, method, params).await).unwrap()
+    }
+}
+
 /// `fx` is a 2025 server (it asks its client for roots the 2025 way); `fy`
 /// speaks both eras, so the aggregator speaks 2026-07-28 to it.
 fn write_config(dir: &std::path::Path, extra: &[&str]) -> std::path::PathBuf {
@@ -2018,26 +2057,9 @@ async fn stdio_over_a_socketpair_as_node_clients_launch_us() {
         .spawn()
         .unwrap();
     ours.set_nonblocking(true).unwrap();
-    let (read, mut write) = tokio::net::UnixStream::from_std(ours).unwrap().into_split();
-    let mut lines = BufReader::new(read).lines();
-    let mut ask = async |id: i64, method: &str, params: Value| -> Value {
-        let mut line =
-            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-        line.push('\n');
-        write.write_all(line.as_bytes()).await.unwrap();
-        loop {
-            let line = tokio::time::timeout(UP, lines.next_line())
-                .await
-                .expect("an answer within 30 s")
-                .unwrap()
-                .expect("the aggregator closed its stdout");
-            let message: Value = serde_json::from_str(&line).unwrap();
-            if message["id"] == id {
-                return message;
-            }
-        }
-    };
-    let init = ask(
+    let (read, write) = tokio::net::UnixStream::from_std(ours).unwrap().into_split();
+    let mut client = LineClient::new(write, read);
+    let init = client.ask(
         0,
         "initialize",
         json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "socket", "version": "0"}}),
@@ -2048,7 +2070,7 @@ async fn stdio_over_a_socketpair_as_node_clients_launch_us() {
     let mut id = 1;
     loop {
         id += 1;
-        let listed = ask(id, "tools/list", json!({})).await;
+        let listed = client.ask(id, "tools/list", json!({})).await;
         if listed["result"]["tools"]
             .as_array()
             .is_some_and(|t| t.iter().any(|t| t["name"] == "fx__echo"))
@@ -2060,12 +2082,13 @@ async fn stdio_over_a_socketpair_as_node_clients_launch_us() {
     }
     for n in 0..50 {
         id += 1;
-        let answer = ask(
-            id,
-            "tools/call",
-            json!({"name": "fx__echo", "arguments": {"n": n}}),
-        )
-        .await;
+        let answer = client
+            .ask(
+                id,
+                "tools/call",
+                json!({"name": "fx__echo", "arguments": {"n": n}}),
+            )
+            .await;
         assert!(
             answer["result"]["content"][0]["text"]
                 .as_str()
@@ -2074,7 +2097,7 @@ async fn stdio_over_a_socketpair_as_node_clients_launch_us() {
         );
     }
     // The client closes its end: the aggregator sees the end of its input.
-    drop(write);
+    drop(client.write);
     let status = tokio::time::timeout(UP, child.wait())
         .await
         .expect("the aggregator exits when its client closes the socket")
@@ -2106,27 +2129,8 @@ async fn a_call_result_passes_through_byte_for_byte() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let mut write = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    // The answer's line as it was written.
-    let mut ask = async |id: i64, method: &str, params: Value| -> String {
-        let mut line =
-            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-        line.push('\n');
-        write.write_all(line.as_bytes()).await.unwrap();
-        loop {
-            let line = tokio::time::timeout(UP, lines.next_line())
-                .await
-                .expect("an answer within 30 s")
-                .unwrap()
-                .expect("the aggregator closed its stdout");
-            let message: Value = serde_json::from_str(&line).unwrap();
-            if message["id"] == id {
-                return line;
-            }
-        }
-    };
-    ask(
+    let mut client = LineClient::new(child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    client.ask_line(
         0,
         "initialize",
         json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}),
@@ -2136,7 +2140,8 @@ async fn a_call_result_passes_through_byte_for_byte() {
     let mut id = 0;
     loop {
         id += 1;
-        let listed: Value = serde_json::from_str(&ask(id, "tools/list", json!({})).await).unwrap();
+        let listed: Value =
+            serde_json::from_str(&client.ask_line(id, "tools/list", json!({})).await).unwrap();
         if listed["result"]["tools"]
             .as_array()
             .is_some_and(|t| t.iter().any(|t| t["name"] == "raw__verbatim"))
@@ -2147,21 +2152,24 @@ async fn a_call_result_passes_through_byte_for_byte() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
-    let answer = ask(100, "tools/call", json!({"name": "raw__verbatim"})).await;
+    let answer = client
+        .ask_line(100, "tools/call", json!({"name": "raw__verbatim"}))
+        .await;
     let whole =
         format!(r#""result":{{"content": {CONTENT}, "structuredContent": {STRUCTURED}}}}}"#);
     assert!(answer.ends_with(&whole), "{answer}");
 
-    let modern = ask(
-        101,
-        "tools/call",
-        json!({"name": "raw__verbatim", "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"}
-        }}),
-    )
-    .await;
+    let modern = client
+        .ask_line(
+            101,
+            "tools/call",
+            json!({"name": "raw__verbatim", "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"}
+            }}),
+        )
+        .await;
     for member in [
         format!(r#""content":{CONTENT}"#),
         format!(r#""structuredContent":{STRUCTURED}"#),
