@@ -188,8 +188,8 @@ impl McpServer {
         }
     }
 
-    // The whole list in one page: some clients (MCP Inspector CLI)
-    // do not follow cursors.
+    /// `tools/list`: the whole list in one page (some clients, the MCP
+    /// Inspector CLI among them, do not follow cursors).
     async fn list_tools(&self) -> Result<Payload, RpcFailure> {
         self.router.settle_startup().await;
         let table = self.router.table();

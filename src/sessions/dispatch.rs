@@ -97,6 +97,8 @@ impl Dispatcher {
                 continue;
             };
             match jsonrpc::classify(&message) {
+                // An id with a `method` that is not a string: no answer of
+                // ours, and no request we can take.
                 Kind::Answer { .. } => {}
                 Kind::Request { id, method } if method != "ping" && requests.is_some() => {
                     let Some((server_id, handler)) = requests.clone() else {
