@@ -25,9 +25,6 @@ use crate::store::{Store, StoreError, UpsertOutcome};
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
 pub const LISTEN_ENV: &str = "MCP_AGGREGATOR_LISTEN";
 pub const TOKEN_ENV: &str = "MCP_AGGREGATOR_TOKEN";
-/// How long a sync under way gets to end at shutdown (loading the saved
-/// graph of 100,000 tools takes seconds and cannot be interrupted).
-const INDEX_STOP_WAIT: Duration = Duration::from_secs(10);
 /// How long in-flight requests get to finish once shutdown starts.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 /// How long sessions get to close (stdio children: SIGTERM, then SIGKILL).
@@ -250,19 +247,14 @@ impl Stack {
         }
     }
 
-    /// Closes every session (child processes terminated and reaped) and
-    /// lets the search index's work under way end, so that the store can
-    /// close cleanly.
+    /// Closes every session (child processes terminated and reaped). A
+    /// sync under way stops at its next batch; the runtime's shutdown
+    /// gives it the time to let go of the store, which then closes.
     pub async fn shutdown(&self) {
         self.background.cancel();
         self.search.stop();
         self.skills.stop();
         self.sessions.shutdown(SESSIONS_GRACE).await;
-        if !self.search.wait_idle(INDEX_STOP_WAIT).await {
-            tracing::warn!(
-                "the search index is still busy after {INDEX_STOP_WAIT:?}; exiting without it (the store is checked at the next start)"
-            );
-        }
     }
 }
 

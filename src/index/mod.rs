@@ -1135,17 +1135,6 @@ impl SearchIndex {
         self.inner.stopping.store(true, Ordering::SeqCst);
     }
 
-    /// Waits, at most `within`, for a sync under way to end (after `stop`,
-    /// it ends at its next batch, or once a saved graph it is loading is
-    /// read). True when none runs any more: nothing of the index holds the
-    /// store, which can then close cleanly — a store not closed is checked
-    /// in full at the next start, seconds for a large catalog.
-    pub async fn wait_idle(&self, within: std::time::Duration) -> bool {
-        let inner = Arc::clone(&self.inner);
-        let idle = tokio::task::spawn_blocking(move || drop(inner.sync_lock.lock()));
-        tokio::time::timeout(within, idle).await.is_ok()
-    }
-
     /// Replaces the ranking levers (the evaluation sweeps them).
     pub fn set_levers(&self, levers: Levers) {
         if let Ok(mut current) = self.inner.levers.write() {
