@@ -40,6 +40,10 @@ pub fn set_max_message_bytes(bytes: usize) {
     MAX_MESSAGE_BYTES.store(bytes.max(MIN_MESSAGE_BYTES), Ordering::Relaxed);
 }
 
+/// Line buffer capacity `read_line` keeps between lines (most messages
+/// are far smaller).
+const KEEP_LINE_CAPACITY: usize = 64 * 1024;
+
 /// One line read by `read_line`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Line {
@@ -61,6 +65,12 @@ pub async fn read_line<R: AsyncBufRead + Unpin>(
     max: usize,
 ) -> std::io::Result<Line> {
     out.clear();
+    // A buffer keeps the capacity of the longest line it ever held: one
+    // tools/list of a large server (a megabyte) would stay allocated for
+    // the life of the connection, per server (200 MB with 200 servers).
+    if out.capacity() > KEEP_LINE_CAPACITY {
+        *out = Vec::new();
+    }
     let mut consumed = 0usize;
     let mut too_long = false;
     loop {
@@ -152,6 +162,22 @@ mod tests {
             }
             seen.push((line, out.clone()));
         }
+    }
+
+    #[tokio::test]
+    async fn a_buffer_does_not_keep_the_size_of_its_longest_line() {
+        let mut input = vec![b'x'; 1 << 20];
+        input.extend_from_slice(b"\nsmall\n");
+        let mut reader = tokio::io::BufReader::new(input.as_slice());
+        let mut out = Vec::new();
+        let line = read_line(&mut reader, &mut out, 2 << 20).await.unwrap();
+        assert_eq!((line, out.len()), (Line::Complete, (1 << 20) + 1));
+        let line = read_line(&mut reader, &mut out, 2 << 20).await.unwrap();
+        assert_eq!(
+            (line, out.as_slice()),
+            (Line::Complete, b"small\n".as_slice())
+        );
+        assert!(out.capacity() <= KEEP_LINE_CAPACITY, "{}", out.capacity());
     }
 
     #[tokio::test]
