@@ -1,7 +1,8 @@
 //! Where an HNSW graph starts to pay (issue 12, item 7): the exact scan of
-//! `index::vector` against an `hnsw_rs` graph (DistDot, SIMD) at 20,000 to
-//! 200,000 vectors — build time, query time, and the graph's recall@10 of
-//! tools against the exact scan at each search width.
+//! `index::vector` against its `hnsw_rs` graph (f16 vectors, `DotF16`) at
+//! 20,000 to 200,000 vectors — build time, query time, and the graph's
+//! recall@10 of tools against the exact scan; `--sweep` adds hnsw_rs alone
+//! on f32 (`DistDot`, SIMD) at each links and search width.
 //!
 //! Run: `cargo bench --bench vectors` (`-- --sweep` adds hnsw_rs alone at
 //! other links and widths). The vectors are made from the real

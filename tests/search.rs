@@ -773,12 +773,20 @@ async fn past_the_threshold_a_saved_graph_answers_like_the_scan_and_survives_a_c
     assert!(data_dir.join("index/vectors/meta.json").exists());
     d.kill9();
 
-    // After a crash the saved graph is read back, not built again, and
-    // answers exactly as before.
+    // After a crash the saved graph is read back, not built again (its
+    // vectors answer while it loads), and answers exactly as before.
     let d = Daemon::start_in(&data_dir, &["--graph-from", "200"]);
     wait_status(&d, "fx", "CONNECTED", UP).await;
     wait_settled(&d, total).await;
-    let shape = vector_index(&d).await;
+    let deadline = Instant::now() + UP;
+    let shape = loop {
+        let shape = vector_index(&d).await;
+        if shape["backend"] != "loading" {
+            break shape;
+        }
+        assert!(Instant::now() < deadline, "{shape}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(shape["backend"], "graph", "{shape}");
     assert_eq!(shape["loaded"], true, "{shape}");
     assert_eq!(shape["tombstones"], 0, "{shape}");

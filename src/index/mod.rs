@@ -207,7 +207,9 @@ struct Inner {
     keyword: KeywordIndex,
     /// The generation the keyword index was committed at when opened.
     opened_at: Option<u64>,
-    vectors: RwLock<VectorIndex>,
+    /// Shared with the thread loading a saved graph (which must not hold
+    /// the rest: the store closes when the index is dropped).
+    vectors: Arc<RwLock<VectorIndex>>,
     docs: RwLock<Docs>,
     /// Each skill's vector (the skills service computes them).
     skill_vectors: RwLock<Vec<(String, Vec<f32>)>>,
@@ -229,9 +231,63 @@ struct Inner {
     progress: watch::Sender<IndexProgress>,
 }
 
-/// A saved vector graph as read back (with the generation it was saved
-/// at, and how long the read took), if there was one.
-type LoadedGraph = Result<Option<(VectorIndex, u64, std::time::Duration)>, vector::VectorError>;
+/// A saved vector index opened and installed (answering from its vectors
+/// in place while its graph loads): its shape, the generation it was saved
+/// at and how long the opening took, if there was one.
+type OpenedVectors =
+    Result<Option<(vector::VectorShape, u64, std::time::Duration)>, vector::VectorError>;
+
+/// Opens the index saved by the last run on a thread of its own: installs
+/// it as soon as its vectors are mapped (says so on the channel returned),
+/// then loads its graph and lets it take over. The sync waits for the
+/// first step only.
+fn open_saved_vectors(
+    dir: PathBuf,
+    vectors: Arc<RwLock<VectorIndex>>,
+) -> std::sync::mpsc::Receiver<OpenedVectors> {
+    let (opened, opening) = std::sync::mpsc::sync_channel(1);
+    std::thread::spawn(move || {
+        let began = std::time::Instant::now();
+        let pending = match VectorIndex::open_saved(&dir, embedder::DIMENSION, embedder::MODEL_ID) {
+            Ok(Some((index, saved_at, pending))) => {
+                let shape = index.shape();
+                if let Ok(mut vectors) = vectors.write() {
+                    *vectors = index;
+                }
+                let _ = opened.send(Ok(Some((shape, saved_at, began.elapsed()))));
+                pending
+            }
+            other => {
+                let _ = opened.send(other.map(|_| None));
+                return;
+            }
+        };
+        let began = std::time::Instant::now();
+        let ticket = pending.ticket();
+        let loaded = pending.load();
+        let Ok(mut vectors) = vectors.write() else {
+            return;
+        };
+        match loaded {
+            Ok(loaded) => {
+                if vectors.install_loaded(loaded) {
+                    tracing::info!(
+                        ms = began.elapsed().as_millis() as u64,
+                        "vector index: {}",
+                        vectors.shape()
+                    );
+                }
+            }
+            Err(err) => {
+                tracing::warn!("{err}; its vectors are scanned until a graph is built again");
+                vectors.loading_failed(ticket);
+            }
+        }
+        drop(vectors);
+        crate::memory::release_freed();
+    });
+    opening
+}
 
 /// Tool id → what search shows of it.
 type Docs = HashMap<Arc<str>, Arc<ToolDoc>>;
@@ -300,7 +356,7 @@ impl SearchIndex {
                 store,
                 keyword,
                 opened_at,
-                vectors: RwLock::new(VectorIndex::new(embedder::DIMENSION)),
+                vectors: Arc::new(RwLock::new(VectorIndex::new(embedder::DIMENSION))),
                 docs: RwLock::new(HashMap::new()),
                 skill_vectors: RwLock::new(Vec::new()),
                 model: RwLock::new(model),
@@ -400,17 +456,11 @@ impl SearchIndex {
             .map_err(|_| IndexError::Task("sync lock poisoned".into()))?;
         let first_sync = !inner.synced_once.swap(true, Ordering::SeqCst);
         let mut semantic = self.semantic_available();
-        // The graph saved by the last run loads on its own thread while
-        // the store is read (each takes about a second at 100,000 tools).
-        let saved_graph = (first_sync && !rebuild && semantic).then(|| {
-            let dir = inner.graph_dir.clone();
-            std::thread::spawn(move || {
-                let began = std::time::Instant::now();
-                VectorIndex::load(&dir, embedder::DIMENSION, embedder::MODEL_ID).map(|loaded| {
-                    loaded.map(|(index, saved_at)| (index, saved_at, began.elapsed()))
-                })
-            })
-        });
+        // The index saved by the last run opens on its own thread while
+        // the store is read: its vectors at once (read in place), its graph
+        // after, which the sync does not wait for (seconds at 100,000 tools).
+        let saved_graph = (first_sync && !rebuild && semantic)
+            .then(|| open_saved_vectors(inner.graph_dir.clone(), Arc::clone(&inner.vectors)));
         let generation = inner.store.catalog_generation()?;
         let tools = inner.store.all_tools()?;
         // What the keyword index already holds, by id and hash: kept as is
@@ -725,19 +775,15 @@ impl SearchIndex {
     /// At the first sync: the vector graph saved by the last run, if it is
     /// whole and of this model. Its tools are checked against the store by
     /// the sync like any others (unchanged ones keep their vectors).
-    fn take_saved_graph(&self, loading: std::thread::JoinHandle<LoadedGraph>, generation: u64) {
-        match loading.join() {
-            Ok(Ok(Some((loaded, saved_at, took)))) => {
+    fn take_saved_graph(&self, opening: std::sync::mpsc::Receiver<OpenedVectors>, generation: u64) {
+        match opening.recv() {
+            Ok(Ok(Some((shape, saved_at, took)))) => {
                 tracing::info!(
                     saved_at,
                     generation,
                     ms = took.as_millis() as u64,
-                    "vector index: {}",
-                    loaded.shape()
+                    "vector index: {shape}"
                 );
-                if let Ok(mut vectors) = self.inner.vectors.write() {
-                    *vectors = loaded;
-                }
             }
             Ok(Ok(None)) => {}
             Ok(Err(err)) => {
@@ -1133,6 +1179,19 @@ impl SearchIndex {
     /// a long first indexing).
     pub fn stop(&self) {
         self.inner.stopping.store(true, Ordering::SeqCst);
+    }
+
+    /// For a process about to exit: lets go of the vectors and result
+    /// records without freeing them one by one (at 100,000 tools a graph
+    /// of 200,000 points and the records take four seconds to free, most
+    /// of a SIGTERM's budget). Skipped for what a sync holds.
+    pub fn abandon_at_exit(&self) {
+        if let Ok(mut docs) = self.inner.docs.try_write() {
+            std::mem::forget(std::mem::take(&mut *docs));
+        }
+        if let Ok(mut vectors) = self.inner.vectors.try_write() {
+            std::mem::forget(std::mem::take(&mut *vectors));
+        }
     }
 
     /// Replaces the ranking levers (the evaluation sweeps them).
