@@ -249,12 +249,15 @@ impl Stack {
 
     /// Closes every session (child processes terminated and reaped). A
     /// sync under way stops at its next batch; the runtime's shutdown
-    /// gives it the time to let go of the store, which then closes.
+    /// gives it the time to let go of the store, which then closes. Only
+    /// before the process exits (the vectors are not freed).
     pub async fn shutdown(&self) {
         self.background.cancel();
         self.search.stop();
+        self.search.abandon_at_exit();
         self.skills.stop();
         self.sessions.shutdown(SESSIONS_GRACE).await;
+        self.router.abandon_table_at_exit();
     }
 }
 

@@ -148,6 +148,12 @@ impl Router {
     }
 
     /// The current table (lock-free).
+    /// For a process about to exit: lets go of the table without freeing
+    /// it piece by piece (a second at 100,000 tools).
+    pub fn abandon_table_at_exit(&self) {
+        std::mem::forget(self.table.swap(Arc::new(RouteTable::default())));
+    }
+
     pub fn table(&self) -> Arc<RouteTable> {
         self.table.load_full()
     }
@@ -215,6 +221,11 @@ impl Router {
 
     /// Rebuilds the table from the store.
     pub async fn rebuild(&self) {
+        // Sessions closing at shutdown change every status: a table of
+        // 100,000 tools rebuilt for each would hold the exit up for seconds.
+        if self.sessions.is_closing() {
+            return;
+        }
         let _one_at_a_time = self.rebuilding.lock().await;
         let store = Arc::clone(self.sessions.registry().store());
         let strategy = self.strategy;

@@ -490,6 +490,12 @@ impl SessionManager {
         }
     }
 
+    /// Whether `shutdown` began (what follows from sessions closing, such
+    /// as rebuilding the routing table, is then wasted work).
+    pub fn is_closing(&self) -> bool {
+        self.closing.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Stops every supervisor and closes every session (child process groups
     /// are terminated and reaped), within `deadline`.
     pub async fn shutdown(&self, deadline: Duration) {
