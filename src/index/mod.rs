@@ -772,8 +772,9 @@ impl SearchIndex {
         Ok(cached)
     }
 
-    /// At the first sync: the vector graph saved by the last run, if it is
-    /// whole and of this model. Its tools are checked against the store by
+    /// At the first sync: waits until the index saved by the last run (if
+    /// it is whole and of this model) answers from its vectors in place;
+    /// its graph loads on after. Its tools are checked against the store by
     /// the sync like any others (unchanged ones keep their vectors).
     fn take_saved_graph(&self, opening: std::sync::mpsc::Receiver<OpenedVectors>, generation: u64) {
         match opening.recv() {
