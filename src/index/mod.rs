@@ -8,6 +8,7 @@
 
 pub mod embedder;
 pub mod keyword;
+mod links;
 pub mod query;
 pub mod rank;
 pub mod text;
@@ -842,6 +843,7 @@ impl SearchIndex {
             .read()
             .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
         if vectors.save_due() || (!vectors.is_graph() && inner.graph_dir.exists()) {
+            let built = vectors.shape().backend == vector::VectorBackend::Graph;
             // Written under the read lock searches share (this sync is the
             // only writer): a few seconds at 200,000 vectors, after a build
             // or a large change only.
@@ -849,9 +851,52 @@ impl SearchIndex {
                 Ok(()) => {
                     drop(vectors);
                     inner.vectors_mut()?.mark_saved();
+                    if built {
+                        self.walk_saved_graph()?;
+                    }
                 }
                 Err(err) => tracing::warn!("{err}; the next start builds the graph again"),
             }
+        }
+        Ok(())
+    }
+
+    /// A graph just built and saved answers from its files from now on,
+    /// as after a restart (its links read back, its vectors mapped):
+    /// hnsw_rs's in-memory graph is dropped.
+    fn walk_saved_graph(&self) -> Result<(), IndexError> {
+        let inner = &self.inner;
+        let began = std::time::Instant::now();
+        let reopened = match VectorIndex::open_saved(
+            &inner.graph_dir,
+            embedder::DIMENSION,
+            embedder::MODEL_ID,
+        ) {
+            Ok(Some((mut index, _, pending))) => pending.load().map(|loaded| {
+                index.install_loaded(loaded);
+                index
+            }),
+            Ok(None) => Err(vector::VectorError::Unusable("it is not there".into())),
+            Err(err) => Err(err),
+        };
+        let index = match reopened {
+            Ok(index) => index,
+            Err(err) => {
+                tracing::warn!("{err}; searches walk the graph as hnsw_rs built it");
+                return Ok(());
+            }
+        };
+        let mut vectors = inner.vectors_mut()?;
+        let replaced = vectors.adopt_saved(index);
+        let shape = vectors.shape();
+        drop(vectors);
+        if replaced.is_some() {
+            drop(replaced);
+            crate::memory::release_freed();
+            tracing::info!(
+                ms = began.elapsed().as_millis() as u64,
+                "vector index: {shape}, read back from its files"
+            );
         }
         Ok(())
     }

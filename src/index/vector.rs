@@ -6,32 +6,34 @@
 //! settable) an exact scan over one contiguous matrix: no build, exact, and
 //! fastest at aggregator sizes. Beyond it an `hnsw_rs` graph (cosine on
 //! half-precision copies, `DotF16`) built on the indexing thread from the
-//! matrix, which is then dropped — the graph keeps the only copy of the
-//! vectors. Measured on this 2-vCPU machine with embedding-shaped data (`cargo bench --bench
-//! vectors`): the scan takes ~1.3 ms over 20,000 vectors, ~4 ms over
-//! 50,000 and 17 ms over 200,000; the graph answers in under 3 ms at every
-//! size with recall@10 ≥ 0.98 at 32 links and width 512, but costs a build
-//! and about twice the memory per vector. In the graph, new tools are
-//! inserted as they come, removed ones become tombstones skipped by every
-//! search, and the graph is rebuilt once tombstones pass a quarter of it.
-//! It is persisted with hnsw_rs's dump (and our checksums, since its reload
-//! trusts its files) so a restart loads it instead of rebuilding it. The
-//! reload itself takes seconds at 200,000 vectors (hnsw_rs rebuilds every
-//! point and neighbour link); meanwhile the saved vectors are scanned
-//! exactly where they lie on disk (memory-mapped, `Mapped`), so a restart
-//! answers as soon as the store is read.
+//! matrix, which is then dropped. Measured on this 2-vCPU machine with
+//! embedding-shaped data (`cargo bench --bench vectors`): the scan takes
+//! ~1.3 ms over 20,000 vectors, ~4 ms over 50,000 and 17 ms over 200,000;
+//! the graph answers in under 3 ms at every size with recall@10 ≥ 0.98 at
+//! 32 links and width 512, but costs a build. The graph is persisted with
+//! hnsw_rs's dump (and our checksums, since its reload trusts its files),
+//! and a saved graph is searched from its files (`Mapped`): its vectors
+//! memory-mapped (hnsw_rs's `DataMap`), its links read into flat arrays by
+//! `links` — hnsw_rs's own reload rebuilds a layout of ~260 MB more at
+//! 200,000 vectors and takes seconds. That is the form a restart opens
+//! (scanning the mapped vectors exactly until the links are read) and the
+//! one a freshly built graph trades itself for once saved. Removed tools
+//! become tombstones skipped by every search; tools added since the save
+//! are scanned beside the walk; the graph is built again once tombstones
+//! pass a quarter of it or added vectors a tenth.
 
 use half::f16;
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 use hnsw_rs::api::AnnT;
 use hnsw_rs::datamap::DataMap;
-use hnsw_rs::hnswio::HnswIo;
 use hnsw_rs::prelude::{Distance, Hnsw, PointId};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use utoipa::ToSchema;
+
+use super::links::Links;
 
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     // Eight independent accumulators let the compiler vectorise the loop.
@@ -236,6 +238,9 @@ const GRAPH_SEARCH_WIDTH: usize = 512;
 const GRAPH_LAYERS: usize = 16;
 /// A graph is rebuilt once this share of its points are tombstones.
 const TOMBSTONE_SHARE: f64 = 0.25;
+/// A graph read back from disk is rebuilt once the points added since
+/// (scored one by one, ~0.09 µs each) pass this share of it.
+const ADDED_SHARE: f64 = 0.1;
 /// A filter keeping under 1/SMALL_SHARE of the tools scores them one by
 /// one instead of walking the graph.
 const SMALL_SHARE: usize = 20;
@@ -299,6 +304,9 @@ struct Mapped {
     dead: usize,
     /// Which opening this is: a graph is installed only over its own.
     ticket: u64,
+    /// The saved graph's links, once read: searches walk them over the
+    /// mapped vectors (and score `extra` one by one).
+    links: Option<Links>,
 }
 
 impl std::fmt::Debug for Mapped {
@@ -324,6 +332,44 @@ impl Mapped {
     fn live(&self) -> usize {
         self.owner.len() - self.dead
     }
+
+    /// Vectors added since the graph was saved (scored one by one).
+    fn added(&self) -> usize {
+        self.owner.len() - self.saved
+    }
+
+    /// The points nearest `query` (unit): the saved graph's by a walk of
+    /// its links, those added since by a scan.
+    fn nearest(
+        &self,
+        links: &Links,
+        query: &[f32],
+        wanted: usize,
+        width: usize,
+    ) -> Vec<(usize, f32)> {
+        let dimension = query.len();
+        let distance = |id: u32| {
+            self.map
+                .get_data::<u16>(&(id as usize))
+                .map_or(f32::INFINITY, |v| (1.0 - dot_f32_f16(query, v)).max(0.0))
+        };
+        let mut found: Vec<(usize, f32)> = links
+            .nearest(wanted, width, distance)
+            .into_iter()
+            .map(|(id, d)| (id as usize, d))
+            .collect();
+        if self.added() > 0 {
+            found.extend(
+                self.extra
+                    .chunks_exact(dimension)
+                    .enumerate()
+                    .map(|(row, v)| (self.saved + row, (1.0 - dot(query, v)).max(0.0))),
+            );
+            found.sort_unstable_by(|a, b| a.1.total_cmp(&b.1));
+            found.truncate(wanted);
+        }
+        found
+    }
 }
 
 static NEXT_TICKET: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -335,10 +381,9 @@ pub struct PendingGraph {
     ticket: u64,
 }
 
-/// A graph read back from disk, for `install_loaded`.
+/// A graph's links read back from disk, for `install_loaded`.
 pub struct LoadedGraph {
-    hnsw: Hnsw<'static, u16, DotF16>,
-    place: Vec<PointId>,
+    links: Links,
     ticket: u64,
 }
 
@@ -538,10 +583,14 @@ impl VectorIndex {
                 loaded: false,
             },
             Backend::Mapped(mapped) => VectorShape {
-                backend: VectorBackend::Loading,
+                backend: if mapped.links.is_some() {
+                    VectorBackend::Graph
+                } else {
+                    VectorBackend::Loading
+                },
                 vectors: mapped.live(),
                 tombstones: mapped.dead,
-                loaded: false,
+                loaded: self.loaded,
             },
             Backend::Graph(graph) => VectorShape {
                 backend: VectorBackend::Graph,
@@ -744,8 +793,28 @@ impl VectorIndex {
         }
         match &self.backend {
             Backend::Exact(exact) => self.scan(query, limit, &keep, exact),
-            Backend::Graph(graph) => self.walk(query, limit, &keep, graph, kept_tools),
-            Backend::Mapped(mapped) => self.scan_mapped(query, limit, &keep, mapped),
+            Backend::Graph(graph) => {
+                let nearest = |query: &[f32], wanted: usize, width: usize| {
+                    let query = to_f16(query);
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        graph.hnsw.search(&query, wanted, width)
+                    }))
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|n| (n.d_id, n.distance))
+                    .collect()
+                };
+                self.walk(query, limit, &keep, &graph.owner, kept_tools, nearest)
+            }
+            Backend::Mapped(mapped) => match &mapped.links {
+                Some(links) => {
+                    let nearest = |query: &[f32], wanted: usize, width: usize| {
+                        mapped.nearest(links, query, wanted, width)
+                    };
+                    self.walk(query, limit, &keep, &mapped.owner, kept_tools, nearest)
+                }
+                None => self.scan_mapped(query, limit, &keep, mapped),
+            },
         }
     }
 
@@ -845,21 +914,23 @@ impl VectorIndex {
             .collect()
     }
 
+    /// A graph's answer: `nearest(query, points, width)` gives the points
+    /// nearest a unit query with their distances (1 − cosine), nearest
+    /// first; `owner` maps a point to its slot (`DEAD` for a tombstone).
     fn walk(
         &self,
         query: &[f32],
         limit: usize,
         keep: &impl Fn(&str) -> bool,
-        graph: &Graph,
+        owner: &[u32],
         kept_tools: usize,
+        nearest: impl Fn(&[f32], usize, usize) -> Vec<(usize, f32)>,
     ) -> Vec<(Arc<str>, f32)> {
         let Some(query) = unit(query) else {
             return Vec::new();
         };
-        let query_f16 = to_f16(&query);
         let alive = |id: &usize| {
-            graph
-                .owner
+            owner
                 .get(*id)
                 .filter(|slot| **slot != DEAD)
                 .and_then(|slot| self.slots.get(*slot as usize))
@@ -878,22 +949,17 @@ impl VectorIndex {
             // search's time at 200,000 vectors).
             let mut points = limit.saturating_mul(3);
             loop {
-                let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    graph
-                        .hnsw
-                        .search(&query_f16, points, GRAPH_SEARCH_WIDTH.max(points))
-                }))
-                .unwrap_or_default();
+                let found = nearest(&query, points, GRAPH_SEARCH_WIDTH.max(points));
                 let exhausted = found.len() < points;
                 let mut best: HashMap<u32, f32> = HashMap::new();
-                for neighbour in found {
-                    let Some(&slot) = graph.owner.get(neighbour.d_id) else {
+                for (id, distance) in found {
+                    let Some(&slot) = owner.get(id) else {
                         continue;
                     };
-                    if !alive(&neighbour.d_id) {
+                    if !alive(&id) {
                         continue;
                     }
-                    let score = 1.0 - neighbour.distance;
+                    let score = 1.0 - distance;
                     let entry = best.entry(slot).or_insert(f32::NEG_INFINITY);
                     *entry = entry.max(score);
                 }
@@ -926,7 +992,7 @@ impl VectorIndex {
                 continue;
             }
             for id in &slot.points {
-                if let Some(vector) = graph.vector(*id) {
+                if let Some(vector) = self.point_vector(*id) {
                     best[index] = best[index].max(dot(&query, &vector));
                 }
             }
@@ -944,6 +1010,20 @@ impl VectorIndex {
                 if graph.dead as f64 > TOMBSTONE_SHARE * graph.owner.len() as f64 =>
             {
                 Some(Reshape::BuildGraph)
+            }
+            // A graph read back from disk takes no new points: those
+            // added since are scanned, and past a share the graph is
+            // built anew with them.
+            Backend::Mapped(mapped) if mapped.links.is_some() => {
+                if mapped.live() * 2 < graph_from {
+                    Some(Reshape::BackToExact)
+                } else if mapped.dead as f64 > TOMBSTONE_SHARE * mapped.owner.len() as f64
+                    || mapped.added() as f64 > ADDED_SHARE * mapped.saved as f64
+                {
+                    Some(Reshape::BuildGraph)
+                } else {
+                    None
+                }
             }
             _ => None,
         }
@@ -1186,6 +1266,7 @@ impl VectorIndex {
             extra: Vec::new(),
             dead,
             ticket,
+            links: None,
         });
         let pending = PendingGraph {
             dir: dir.to_path_buf(),
@@ -1195,53 +1276,40 @@ impl VectorIndex {
         Ok(Some((index, meta.generation, pending)))
     }
 
-    /// Lets the graph loaded for this index take over from the vectors
-    /// read in place, with the tombstones and vectors added meanwhile;
-    /// false (and nothing changes) if the index moved on to another
-    /// backend since.
+    /// Lets the graph loaded for this index walk its vectors (read in
+    /// place) from now on; tombstones and vectors added meanwhile stay as
+    /// they are. False (and nothing changes) if the index moved on to
+    /// another backend since.
     pub fn install_loaded(&mut self, loaded: LoadedGraph) -> bool {
-        if !matches!(&self.backend, Backend::Mapped(m) if m.ticket == loaded.ticket) {
-            return false;
-        }
-        let Backend::Mapped(mapped) =
-            std::mem::replace(&mut self.backend, Backend::Exact(Exact::default()))
-        else {
+        let Backend::Mapped(mapped) = &mut self.backend else {
             return false;
         };
-        let owner = mapped.owner[..mapped.saved].to_vec();
-        let dead = owner.iter().filter(|o| **o == DEAD).count();
-        let mut graph = Graph {
-            hnsw: loaded.hnsw,
-            owner,
-            place: loaded.place,
-            dead,
-        };
-        // Vectors added meanwhile go into the graph in order, so they keep
-        // their ids; any that would not are renumbered (or dropped).
-        let mut renumbered: HashMap<u32, Option<u32>> = HashMap::new();
-        for (row, vector) in mapped.extra.chunks_exact(self.dimension).enumerate() {
-            let id = (mapped.saved + row) as u32;
-            let slot = mapped.owner[mapped.saved + row];
-            let added = graph.add(slot, vector);
-            if slot == DEAD && added.is_some() {
-                graph.dead += 1;
-            }
-            if added != Some(id) {
-                renumbered.insert(id, added);
-            }
+        if mapped.ticket != loaded.ticket || mapped.links.is_some() {
+            return false;
         }
-        if !renumbered.is_empty() {
-            for slot in self.slots.iter_mut().flatten() {
-                slot.points = slot
-                    .points
-                    .iter()
-                    .filter_map(|p| renumbered.get(p).copied().unwrap_or(Some(*p)))
-                    .collect();
-            }
-        }
-        self.backend = Backend::Graph(graph);
+        mapped.links = Some(loaded.links);
         self.loaded = true;
         true
+    }
+
+    /// Trades a graph built and saved by this process, unchanged since,
+    /// for the same graph read back from its files (`open_saved`, its
+    /// links installed): hnsw_rs's in-memory layout holds about 260 MB
+    /// more at 200,000 vectors. Gives the graph it replaced back, to drop
+    /// off the lock (freeing hnsw_rs's points takes seconds); `None` if the
+    /// index changed since the save or `saved` is not that graph.
+    pub fn adopt_saved(&mut self, mut saved: VectorIndex) -> Option<VectorIndex> {
+        let adoptable = matches!(self.backend, Backend::Graph(_))
+            && self.saved
+            && self.unsaved == 0
+            && matches!(&saved.backend, Backend::Mapped(m) if m.links.is_some())
+            && saved.tools() == self.tools()
+            && saved.vectors() == self.vectors();
+        if !adoptable {
+            return None;
+        }
+        saved.loaded = false;
+        Some(std::mem::replace(self, saved))
     }
 
     /// The graph for this index could not be loaded: its vectors are
@@ -1260,42 +1328,13 @@ impl PendingGraph {
         self.ticket
     }
 
-    /// Reads the graph back (seconds at 200,000 vectors: hnsw_rs builds
-    /// every point and neighbour link again).
+    /// Reads the graph's links back (about a second at 200,000 vectors).
     pub fn load(self) -> Result<LoadedGraph, VectorError> {
-        // The reloaded graph borrows its loader for its whole life (for
-        // memory-mapped data, which is not used here): the loader, a few
-        // paths, lives as long as the process, once per start.
-        let mut loader: Option<&'static mut HnswIo> =
-            Some(Box::leak(Box::new(HnswIo::new(&self.dir, SAVED_NAME))));
-        let hnsw: Hnsw<'static, u16, DotF16> =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                loader.take().map(|loader| loader.load_hnsw())
-            }))
-            .ok()
-            .flatten()
-            .ok_or_else(|| VectorError::Unusable("hnsw_rs failed while reloading".into()))?
+        let path = self.dir.join(format!("{SAVED_NAME}.hnsw.graph"));
+        let links = Links::read(&path, self.points)
             .map_err(|err| VectorError::Unusable(err.to_string()))?;
-        let mut place = vec![PointId(0, -1); self.points];
-        let mut seen = 0usize;
-        for point in hnsw.get_point_indexation() {
-            let Some(entry) = place.get_mut(point.get_origin_id()) else {
-                return Err(VectorError::Unusable(
-                    "a point beyond the saved count".into(),
-                ));
-            };
-            *entry = point.get_point_id();
-            seen += 1;
-        }
-        if seen != self.points {
-            return Err(VectorError::Unusable(format!(
-                "{seen} points where {} were saved",
-                self.points
-            )));
-        }
         Ok(LoadedGraph {
-            hnsw,
-            place,
+            links,
             ticket: self.ticket,
         })
     }
@@ -1602,9 +1641,9 @@ mod tests {
         assert!(!loaded.contains("s.tool3"));
         for q in 0..20 {
             let query = unit(q + 3_000_000, dims);
-            assert_eq!(
-                loaded.search(&query, 10, |_| true),
-                graph.search(&query, 10, |_| true)
+            same_ranking(
+                &loaded.search(&query, 10, |_| true),
+                &graph.search(&query, 10, |_| true),
             );
         }
         // Another model's vectors, or files changed since they were
@@ -1699,5 +1738,96 @@ mod tests {
             .expect("there");
         assert!(!opened.install_loaded(pending.load().expect("loaded")));
         assert!(opened.shape().loaded);
+    }
+
+    #[test]
+    fn a_graph_read_back_from_its_files_walks_like_the_one_built_and_takes_new_tools_until_rebuilt()
+    {
+        let dims = 16;
+        let (exact, mut graph) = exact_and_graph(520, dims);
+        let root = tempfile::tempdir().expect("temp dir");
+        let dir = root.path().join("vectors");
+        graph.save(&dir, 1, "m").expect("saved");
+        graph.mark_saved();
+        let read_back = || {
+            let (mut index, _, pending) = VectorIndex::open_saved(&dir, dims, "m")
+                .expect("readable")
+                .expect("there");
+            assert!(index.install_loaded(pending.load().expect("links read")));
+            index
+        };
+
+        // The walk over the links read back finds what hnsw_rs's own walk
+        // of the graph it built finds.
+        let walked = read_back();
+        let (ours, theirs) = (
+            recall_at_10(&exact, &walked, dims),
+            recall_at_10(&exact, &graph, dims),
+        );
+        assert!(ours >= 0.95 && ours + 0.02 >= theirs, "{ours} / {theirs}");
+
+        // The graph built here trades itself for its saved form, once:
+        // same answers, and it still counts as built by this process.
+        let before: Vec<_> = (0..10)
+            .map(|q| graph.search(&unit(q + 5_000_000, dims), 10, |_| true))
+            .collect();
+        let replaced = graph.adopt_saved(read_back()).expect("adopted");
+        assert_eq!(replaced.shape().backend, VectorBackend::Graph);
+        let shape = graph.shape();
+        assert_eq!((shape.backend, shape.loaded), (VectorBackend::Graph, false));
+        for (q, before) in before.iter().enumerate() {
+            same_ranking(
+                &graph.search(&unit(q as u64 + 5_000_000, dims), 10, |_| true),
+                before,
+            );
+        }
+        assert!(graph.adopt_saved(read_back()).is_none());
+        // Nor does a graph changed since its save.
+        let mut unsaved = VectorIndex::new(dims);
+        for i in 0..60u64 {
+            unsaved.insert(Arc::from(format!("s.tool{i}")), "h", true, &[unit(i, dims)]);
+        }
+        let built = unsaved
+            .build_graph(&std::sync::atomic::AtomicBool::new(false))
+            .expect("not stopped");
+        unsaved.install(built);
+        assert!(unsaved.adopt_saved(read_back()).is_none());
+
+        // New tools are scanned beside the walk (and found at once); past
+        // a tenth of the saved points the graph is due to be built again,
+        // with them.
+        for i in 0..52u64 {
+            let tool: Arc<str> = Arc::from(format!("new.tool{i}"));
+            graph.insert(
+                tool,
+                "h",
+                true,
+                &[unit(i + 9_000_000, dims), unit(i + 9_500_000, dims)],
+            );
+        }
+        assert_eq!(graph.reshape_due(100), None);
+        assert_eq!(
+            &*graph.search(&unit(9_000_051, dims), 1, |_| true)[0].0,
+            "new.tool51"
+        );
+        graph.remove("s.tool1");
+        graph.insert(Arc::from("new.last"), "h", true, &[unit(9_999_999, dims)]);
+        assert_eq!(graph.reshape_due(100), Some(Reshape::BuildGraph));
+        assert!(!graph.save_due());
+        let built = graph
+            .build_graph(&std::sync::atomic::AtomicBool::new(false))
+            .expect("not stopped");
+        graph.install(built);
+        let shape = graph.shape();
+        assert_eq!((shape.vectors, shape.tombstones), (1040 - 2 + 105, 0));
+        assert_eq!(
+            &*graph.search(&unit(9_999_999, dims), 1, |_| true)[0].0,
+            "new.last"
+        );
+        assert!(
+            graph
+                .search(&unit(1, dims), 10, |t| t == "s.tool1")
+                .is_empty()
+        );
     }
 }
