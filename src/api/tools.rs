@@ -138,6 +138,7 @@ async fn call_error(state: &AppState, err: CallError) -> Response {
         CallError::UnknownResource(_) | CallError::UnknownPrompt(_) => {
             (StatusCode::NOT_FOUND, json!({}))
         }
+        CallError::Catalog(_) => (StatusCode::INTERNAL_SERVER_ERROR, json!({})),
     };
     let mut body = json!({"detail": detail});
     if let (Value::Object(body), Value::Object(extra)) = (&mut body, extra) {

@@ -194,10 +194,19 @@ impl McpServer {
         self.router.settle_startup().await;
         let table = self.router.table();
         let meta = super::meta::meta_tools().iter();
-        let tools: Vec<&RawValue> = if self.expose.lists_all(table.tools.len()) {
-            table.tools.iter().chain(meta).map(|t| &**t).collect()
-        } else {
-            meta.map(|t| &**t).collect()
+        let lists_all = self.expose.lists_all(table.tools.len());
+        let read = match (&table.tools.held, lists_all) {
+            (None, true) => self
+                .router
+                .read_listed_tools(Arc::clone(&table))
+                .await
+                .map_err(rpc_error)?,
+            _ => Vec::new(),
+        };
+        let tools: Vec<&RawValue> = match (&table.tools.held, lists_all) {
+            (Some(held), true) => held.iter().chain(meta).map(|t| &**t).collect(),
+            (None, true) => read.iter().chain(meta).map(|t| &**t).collect(),
+            (_, false) => meta.map(|t| &**t).collect(),
         };
         // Written straight from the definitions' text.
         #[derive(serde::Serialize)]

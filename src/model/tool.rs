@@ -31,8 +31,7 @@ impl Definition {
 
     /// One top-level field (`inputSchema`, `annotations`, …), parsed alone.
     pub fn field(&self, name: &str) -> Option<Value> {
-        let fields: HashMap<String, &RawValue> = serde_json::from_str(self.0.get()).ok()?;
-        serde_json::from_str(fields.get(name)?.get()).ok()
+        definition_field(&self.0, name)
     }
 
     /// The JSON text.
@@ -45,8 +44,22 @@ impl Definition {
     }
 }
 
+/// One top-level field of a definition's text, parsed alone.
+pub fn definition_field(definition: &RawValue, name: &str) -> Option<Value> {
+    let fields: HashMap<String, &RawValue> = serde_json::from_str(definition.get()).ok()?;
+    serde_json::from_str(fields.get(name)?.get()).ok()
+}
+
 fn empty_object() -> Box<RawValue> {
     RawValue::from_string("{}".to_owned()).unwrap_or_else(|_| unreachable!("{{}} is JSON"))
+}
+
+impl Definition {
+    /// `{}`: what a record read without its definition holds
+    /// (`Store::all_tools_without_definitions`).
+    pub fn empty() -> Definition {
+        Definition(empty_object())
+    }
 }
 
 impl PartialEq for Definition {

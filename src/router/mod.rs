@@ -59,6 +59,27 @@ pub enum CallError {
     UnknownPrompt(String),
     #[error("`ref` must be a ref/prompt with a `name` or a ref/resource with a `uri`")]
     UnknownReference,
+    /// The store could not be read (what it says is in the message).
+    #[error("cannot read the catalog: {0}")]
+    Catalog(String),
+}
+
+/// The definitions `table` lists, as `tools/list` shows them, read from
+/// `store` (tools removed since the table was built are left out).
+fn read_listed(
+    store: &crate::store::Store,
+    table: &RouteTable,
+) -> Result<Vec<Box<serde_json::value::RawValue>>, crate::store::StoreError> {
+    let routes = &table.tools.routes;
+    let definitions =
+        store.tool_definitions(routes.iter().map(|r| (r.server_id, &*r.original_name)))?;
+    Ok(routes
+        .iter()
+        .zip(definitions)
+        .filter_map(|(route, definition)| {
+            table::listed_as(&definition?, route.wire_name.as_deref()?)
+        })
+        .collect())
 }
 
 /// The resource cache's key: a server and its own URI, whatever form the
@@ -237,13 +258,13 @@ impl Router {
                 let mut table = RouteTable::build(
                     Snapshot {
                         servers: store.list_servers()?,
-                        tools: store.all_tools()?,
                         resources: store.all_items(CatalogKind::Resource)?,
                         resource_templates: store.all_items(CatalogKind::ResourceTemplate)?,
                         prompts: store.all_items(CatalogKind::Prompt)?,
                     },
                     strategy,
-                );
+                    |add| store.for_each_tool_route(add),
+                )?;
                 table.generation = generation;
                 Ok(table)
             })
@@ -264,6 +285,22 @@ impl Router {
             }
             Ok(Err(err)) => tracing::error!("cannot rebuild the routing table: {err}"),
             Err(err) => tracing::error!("the routing table task failed: {err}"),
+        }
+    }
+
+    /// The definitions `table` lists, read from the store: a catalog too
+    /// large for the table to hold them (`ListedTools::held` is `None`).
+    /// Tools removed since the table was built are left out.
+    pub async fn read_listed_tools(
+        &self,
+        table: Arc<RouteTable>,
+    ) -> Result<Vec<Box<serde_json::value::RawValue>>, CallError> {
+        let store = Arc::clone(self.sessions.registry().store());
+        let read = tokio::task::spawn_blocking(move || read_listed(&store, &table)).await;
+        match read {
+            Ok(Ok(listed)) => Ok(listed),
+            Ok(Err(err)) => Err(CallError::Catalog(err.to_string())),
+            Err(err) => Err(CallError::Catalog(err.to_string())),
         }
     }
 
@@ -767,5 +804,110 @@ impl Router {
             },
             other => CallError::Server(other),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ServerRecord, ServerSource, Transport};
+    use crate::store::Store;
+
+    fn build(store: &Store, held_listing: usize) -> RouteTable {
+        RouteTable::build_holding(
+            Snapshot {
+                servers: store.list_servers().unwrap(),
+                resources: Vec::new(),
+                resource_templates: Vec::new(),
+                prompts: Vec::new(),
+            },
+            ConflictStrategy::default(),
+            held_listing,
+            |add| store.for_each_tool_route(add),
+        )
+        .unwrap()
+    }
+
+    fn texts(listed: &[Box<serde_json::value::RawValue>]) -> Vec<&str> {
+        listed.iter().map(|t| t.get()).collect()
+    }
+
+    /// A catalog too large to hold lists the same definitions, read from
+    /// the store, and its fingerprint follows what is listed.
+    #[test]
+    fn a_large_catalog_lists_from_the_store_what_a_small_one_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let rules = crate::model::wire_name::WireNameRules::default();
+        for (name, status) in [
+            ("alpha", ServerStatus::Connected),
+            ("beta", ServerStatus::Connected),
+            ("gamma", ServerStatus::Disconnected),
+        ] {
+            let record = ServerRecord {
+                status,
+                ..ServerRecord::new(
+                    name,
+                    Transport::Stdio {
+                        command: "true".into(),
+                        args: Vec::new(),
+                        env: Default::default(),
+                        cwd: None,
+                    },
+                    ServerSource::Api,
+                )
+            };
+            store.insert_server(&record, "test").unwrap();
+            let tools: Vec<Value> = (0..30)
+                .map(|i| {
+                    json!({
+                        "name": format!("tool_{i}"),
+                        "description": format!("Does thing {i} — ünïcode \"quoted\""),
+                        "inputSchema": {"type": "object", "properties": {"x": {"type": "integer"}}},
+                        "annotations": {"readOnlyHint": i % 2 == 0}
+                    })
+                })
+                .collect();
+            store.replace_tools(record.id, &tools, &rules).unwrap();
+        }
+
+        let held = build(&store, usize::MAX);
+        let listed_in_store = build(&store, 1000);
+        let held_texts = held.tools.held.as_ref().expect("held");
+        assert_eq!(held_texts.len(), 60, "gamma is not available");
+        assert!(listed_in_store.tools.held.is_none());
+        assert_eq!(listed_in_store.tools.len(), 60);
+        let read = read_listed(&store, &listed_in_store).unwrap();
+        assert_eq!(texts(&read), texts(held_texts));
+        let first: Value = serde_json::from_str(read[0].get()).unwrap();
+        assert_eq!(first["name"], "alpha__tool_0");
+        assert_eq!(first["annotations"]["readOnlyHint"], true);
+        assert_eq!(held.fingerprints.tools, listed_in_store.fingerprints.tools);
+        // Routes do not depend on where definitions are kept.
+        assert!(listed_in_store.namespaced.contains_key("beta.tool_29"));
+        assert_eq!(
+            listed_in_store.by_original["tool_3"].len(),
+            held.by_original["tool_3"].len()
+        );
+
+        // A tool gone since the table was built is left out; the next
+        // table's fingerprint moves.
+        let beta = store.get_server_by_name("beta").unwrap().unwrap();
+        let fewer: Vec<Value> = (0..29)
+            .map(|i| {
+                json!({
+                    "name": format!("tool_{i}"),
+                    "description": format!("Does thing {i} — ünïcode \"quoted\""),
+                    "inputSchema": {"type": "object", "properties": {"x": {"type": "integer"}}},
+                    "annotations": {"readOnlyHint": i % 2 == 0}
+                })
+            })
+            .collect();
+        store.replace_tools(beta.id, &fewer, &rules).unwrap();
+        assert_eq!(read_listed(&store, &listed_in_store).unwrap().len(), 59);
+        assert_ne!(
+            build(&store, 1000).fingerprints.tools,
+            held.fingerprints.tools
+        );
     }
 }

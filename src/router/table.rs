@@ -1,13 +1,16 @@
 //! The routing table: everything a call needs, in memory, built from the
 //! store and swapped atomically when the catalog or a status changes. The
-//! hot path is a hash lookup in it; nothing here touches the disk.
+//! hot path is a hash lookup in it; nothing here touches the disk (a very
+//! large catalog's listed definitions stay in the store: `ListedTools`).
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::model::{ServerId, ServerRecord, ServerStatus, ToolRecord};
+use crate::model::tool::definition_field;
+use crate::model::{ServerId, ServerRecord, ServerStatus};
+use crate::store::catalog::ToolRoute;
 
 /// Where a tool call goes.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,11 +67,8 @@ pub struct RouteTable {
     pub(super) by_server: HashMap<ServerId, HashMap<Arc<str>, Arc<Route>>>,
     pub(super) servers: HashMap<ServerId, ServerEntry>,
     pub(super) server_ids: HashMap<Arc<str>, ServerId>,
-    /// `tools/list` for clients: available servers' tools under their wire
-    /// names, definitions otherwise unchanged.
-    /// (as JSON text: a definition is only ever written out, and a tree
-    /// per tool would cost a hundred thousand tools hundreds of MB)
-    pub tools: Arc<Vec<Box<RawValue>>>,
+    /// `tools/list` for clients.
+    pub tools: ListedTools,
     pub resources: Arc<Vec<Value>>,
     pub resource_templates: Arc<Vec<Value>>,
     pub prompts: Arc<Vec<Value>>,
@@ -91,17 +91,60 @@ pub struct RouteTable {
     pub generation: u64,
 }
 
-/// What the table is built from.
+/// Listed definitions are kept in the table up to this much text (about
+/// 20,000 tools); a larger catalog's are read from the store for each
+/// full `tools/list` (a hundred thousand tools' are ~140 MB).
+const HELD_LISTING_BYTES: usize = 32 << 20;
+
+/// What `tools/list` offers clients: available servers' tools under their
+/// wire names, definitions otherwise unchanged, ordered by tool id.
+#[derive(Debug, Default)]
+pub struct ListedTools {
+    /// Whose definitions, in order.
+    pub routes: Vec<Arc<Route>>,
+    /// The definitions as listed, as JSON text (a definition is only ever
+    /// written out), unless they would take more than
+    /// `HELD_LISTING_BYTES`.
+    pub held: Option<Vec<Box<RawValue>>>,
+}
+
+impl ListedTools {
+    pub fn len(&self) -> usize {
+        self.routes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+}
+
+/// What the table is built from (tools apart: they are read in place).
 pub struct Snapshot {
     pub servers: Vec<ServerRecord>,
-    pub tools: Vec<ToolRecord>,
     pub resources: Vec<(ServerId, Value)>,
     pub resource_templates: Vec<(ServerId, Value)>,
     pub prompts: Vec<(ServerId, Value)>,
 }
 
 impl RouteTable {
-    pub fn build(snapshot: Snapshot, strategy: super::conflicts::ConflictStrategy) -> RouteTable {
+    /// The table for `snapshot` and the tools `tools` hands, one by one,
+    /// to the function it is given (`Store::for_each_tool_route`; called
+    /// twice when the listed definitions are held).
+    pub fn build<E>(
+        snapshot: Snapshot,
+        strategy: super::conflicts::ConflictStrategy,
+        tools: impl Fn(&mut dyn FnMut(ToolRoute<'_>)) -> Result<(), E>,
+    ) -> Result<RouteTable, E> {
+        RouteTable::build_holding(snapshot, strategy, HELD_LISTING_BYTES, tools)
+    }
+
+    /// `build`, holding listed definitions up to `held_listing` bytes.
+    pub(super) fn build_holding<E>(
+        snapshot: Snapshot,
+        strategy: super::conflicts::ConflictStrategy,
+        held_listing: usize,
+        tools: impl Fn(&mut dyn FnMut(ToolRoute<'_>)) -> Result<(), E>,
+    ) -> Result<RouteTable, E> {
         let mut table = RouteTable {
             strategy,
             ..RouteTable::default()
@@ -120,24 +163,28 @@ impl RouteTable {
                 },
             );
         }
-        let mut listed = Vec::new();
-        let mut tools = snapshot.tools;
-        tools.sort_by(|a, b| a.id.cmp(&b.id));
-        for tool in tools {
+        // Each route, and whether clients list it. Listed definitions are
+        // held only for a catalog whose text fits `held_listing`: read in
+        // a second pass once that is known, so a large catalog never has
+        // them all in memory at once.
+        let mut routes: Vec<(Arc<Route>, bool)> = Vec::new();
+        let mut listed_bytes = 0usize;
+        let mut listed_fingerprint = 0u64;
+        tools(&mut |tool: ToolRoute<'_>| {
             let Some(server) = table.servers.get(&tool.server_id) else {
-                continue;
+                return;
             };
             // A tool whose x-mcp-header annotations are invalid is left
             // out (2026-07-28 asks clients to exclude it; discovery warns).
             // Most tools have none: their schema is not parsed for them.
             // The key appears as it is in the text unless escaped.
-            let text = tool.definition.text();
+            let text = tool.definition.get();
             let header_params = if text.contains("x-mcp-header") || text.contains("\\u") {
                 match crate::model::param_headers::header_params(
-                    tool.definition.field("inputSchema").as_ref(),
+                    definition_field(tool.definition, "inputSchema").as_ref(),
                 ) {
                     Ok(params) => params,
-                    Err(_) => continue,
+                    Err(_) => return,
                 }
             } else {
                 Vec::new()
@@ -145,11 +192,21 @@ impl RouteTable {
             let route = Arc::new(Route {
                 server_id: tool.server_id,
                 server_name: Arc::clone(&server.name),
-                original_name: Arc::from(tool.original_name.as_str()),
-                tool_id: Arc::from(tool.id.as_str()),
+                original_name: Arc::from(&*tool.original_name),
+                tool_id: Arc::from(&*tool.id),
                 wire_name: tool.wire_name.as_deref().map(Arc::from),
                 header_params: header_params.into(),
             });
+            let listed = server.status.is_available() && route.wire_name.is_some();
+            if let (true, Some(wire)) = (listed, &route.wire_name) {
+                listed_fingerprint = listed_fingerprint.wrapping_add(hash_of(&(&**wire, text)));
+                listed_bytes += text.len();
+            }
+            routes.push((route, listed));
+        })?;
+        routes.sort_unstable_by(|a, b| a.0.tool_id.cmp(&b.0.tool_id));
+        let mut listed = ListedTools::default();
+        for (route, is_listed) in routes {
             table
                 .namespaced
                 .insert(Arc::clone(&route.tool_id), Arc::clone(&route));
@@ -165,17 +222,39 @@ impl RouteTable {
                 .push(Arc::clone(&route));
             table
                 .by_server
-                .entry(tool.server_id)
+                .entry(route.server_id)
                 .or_default()
                 .insert(Arc::clone(&route.original_name), Arc::clone(&route));
-            if server.status.is_available()
-                && let Some(wire) = &tool.wire_name
-                && let Some(definition) = listed_as(tool.definition.raw(), wire)
-            {
-                listed.push(definition);
+            if is_listed {
+                listed.routes.push(route);
             }
         }
-        table.tools = Arc::new(listed);
+        if listed_bytes <= held_listing {
+            let position: HashMap<&str, usize> = listed
+                .routes
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (&*r.tool_id, i))
+                .collect();
+            let mut held: Vec<Option<Box<RawValue>>> = vec![None; listed.routes.len()];
+            tools(&mut |tool: ToolRoute<'_>| {
+                if let Some(&at) = position.get(&*tool.id)
+                    && let Some(wire) = &listed.routes[at].wire_name
+                {
+                    held[at] = listed_as(tool.definition, wire);
+                }
+            })?;
+            // A definition that is not an object (or a tool gone between
+            // the passes) is not listed.
+            listed.routes = std::mem::take(&mut listed.routes)
+                .into_iter()
+                .zip(&held)
+                .filter_map(|(route, definition)| definition.is_some().then_some(route))
+                .collect();
+            listed.held = Some(held.into_iter().flatten().collect());
+        }
+        let listed_count = listed.len();
+        table.tools = listed;
         let (aliases, conflicts) =
             super::conflicts::resolve(strategy, &table.by_original, &table.servers);
         table.aliases = aliases;
@@ -257,11 +336,11 @@ impl RouteTable {
         table.resource_templates = Arc::new(templates);
         table.prompts = Arc::new(prompts);
         table.fingerprints = Fingerprints {
-            tools: fingerprint(&[&table.tools]),
+            tools: hash_of(&(listed_count, listed_fingerprint)),
             resources: fingerprint(&[&table.resources, &table.resource_templates]),
             prompts: fingerprint(&[&table.prompts]),
         };
-        table
+        Ok(table)
     }
 
     /// What each server-own name reaches under the conflict strategy.
@@ -484,7 +563,7 @@ impl Fingerprints {
 
 /// A tool's definition as clients list it: under its wire name, the rest
 /// as the server wrote it.
-fn listed_as(definition: &RawValue, wire: &str) -> Option<Box<RawValue>> {
+pub(super) fn listed_as(definition: &RawValue, wire: &str) -> Option<Box<RawValue>> {
     let mut members = crate::jsonrpc::Members::read(definition).ok()?;
     members.set("name", crate::jsonrpc::to_raw(&wire).ok()?);
     members.to_raw().ok()
@@ -500,6 +579,13 @@ fn fingerprint<T: std::fmt::Display>(lists: &[&Arc<Vec<T>>]) -> u64 {
             item.to_string().hash(&mut hasher);
         }
     }
+    hasher.finish()
+}
+
+fn hash_of(value: &impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher as _;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    value.hash(&mut hasher);
     hasher.finish()
 }
 

@@ -454,15 +454,15 @@ impl Skills {
                     Ok(Ok(outcome)) => {
                         if outcome.classified > 0 {
                             tracing::info!(classified = outcome.classified, "tools classified");
-                            // The pass's copies of the catalog are freed;
-                            // hand the pages back.
-                            crate::memory::release_freed();
                         }
                         retry_at = outcome.retry_at;
                     }
                     Ok(Err(err)) => tracing::warn!("classification pass failed: {err}"),
                     Err(err) => tracing::error!("classification task failed: {err}"),
                 }
+                // Every pass reads the whole catalog (hundreds of MB at
+                // 100,000 tools), classifying or not: hand the pages back.
+                crate::memory::release_freed();
                 let retry = async {
                     match retry_at {
                         Some(at) => {
@@ -530,7 +530,9 @@ impl Skills {
             None => local_key.clone(),
         };
         let now = Utc::now();
-        let tools = inner.store.all_tools()?;
+        // Names, hashes and classifications are what a pass reads; the LLM
+        // alone needs whole definitions (read below, for its tools only).
+        let tools = inner.store.all_tools_without_definitions()?;
         let pending: Vec<&ToolRecord> = tools
             .iter()
             .filter(|t| {
@@ -561,8 +563,19 @@ impl Skills {
                     Some(prototypes) => self.local_skills(&pending, &tools, prototypes)?,
                     None => HashMap::new(),
                 };
+                let whole: Vec<ToolRecord> = pending
+                    .iter()
+                    .filter_map(|t| {
+                        inner
+                            .store
+                            .tool(t.server_id, &t.original_name)
+                            .ok()
+                            .flatten()
+                    })
+                    .collect();
+                let whole: Vec<&ToolRecord> = whole.iter().collect();
                 let (written, proposals) =
-                    self.classify_with_llm(llm, &pending, &skills, local, &classifier, &local_key)?;
+                    self.classify_with_llm(llm, &whole, &skills, local, &classifier, &local_key)?;
                 named = proposals;
                 written
             }

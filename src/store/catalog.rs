@@ -5,16 +5,32 @@
 use chrono::Utc;
 use redb::{ReadableDatabase as _, ReadableTable as _, TableDefinition, WriteTransaction};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeMap, HashSet};
 
 use super::{
     META, META_LAST_SYNC_MS, Store, StoreError, bump_catalog_generation, bump_generation, decode,
-    encode,
+    decode_borrowed, encode,
 };
 use crate::model::tool::Definition;
 use crate::model::wire_name::WireNameRules;
 use crate::model::{CatalogDiff, CatalogKind, ServerId, ToolRecord};
+
+/// What routing needs of a stored tool (a `ToolRecord`'s fields),
+/// borrowed from the stored bytes.
+#[derive(Debug, serde::Deserialize)]
+pub struct ToolRoute<'a> {
+    #[serde(borrow)]
+    pub id: std::borrow::Cow<'a, str>,
+    pub server_id: ServerId,
+    #[serde(borrow)]
+    pub original_name: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    pub wire_name: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    pub definition: &'a RawValue,
+}
 
 /// Tools by (server id, original name).
 pub(super) const TOOLS: TableDefinition<(u128, &str), &[u8]> = TableDefinition::new("tools");
@@ -259,6 +275,101 @@ impl Store {
         for entry in table.iter()? {
             let (_, bytes) = entry?;
             out.push(decode(bytes.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Calls `f` with what routing needs of every stored tool, read in
+    /// place: at 100,000 tools whole records (descriptions,
+    /// classifications, …) would be hundreds of MB decoded for each
+    /// table rebuild.
+    pub fn for_each_tool_route(&self, mut f: impl FnMut(ToolRoute<'_>)) -> Result<(), StoreError> {
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(TOOLS)?;
+        for entry in table.iter()? {
+            let (_, bytes) = entry?;
+            f(decode_borrowed(bytes.value())?);
+        }
+        Ok(())
+    }
+
+    /// The definitions of these tools (server, original name), in order;
+    /// `None` for one no longer stored.
+    pub fn tool_definitions(
+        &self,
+        tools: impl Iterator<Item = (ServerId, impl AsRef<str>)>,
+    ) -> Result<Vec<Option<Box<RawValue>>>, StoreError> {
+        #[derive(serde::Deserialize)]
+        struct DefinitionOnly<'a> {
+            #[serde(borrow)]
+            definition: &'a RawValue,
+        }
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(TOOLS)?;
+        let mut out = Vec::new();
+        for (server_id, name) in tools {
+            let found = match table.get((server_id.as_u128(), name.as_ref()))? {
+                Some(bytes) => {
+                    let only: DefinitionOnly<'_> = decode_borrowed(bytes.value())?;
+                    Some(only.definition.to_owned())
+                }
+                None => None,
+            };
+            out.push(found);
+        }
+        Ok(out)
+    }
+
+    /// Every stored tool without its definition and description (`{}`
+    /// and `None`), for passes that need names, hashes and
+    /// classifications only: at 100,000 tools the definitions are most of
+    /// a catalog decoded. Not to be written back.
+    pub fn all_tools_without_definitions(&self) -> Result<Vec<ToolRecord>, StoreError> {
+        /// `ToolRecord` less the two (serde skips them unread).
+        #[derive(serde::Deserialize)]
+        struct Light {
+            id: String,
+            server_id: ServerId,
+            server_name: String,
+            original_name: String,
+            wire_name: Option<String>,
+            rejected: Option<String>,
+            definition_hash: String,
+            is_external: bool,
+            is_classified: bool,
+            #[serde(default)]
+            skill_ids: Vec<String>,
+            #[serde(default)]
+            primary_skill_id: Option<String>,
+            #[serde(default)]
+            classification: crate::model::skill::Classification,
+            discovered_at: chrono::DateTime<Utc>,
+            updated_at: chrono::DateTime<Utc>,
+        }
+        let txn = self.db.begin_read()?;
+        let table = txn.open_table(TOOLS)?;
+        let mut out = Vec::new();
+        for entry in table.iter()? {
+            let (_, bytes) = entry?;
+            let light: Light = decode(bytes.value())?;
+            out.push(ToolRecord {
+                id: light.id,
+                server_id: light.server_id,
+                server_name: light.server_name,
+                original_name: light.original_name,
+                wire_name: light.wire_name,
+                rejected: light.rejected,
+                description: None,
+                definition: Definition::empty(),
+                definition_hash: light.definition_hash,
+                is_external: light.is_external,
+                is_classified: light.is_classified,
+                skill_ids: light.skill_ids,
+                primary_skill_id: light.primary_skill_id,
+                classification: light.classification,
+                discovered_at: light.discovered_at,
+                updated_at: light.updated_at,
+            });
         }
         Ok(out)
     }

@@ -705,8 +705,15 @@ pub(crate) fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, StoreErr
     serde_json::to_vec(value).map_err(|err| StoreError::Corrupt(err.to_string()))
 }
 
-pub(crate) fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+/// `decode`, borrowing what it can from `bytes`.
+pub(crate) fn decode_borrowed<'a, T: serde::Deserialize<'a>>(
+    bytes: &'a [u8],
+) -> Result<T, StoreError> {
     serde_json::from_slice(bytes).map_err(|err| StoreError::Corrupt(err.to_string()))
+}
+
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+    decode_borrowed(bytes)
 }
 
 fn registered_entry(
