@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
-const UP: Duration = Duration::from_secs(60);
+const UP: Duration = Duration::from_secs(120);
 
 fn fixture(name: &str, args: &[&str]) -> Value {
     json!({"name": name, "transport_type": "STDIO", "connection_config": {"command": FIXTURE, "args": args}})

@@ -463,7 +463,14 @@ impl SearchIndex {
         let saved_graph = (first_sync && !rebuild && semantic)
             .then(|| open_saved_vectors(inner.graph_dir.clone(), Arc::clone(&inner.vectors)));
         let generation = inner.store.catalog_generation()?;
-        let tools = inner.store.all_tools()?;
+        // Definitions are read only for the tools whose texts are needed
+        // (below): a restart over a saved index needs none, and at 100,000
+        // tools they are most of the catalog. A rebuild needs them all.
+        let tools = if rebuild {
+            inner.store.all_tools()?
+        } else {
+            inner.store.all_tools_without_definitions()?
+        };
         // What the keyword index already holds, by id and hash: kept as is
         // when it reflects this store.
         let mut on_disk: HashMap<String, String> = HashMap::new();
@@ -503,12 +510,15 @@ impl SearchIndex {
                     .cloned(),
             )
             .collect();
-        let changed: Vec<&ToolRecord> = {
+        // Each changed tool, and whether texts are made from it (keyword
+        // documents not on disk, vectors the index lacks): those tools are
+        // read whole.
+        let (changed, whole) = {
             let vectors = inner
                 .vectors
                 .read()
                 .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
-            tools
+            let changed: Vec<(&ToolRecord, bool)> = tools
                 .iter()
                 .filter(|t| {
                     let indexed = current
@@ -516,8 +526,39 @@ impl SearchIndex {
                         .is_some_and(|d| d.hash == t.definition_hash);
                     !indexed || (semantic && !vectors.holds(&t.id, &t.definition_hash))
                 })
-                .collect()
+                .map(|t| {
+                    let needs_texts = on_disk.get(&t.id) != Some(&t.definition_hash)
+                        || (semantic && !vectors.holds(&t.id, &t.definition_hash));
+                    (t, !rebuild && needs_texts)
+                })
+                .collect();
+            drop(vectors);
+            let whole: Vec<ToolRecord> = inner
+                .store
+                .tools_named(
+                    changed
+                        .iter()
+                        .filter(|(_, read_whole)| *read_whole)
+                        .map(|(t, _)| (t.server_id, t.original_name.as_str())),
+                )?
+                .into_iter()
+                .flatten()
+                .collect();
+            (changed, whole)
         };
+        let whole: HashMap<&str, &ToolRecord> = whole.iter().map(|t| (t.id.as_str(), t)).collect();
+        // A tool gone or changed since it was listed above is left to the
+        // next sync.
+        let changed: Vec<&ToolRecord> = changed
+            .into_iter()
+            .filter_map(|(tool, read_whole)| match read_whole {
+                true => whole
+                    .get(tool.id.as_str())
+                    .copied()
+                    .filter(|read| read.definition_hash == tool.definition_hash),
+                false => Some(tool),
+            })
+            .collect();
         let _ = inner.progress.send_replace(IndexProgress {
             indexed_tools: tools.len() - changed.len(),
             total_tools: tools.len(),

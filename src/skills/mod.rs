@@ -531,7 +531,7 @@ impl Skills {
         };
         let now = Utc::now();
         // Names, hashes and classifications are what a pass reads; the LLM
-        // alone needs whole definitions (read below, for its tools only).
+        // alone needs definitions (read below, for its tools only).
         let tools = inner.store.all_tools_without_definitions()?;
         let pending: Vec<&ToolRecord> = tools
             .iter()
@@ -563,15 +563,15 @@ impl Skills {
                     Some(prototypes) => self.local_skills(&pending, &tools, prototypes)?,
                     None => HashMap::new(),
                 };
-                let whole: Vec<ToolRecord> = pending
-                    .iter()
-                    .filter_map(|t| {
-                        inner
-                            .store
-                            .tool(t.server_id, &t.original_name)
-                            .ok()
-                            .flatten()
-                    })
+                let whole: Vec<ToolRecord> = inner
+                    .store
+                    .tools_named(
+                        pending
+                            .iter()
+                            .map(|t| (t.server_id, t.original_name.as_str())),
+                    )?
+                    .into_iter()
+                    .flatten()
                     .collect();
                 let whole: Vec<&ToolRecord> = whole.iter().collect();
                 let (written, proposals) =

@@ -304,28 +304,42 @@ impl Store {
             #[serde(borrow)]
             definition: &'a RawValue,
         }
+        self.read_tools(tools, |bytes| {
+            let only: DefinitionOnly<'_> = decode_borrowed(bytes)?;
+            Ok(only.definition.to_owned())
+        })
+    }
+
+    /// These tools (server, original name), whole, in order, in one read;
+    /// `None` for one no longer stored.
+    pub fn tools_named(
+        &self,
+        tools: impl Iterator<Item = (ServerId, impl AsRef<str>)>,
+    ) -> Result<Vec<Option<ToolRecord>>, StoreError> {
+        self.read_tools(tools, decode)
+    }
+
+    fn read_tools<T>(
+        &self,
+        tools: impl Iterator<Item = (ServerId, impl AsRef<str>)>,
+        read: impl Fn(&[u8]) -> Result<T, StoreError>,
+    ) -> Result<Vec<Option<T>>, StoreError> {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(TOOLS)?;
         let mut out = Vec::new();
         for (server_id, name) in tools {
-            let found = match table.get((server_id.as_u128(), name.as_ref()))? {
-                Some(bytes) => {
-                    let only: DefinitionOnly<'_> = decode_borrowed(bytes.value())?;
-                    Some(only.definition.to_owned())
-                }
-                None => None,
-            };
-            out.push(found);
+            let found = table.get((server_id.as_u128(), name.as_ref()))?;
+            out.push(found.map(|bytes| read(bytes.value())).transpose()?);
         }
         Ok(out)
     }
 
-    /// Every stored tool without its definition and description (`{}`
-    /// and `None`), for passes that need names, hashes and
-    /// classifications only: at 100,000 tools the definitions are most of
-    /// a catalog decoded. Not to be written back.
+    /// Every stored tool without its definition (`{}`), for passes that
+    /// need names, descriptions, hashes and classifications: at 100,000
+    /// tools the definitions are most of a catalog decoded. Not to be
+    /// written back.
     pub fn all_tools_without_definitions(&self) -> Result<Vec<ToolRecord>, StoreError> {
-        /// `ToolRecord` less the two (serde skips them unread).
+        /// `ToolRecord` less its definition (serde skips it unread).
         #[derive(serde::Deserialize)]
         struct Light {
             id: String,
@@ -334,6 +348,7 @@ impl Store {
             original_name: String,
             wire_name: Option<String>,
             rejected: Option<String>,
+            description: Option<String>,
             definition_hash: String,
             is_external: bool,
             is_classified: bool,
@@ -359,7 +374,7 @@ impl Store {
                 original_name: light.original_name,
                 wire_name: light.wire_name,
                 rejected: light.rejected,
-                description: None,
+                description: light.description,
                 definition: Definition::empty(),
                 definition_hash: light.definition_hash,
                 is_external: light.is_external,
