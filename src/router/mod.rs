@@ -828,6 +828,20 @@ mod tests {
         .unwrap()
     }
 
+    /// `count` tool definitions with text that needs escaping.
+    fn tools(count: usize) -> Vec<Value> {
+        (0..count)
+            .map(|i| {
+                json!({
+                    "name": format!("tool_{i}"),
+                    "description": format!("Does thing {i} — ünïcode \"quoted\""),
+                    "inputSchema": {"type": "object", "properties": {"x": {"type": "integer"}}},
+                    "annotations": {"readOnlyHint": i % 2 == 0}
+                })
+            })
+            .collect()
+    }
+
     fn texts(listed: &[Box<serde_json::value::RawValue>]) -> Vec<&str> {
         listed.iter().map(|t| t.get()).collect()
     }
@@ -858,17 +872,7 @@ mod tests {
                 )
             };
             store.insert_server(&record, "test").unwrap();
-            let tools: Vec<Value> = (0..30)
-                .map(|i| {
-                    json!({
-                        "name": format!("tool_{i}"),
-                        "description": format!("Does thing {i} — ünïcode \"quoted\""),
-                        "inputSchema": {"type": "object", "properties": {"x": {"type": "integer"}}},
-                        "annotations": {"readOnlyHint": i % 2 == 0}
-                    })
-                })
-                .collect();
-            store.replace_tools(record.id, &tools, &rules).unwrap();
+            store.replace_tools(record.id, &tools(30), &rules).unwrap();
         }
 
         let held = build(&store, usize::MAX);
@@ -893,17 +897,7 @@ mod tests {
         // A tool gone since the table was built is left out; the next
         // table's fingerprint moves.
         let beta = store.get_server_by_name("beta").unwrap().unwrap();
-        let fewer: Vec<Value> = (0..29)
-            .map(|i| {
-                json!({
-                    "name": format!("tool_{i}"),
-                    "description": format!("Does thing {i} — ünïcode \"quoted\""),
-                    "inputSchema": {"type": "object", "properties": {"x": {"type": "integer"}}},
-                    "annotations": {"readOnlyHint": i % 2 == 0}
-                })
-            })
-            .collect();
-        store.replace_tools(beta.id, &fewer, &rules).unwrap();
+        store.replace_tools(beta.id, &tools(29), &rules).unwrap();
         assert_eq!(read_listed(&store, &listed_in_store).unwrap().len(), 59);
         assert_ne!(
             build(&store, 1000).fingerprints.tools,
