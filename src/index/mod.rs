@@ -177,6 +177,10 @@ pub struct IndexProgress {
     pub refining_tools: usize,
     pub generation: u64,
     pub syncing: bool,
+    /// A sync has ended since start (whether it indexed or failed); the
+    /// classification worker's first pass waits for it, so the two do not
+    /// read the whole catalog at once.
+    pub synced: bool,
     pub semantic: bool,
 }
 
@@ -445,6 +449,17 @@ impl SearchIndex {
         self.inner.progress.subscribe()
     }
 
+    /// Publishes a sync's progress; `synced` is kept once set, and set by
+    /// a sync that ends.
+    fn report(&self, progress: IndexProgress) {
+        self.inner.progress.send_modify(|current| {
+            *current = IndexProgress {
+                synced: current.synced || !progress.syncing,
+                ..progress
+            }
+        });
+    }
+
     /// Brings both indexes in line with the store: tools removed since are
     /// dropped, new or changed ones indexed (embeddings from the cache where
     /// present). `rebuild` starts the keyword index over. Blocking;
@@ -559,13 +574,14 @@ impl SearchIndex {
                 false => Some(tool),
             })
             .collect();
-        let _ = inner.progress.send_replace(IndexProgress {
+        self.report(IndexProgress {
             indexed_tools: tools.len() - changed.len(),
             total_tools: tools.len(),
             refining_tools: changed.len(),
             generation,
             syncing: true,
             semantic,
+            ..IndexProgress::default()
         });
         if !removed.is_empty() {
             inner.keyword.remove(&removed)?;
@@ -614,13 +630,14 @@ impl SearchIndex {
                 }
             }
             done += batch.len();
-            let _ = inner.progress.send_replace(IndexProgress {
+            self.report(IndexProgress {
                 indexed_tools: done,
                 total_tools: tools.len(),
                 refining_tools: second.len() + (tools.len() - done),
                 generation,
                 syncing: true,
                 semantic,
+                ..IndexProgress::default()
             });
         }
         let mut refining = second.len();
@@ -637,13 +654,14 @@ impl SearchIndex {
                 Err(err) => return Err(err),
             }
             refining -= batch.len();
-            let _ = inner.progress.send_replace(IndexProgress {
+            self.report(IndexProgress {
                 indexed_tools: done,
                 total_tools: tools.len(),
                 refining_tools: refining,
                 generation,
                 syncing: true,
                 semantic,
+                ..IndexProgress::default()
             });
         }
         inner.keyword.commit_with(&generation.to_string())?;
@@ -662,13 +680,14 @@ impl SearchIndex {
                 tracing::info!(dropped, "unused cached embeddings dropped");
             }
         }
-        let _ = inner.progress.send_replace(IndexProgress {
+        self.report(IndexProgress {
             indexed_tools: tools.len(),
             total_tools: tools.len(),
             refining_tools: 0,
             generation,
             syncing: false,
             semantic,
+            ..IndexProgress::default()
         });
         Ok(changed.len() + removed.len())
     }
@@ -1215,6 +1234,7 @@ impl SearchIndex {
         let index = self.clone();
         tokio::spawn(async move {
             if index.inner.setting == SearchSetting::Off {
+                index.inner.progress.send_modify(|p| p.synced = true);
                 return;
             }
             loop {
@@ -1223,6 +1243,12 @@ impl SearchIndex {
                     result = in_background("search-index", move || syncing.sync(false)) => result,
                     () = shutdown.cancelled() => return,
                 };
+                // Also when the sync failed part way, which leaves its
+                // last progress saying it still runs.
+                index.inner.progress.send_modify(|p| {
+                    p.syncing = false;
+                    p.synced = true;
+                });
                 // The sync's transient copies of the catalog are freed; hand
                 // the pages back rather than keep the peak for good.
                 crate::memory::release_freed();

@@ -313,3 +313,39 @@ fn a_stale_or_deleted_keyword_index_is_rebuilt_from_the_store() {
 fn count_embeddings(store: &Store) -> u64 {
     store.retain_embeddings_count().unwrap()
 }
+
+/// The classification worker's first pass waits on `synced`: it must be
+/// reported once the first sync ended, and at once when search is off.
+#[tokio::test]
+async fn maintenance_reports_its_first_sync_ended_and_search_off_as_synced() {
+    for setting in [SearchSetting::Keyword, SearchSetting::Off] {
+        let f = fixture();
+        let index = SearchIndex::open_with(Arc::clone(&f.store), &f.data_dir, setting).unwrap();
+        let mut progress = index.progress();
+        assert!(
+            !progress.borrow().synced,
+            "{setting:?}: synced before any sync"
+        );
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let (catalog, _) = broadcast::channel(4);
+        let (registry, _) = broadcast::channel(4);
+        let task =
+            index.spawn_maintenance(catalog.subscribe(), registry.subscribe(), shutdown.clone());
+        let ended = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            progress.wait_for(|p| p.synced),
+        )
+        .await
+        .expect("the first sync never ended")
+        .expect("progress closed")
+        .clone();
+        assert!(!ended.syncing, "{setting:?}: {ended:?}");
+        if setting == SearchSetting::Keyword {
+            let total = f.store.all_tools().unwrap().len();
+            assert!(total > 0);
+            assert_eq!(ended.indexed_tools, total, "{ended:?}");
+        }
+        shutdown.cancel();
+        task.await.unwrap();
+    }
+}

@@ -443,6 +443,15 @@ impl Skills {
         let _ = self.inner.runtime.set(tokio::runtime::Handle::current());
         let mut index_progress = self.inner.index.progress();
         tokio::spawn(async move {
+            // The index's first sync reads the whole catalog, as a pass
+            // does: at 100,000 tools both at once are most of the daemon's
+            // peak memory, and the pass needs the sync's vectors anyway.
+            tokio::select! {
+                synced = index_progress.wait_for(|p| p.synced) => if synced.is_err() {
+                    return;
+                },
+                () = shutdown.cancelled() => return,
+            }
             loop {
                 let pass = skills.clone();
                 let result = tokio::select! {
