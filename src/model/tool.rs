@@ -106,6 +106,13 @@ pub struct ToolRecord {
 }
 
 impl ToolRecord {
+    /// The record less its definition: what a pass keeps of many records
+    /// it wrote (at 100,000 tools the definitions are most of them).
+    pub fn without_definition(mut self) -> ToolRecord {
+        self.definition = Definition::empty();
+        self
+    }
+
     /// Stores a classification and the seed's flat fields that mirror it.
     pub fn set_classification(&mut self, classification: Classification) {
         self.is_classified = classification.state == ClassificationState::Classified;

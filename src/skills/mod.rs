@@ -38,6 +38,8 @@ use llm::{LlmClassification, LlmClassifier, LlmError, LlmSettings};
 /// Tools classified per store commit (seed 001 EC-006 queues batches of
 /// 10; a local batch costs microseconds, so the batch bounds the commit).
 const BATCH: usize = 50;
+/// About how many tools' vectors a classification pass reads at once.
+const TOOLS_PER_READ: usize = 5_000;
 /// LLM requests in flight at once (design §7, seed 001 BR-004).
 const LLM_CONCURRENCY: usize = 5;
 
@@ -368,7 +370,7 @@ impl Skills {
         let queued = self
             .blocking(move || {
                 let updates: Vec<ClassificationUpdate> = store
-                    .all_tools()?
+                    .all_tools_without_definitions()?
                     .into_iter()
                     .filter(|t| {
                         scope
@@ -681,53 +683,82 @@ impl Skills {
         all: &[ToolRecord],
         prototypes: &Prototypes,
     ) -> Result<HashMap<String, Vec<SkillAssignment>>, SkillsError> {
-        // Every tool of the servers concerned: their mean is the server's
-        // context.
-        let servers: HashSet<String> = tools
+        let concerned: HashSet<&str> = tools.iter().map(|t| t.server_name.as_str()).collect();
+        let mut sizes: BTreeMap<&str, usize> = BTreeMap::new();
+        for tool in all
             .iter()
-            .map(|t| format!("{}.", t.server_name))
-            .collect();
-        let vectors = self.inner.index.tool_vectors(|id| {
-            id.split_once('.')
-                .is_some_and(|(server, _)| servers.contains(&id[..server.len() + 1]))
-        })?;
-        // A server is classified once every one of its tools has all its
-        // vectors: its context (and so each answer) is then the same
-        // however the indexing went (a restart mid-way, a cold build).
-        let mut complete: HashMap<&str, bool> = HashMap::new();
-        for tool in all {
-            let done = vectors.get(tool.id.as_str()).is_some_and(|v| v.len() >= 2);
-            let entry = complete.entry(tool.server_name.as_str()).or_insert(true);
-            *entry &= done;
+            .filter(|t| concerned.contains(t.server_name.as_str()))
+        {
+            *sizes.entry(tool.server_name.as_str()).or_default() += 1;
         }
-        let mut by_server: HashMap<&str, Vec<Vec<f32>>> = HashMap::new();
-        for (id, v) in &vectors {
-            if let (Some((server, _)), Some(mean)) = (
-                id.split_once('.'),
-                normalised_mean(v.iter().map(Vec::as_slice)),
-            ) {
-                by_server.entry(server).or_default().push(mean);
+        // Whole servers, about TOOLS_PER_READ tools' vectors at a time: at
+        // 100,000 tools all of them at once (as f32, with their means)
+        // were over 400 MB.
+        let mut groups: Vec<HashSet<&str>> = vec![HashSet::new()];
+        let mut filled = 0;
+        for (server, size) in sizes {
+            if filled > 0 && filled + size > TOOLS_PER_READ {
+                groups.push(HashSet::new());
+                filled = 0;
+            }
+            filled += size;
+            if let Some(group) = groups.last_mut() {
+                group.insert(server);
             }
         }
-        let server_context: HashMap<&str, Vec<f32>> = by_server
-            .into_iter()
-            .filter(|(server, _)| complete.get(server).copied().unwrap_or(false))
-            .filter_map(|(server, means)| {
-                let mean = normalised_mean(means.iter().map(Vec::as_slice))?;
-                Some((server, prototypes.similarities(&[mean])))
-            })
-            .collect();
-        Ok(tools
-            .iter()
-            .filter_map(|t| {
-                let own = vectors.get(t.id.as_str())?;
-                let server = server_context.get(t.server_name.as_str())?;
-                Some((
-                    t.id.clone(),
-                    classify::classify(prototypes, own, server, &CALIBRATION),
-                ))
-            })
-            .collect())
+        let mut answers = HashMap::new();
+        for group in groups {
+            // Every tool of the servers concerned: their mean is the
+            // server's context.
+            let vectors = self.inner.index.tool_vectors(|id| {
+                id.split_once('.')
+                    .is_some_and(|(server, _)| group.contains(server))
+            })?;
+            // A server is classified once every one of its tools has all
+            // its vectors: its context (and so each answer) is then the
+            // same however the indexing went (a restart mid-way, a cold
+            // build).
+            let mut complete: HashMap<&str, bool> = HashMap::new();
+            for tool in all
+                .iter()
+                .filter(|t| group.contains(t.server_name.as_str()))
+            {
+                let done = vectors.get(tool.id.as_str()).is_some_and(|v| v.len() >= 2);
+                let entry = complete.entry(tool.server_name.as_str()).or_insert(true);
+                *entry &= done;
+            }
+            let mut by_server: HashMap<&str, Vec<Vec<f32>>> = HashMap::new();
+            for (id, v) in &vectors {
+                if let (Some((server, _)), Some(mean)) = (
+                    id.split_once('.'),
+                    normalised_mean(v.iter().map(Vec::as_slice)),
+                ) {
+                    by_server.entry(server).or_default().push(mean);
+                }
+            }
+            let server_context: HashMap<&str, Vec<f32>> = by_server
+                .into_iter()
+                .filter(|(server, _)| complete.get(server).copied().unwrap_or(false))
+                .filter_map(|(server, means)| {
+                    let mean = normalised_mean(means.iter().map(Vec::as_slice))?;
+                    Some((server, prototypes.similarities(&[mean])))
+                })
+                .collect();
+            answers.extend(
+                tools
+                    .iter()
+                    .filter(|t| group.contains(t.server_name.as_str()))
+                    .filter_map(|t| {
+                        let own = vectors.get(t.id.as_str())?;
+                        let server = server_context.get(t.server_name.as_str())?;
+                        Some((
+                            t.id.clone(),
+                            classify::classify(prototypes, own, server, &CALIBRATION),
+                        ))
+                    }),
+            );
+        }
+        Ok(answers)
     }
 
     /// Stores CLASSIFYING for a batch; returns the tools as stored.

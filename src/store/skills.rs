@@ -60,7 +60,8 @@ impl Store {
 
     /// Stores classifications in one commit. A tool whose definition
     /// changed (or that is gone) since is skipped: its new definition is
-    /// classified afresh. Returns the tools updated.
+    /// classified afresh. Returns the tools updated, less their
+    /// definitions (a classification pass keeps every one it wrote).
     pub fn set_classifications(
         &self,
         updates: &[ClassificationUpdate],
@@ -79,7 +80,7 @@ impl Store {
                 }
                 tool.set_classification(update.classification.clone());
                 table.insert(key, encode(&tool)?.as_slice())?;
-                written.push(tool);
+                written.push(tool.without_definition());
             }
         }
         txn.commit()?;
