@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::catalog::CatalogChanged;
 use crate::model::{ServerId, ToolRecord};
 use crate::registry::RegistryEvent;
+use crate::store::catalog::ToolSummary;
 use crate::store::embeddings::embedding_key;
 use crate::store::{Store, StoreError};
 use embedder::{EmbedError, Embedder};
@@ -121,6 +122,21 @@ pub struct ToolDoc {
 }
 
 impl ToolDoc {
+    fn from_summary(tool: &ToolSummary<'_>) -> ToolDoc {
+        ToolDoc {
+            tool_id: Arc::from(&*tool.id),
+            server_id: tool.server_id,
+            server_name: tool.server_name.to_string(),
+            original_name: tool.original_name.to_string(),
+            wire_name: tool.wire_name.as_deref().map(str::to_owned),
+            description: tool.description.as_deref().map(str::to_owned),
+            hash: tool.definition_hash.to_string(),
+            is_external: tool.is_external,
+            skill_ids: tool.skill_ids.iter().map(|s| s.to_string()).collect(),
+            primary_skill_id: tool.primary_skill_id.as_deref().map(str::to_owned),
+        }
+    }
+
     fn from_record(tool: &ToolRecord) -> ToolDoc {
         ToolDoc {
             tool_id: Arc::from(tool.id.as_str()),
@@ -478,14 +494,6 @@ impl SearchIndex {
         let saved_graph = (first_sync && !rebuild && semantic)
             .then(|| open_saved_vectors(inner.graph_dir.clone(), Arc::clone(&inner.vectors)));
         let generation = inner.store.catalog_generation()?;
-        // Definitions are read only for the tools whose texts are needed
-        // (below): a restart over a saved index needs none, and at 100,000
-        // tools they are most of the catalog. A rebuild needs them all.
-        let tools = if rebuild {
-            inner.store.all_tools()?
-        } else {
-            inner.store.all_tools_without_definitions()?
-        };
         // What the keyword index already holds, by id and hash: kept as is
         // when it reflects this store.
         let mut on_disk: HashMap<String, String> = HashMap::new();
@@ -505,79 +513,119 @@ impl SearchIndex {
                 inner.keyword.clear()?;
             }
         }
-        if let Some(loading) = saved_graph {
-            self.take_saved_graph(loading, generation);
-        }
         let current: HashMap<Arc<str>, Arc<ToolDoc>> = if rebuild {
             HashMap::new()
         } else {
             inner.docs.read().map(|d| d.clone()).unwrap_or_default()
         };
-        let wanted: HashMap<&str, &ToolRecord> = tools.iter().map(|t| (t.id.as_str(), t)).collect();
-        let removed: Vec<String> = current
-            .keys()
-            .filter(|id| !wanted.contains_key(&***id))
-            .map(|id| id.to_string())
-            .chain(
-                on_disk
-                    .keys()
-                    .filter(|id| !wanted.contains_key(id.as_str()))
-                    .cloned(),
-            )
-            .collect();
-        // Each changed tool, and whether texts are made from it (keyword
-        // documents not on disk, vectors the index lacks): those tools are
-        // read whole.
-        let (changed, whole) = {
+        // What changed, read in place: tools whose texts are needed (keyword
+        // documents not on disk, vectors the index lacks) are read whole
+        // below; a tool whose keyword document is on disk gets its search
+        // record from its summary. A restart over a saved index reads no
+        // definition and allocates little beyond the records it keeps (at
+        // 100,000 tools a decoded catalog was a transient of ~120 MB, and
+        // the records kept among its freed pages held them). A rebuild
+        // reads every tool whole.
+        let mut total = 0usize;
+        let mut seen: HashSet<Arc<str>> = HashSet::new();
+        let mut ready: Vec<Arc<ToolDoc>> = Vec::new();
+        let mut to_read: Vec<(ServerId, String, String)> = Vec::new();
+        let mut whole: Vec<ToolRecord> = Vec::new();
+        if rebuild {
+            whole = inner.store.all_tools()?;
+            total = whole.len();
+        } else {
+            // Without a saved graph a restart takes vectors from the
+            // embedding cache: every tool's texts are needed.
+            let vectors_saved = saved_graph.is_some();
+            let holds = |id: &str, hash: &str| {
+                inner
+                    .vectors
+                    .read()
+                    .is_ok_and(|vectors| vectors.holds(id, hash))
+            };
+            inner.store.for_each_tool_summary(|tool| {
+                total += 1;
+                let (id, hash) = (&*tool.id, &*tool.definition_hash);
+                if let Some((key, doc)) = current.get_key_value(id)
+                    && doc.hash == hash
+                {
+                    seen.insert(Arc::clone(key));
+                    if semantic && !holds(id, hash) {
+                        to_read.push((
+                            tool.server_id,
+                            tool.original_name.into_owned(),
+                            doc.hash.clone(),
+                        ));
+                    }
+                } else if on_disk.get(id).is_some_and(|on_disk| on_disk == hash)
+                    && (!semantic || vectors_saved)
+                {
+                    let doc = Arc::new(ToolDoc::from_summary(&tool));
+                    seen.insert(Arc::clone(&doc.tool_id));
+                    ready.push(doc);
+                } else {
+                    seen.insert(Arc::from(id));
+                    to_read.push((
+                        tool.server_id,
+                        tool.original_name.into_owned(),
+                        tool.definition_hash.into_owned(),
+                    ));
+                }
+            })?;
+        }
+        if let Some(loading) = saved_graph {
+            self.take_saved_graph(loading, generation);
+        }
+        // Records whose vectors the (now opened) saved index lacks need
+        // their texts after all.
+        if semantic && !ready.is_empty() {
             let vectors = inner
                 .vectors
                 .read()
                 .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
-            let changed: Vec<(&ToolRecord, bool)> = tools
-                .iter()
-                .filter(|t| {
-                    let indexed = current
-                        .get(t.id.as_str())
-                        .is_some_and(|d| d.hash == t.definition_hash);
-                    !indexed || (semantic && !vectors.holds(&t.id, &t.definition_hash))
-                })
-                .map(|t| {
-                    let needs_texts = on_disk.get(&t.id) != Some(&t.definition_hash)
-                        || (semantic && !vectors.holds(&t.id, &t.definition_hash));
-                    (t, !rebuild && needs_texts)
-                })
-                .collect();
-            drop(vectors);
-            let whole: Vec<ToolRecord> = inner
+            ready.retain(|doc| {
+                let held = vectors.holds(&doc.tool_id, &doc.hash);
+                if !held {
+                    to_read.push((doc.server_id, doc.original_name.clone(), doc.hash.clone()));
+                }
+                held
+            });
+        }
+        if !to_read.is_empty() {
+            // A tool gone or changed since it was listed above is left to
+            // the next sync.
+            whole = inner
                 .store
                 .tools_named(
-                    changed
+                    to_read
                         .iter()
-                        .filter(|(_, read_whole)| *read_whole)
-                        .map(|(t, _)| (t.server_id, t.original_name.as_str())),
+                        .map(|(server, name, _)| (*server, name.as_str())),
                 )?
                 .into_iter()
-                .flatten()
+                .zip(&to_read)
+                .filter_map(|(read, (_, _, hash))| read.filter(|t| t.definition_hash == *hash))
                 .collect();
-            (changed, whole)
-        };
-        let whole: HashMap<&str, &ToolRecord> = whole.iter().map(|t| (t.id.as_str(), t)).collect();
-        // A tool gone or changed since it was listed above is left to the
-        // next sync.
-        let changed: Vec<&ToolRecord> = changed
-            .into_iter()
-            .filter_map(|(tool, read_whole)| match read_whole {
-                true => whole
-                    .get(tool.id.as_str())
-                    .copied()
-                    .filter(|read| read.definition_hash == tool.definition_hash),
-                false => Some(tool),
-            })
+        }
+        drop(to_read);
+        let removed: Vec<String> = current
+            .keys()
+            .filter(|id| !seen.contains(&***id))
+            .map(|id| id.to_string())
+            .chain(
+                on_disk
+                    .keys()
+                    .filter(|id| !seen.contains(id.as_str()))
+                    .cloned(),
+            )
             .collect();
+        drop(seen);
+        let changed: Vec<&ToolRecord> = whole.iter().collect();
+        let changed_count = changed.len() + ready.len();
         self.report(IndexProgress {
-            indexed_tools: tools.len() - changed.len(),
-            total_tools: tools.len(),
-            refining_tools: changed.len(),
+            indexed_tools: total - changed_count,
+            total_tools: total,
+            refining_tools: changed_count,
             generation,
             syncing: true,
             semantic,
@@ -604,6 +652,17 @@ impl SearchIndex {
             }
             self.index_keywords(batch, &on_disk)?;
         }
+        // Their keyword documents and vectors are in place already.
+        for batch in ready.chunks(BATCH * 20) {
+            if inner.stopping.load(Ordering::SeqCst) {
+                return Err(IndexError::Cancelled);
+            }
+            let mut docs = inner.docs_mut()?;
+            for doc in batch {
+                docs.insert(Arc::clone(&doc.tool_id), Arc::clone(doc));
+            }
+        }
+        drop(ready);
         if !changed.is_empty() {
             inner.keyword.commit_with(PARTIAL)?;
         }
@@ -612,7 +671,7 @@ impl SearchIndex {
         // the speed; then the text with parameter names, the second vector
         // that lifts quality (BENCHMARKS.md "Search": cold indexing). Texts
         // already cached are taken in the first pass.
-        let mut done = tools.len() - changed.len();
+        let mut done = total - changed.len();
         let mut second: Vec<&ToolRecord> = Vec::new();
         for batch in changed.chunks(BATCH) {
             if inner.stopping.load(Ordering::SeqCst) {
@@ -632,8 +691,8 @@ impl SearchIndex {
             done += batch.len();
             self.report(IndexProgress {
                 indexed_tools: done,
-                total_tools: tools.len(),
-                refining_tools: second.len() + (tools.len() - done),
+                total_tools: total,
+                refining_tools: second.len() + (total - done),
                 generation,
                 syncing: true,
                 semantic,
@@ -656,7 +715,7 @@ impl SearchIndex {
             refining -= batch.len();
             self.report(IndexProgress {
                 indexed_tools: done,
-                total_tools: tools.len(),
+                total_tools: total,
                 refining_tools: refining,
                 generation,
                 syncing: true,
@@ -670,7 +729,7 @@ impl SearchIndex {
         }
         if rebuild && semantic {
             // Vectors of texts no tool has any more are dead weight.
-            let keep: HashSet<[u8; 32]> = tools
+            let keep: HashSet<[u8; 32]> = whole
                 .iter()
                 .flat_map(|t| tool_texts(t, &t.skill_ids).dense)
                 .map(|text| embedding_key(embedder::MODEL_ID, &text))
@@ -681,15 +740,15 @@ impl SearchIndex {
             }
         }
         self.report(IndexProgress {
-            indexed_tools: tools.len(),
-            total_tools: tools.len(),
+            indexed_tools: total,
+            total_tools: total,
             refining_tools: 0,
             generation,
             syncing: false,
             semantic,
             ..IndexProgress::default()
         });
-        Ok(changed.len() + removed.len())
+        Ok(changed_count + removed.len())
     }
 
     /// Keyword documents and result records of a batch of tools.

@@ -32,6 +32,30 @@ pub struct ToolRoute<'a> {
     pub definition: &'a RawValue,
 }
 
+/// What the search index keeps of a stored tool (a `ToolRecord`'s fields
+/// less its definition and classification), borrowed from the stored bytes.
+#[derive(Debug, serde::Deserialize)]
+pub struct ToolSummary<'a> {
+    #[serde(borrow)]
+    pub id: std::borrow::Cow<'a, str>,
+    pub server_id: ServerId,
+    #[serde(borrow)]
+    pub server_name: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    pub original_name: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    pub wire_name: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    pub description: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    pub definition_hash: std::borrow::Cow<'a, str>,
+    pub is_external: bool,
+    #[serde(default, borrow)]
+    pub skill_ids: Vec<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub primary_skill_id: Option<std::borrow::Cow<'a, str>>,
+}
+
 /// Tools by (server id, original name).
 pub(super) const TOOLS: TableDefinition<(u128, &str), &[u8]> = TableDefinition::new("tools");
 /// Wire name -> (server id, original name): the alias table. Stored, so a
@@ -284,13 +308,36 @@ impl Store {
     /// classifications, …) would be hundreds of MB decoded for each
     /// table rebuild.
     pub fn for_each_tool_route(&self, mut f: impl FnMut(ToolRoute<'_>)) -> Result<(), StoreError> {
+        self.for_each_tool_bytes(|bytes| {
+            f(decode_borrowed(bytes)?);
+            Ok(())
+        })
+    }
+
+    /// Every stored tool's bytes, in one read transaction.
+    fn for_each_tool_bytes(
+        &self,
+        mut f: impl FnMut(&[u8]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         let txn = self.db.begin_read()?;
         let table = txn.open_table(TOOLS)?;
         for entry in table.iter()? {
             let (_, bytes) = entry?;
-            f(decode_borrowed(bytes.value())?);
+            f(bytes.value())?;
         }
         Ok(())
+    }
+
+    /// Calls `f` with every stored tool's summary, read in place: a pass
+    /// over 100,000 tools that keeps little of them allocates little.
+    pub fn for_each_tool_summary(
+        &self,
+        mut f: impl FnMut(ToolSummary<'_>),
+    ) -> Result<(), StoreError> {
+        self.for_each_tool_bytes(|bytes| {
+            f(decode_borrowed(bytes)?);
+            Ok(())
+        })
     }
 
     /// The definitions of these tools (server, original name), in order;
