@@ -56,7 +56,7 @@ fn empty_object() -> Box<RawValue> {
 
 impl Definition {
     /// `{}`: what a record read without its definition holds
-    /// (`Store::all_tools_without_definitions`).
+    /// (`Store::all_tools_without_texts`).
     pub fn empty() -> Definition {
         Definition(empty_object())
     }

@@ -370,7 +370,7 @@ impl Skills {
         let queued = self
             .blocking(move || {
                 let updates: Vec<ClassificationUpdate> = store
-                    .all_tools_without_definitions()?
+                    .all_tools_without_texts()?
                     .into_iter()
                     .filter(|t| {
                         scope
@@ -543,7 +543,7 @@ impl Skills {
         let now = Utc::now();
         // Names, hashes and classifications are what a pass reads; the LLM
         // alone needs definitions (read below, for its tools only).
-        let tools = inner.store.all_tools_without_definitions()?;
+        let tools = inner.store.all_tools_without_texts()?;
         let pending: Vec<&ToolRecord> = tools
             .iter()
             .filter(|t| {

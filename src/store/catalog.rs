@@ -381,21 +381,18 @@ impl Store {
         Ok(out)
     }
 
-    /// Every stored tool without its definition (`{}`), for passes that
-    /// need names, descriptions, hashes and classifications: at 100,000
-    /// tools the definitions are most of a catalog decoded. Not to be
-    /// written back.
-    pub fn all_tools_without_definitions(&self) -> Result<Vec<ToolRecord>, StoreError> {
-        /// `ToolRecord` less its definition (serde skips it unread).
+    /// Every stored tool without its texts — definition (`{}`),
+    /// description, wire name — for the classification passes, which need
+    /// names, hashes and classifications: at 100,000 tools the texts are
+    /// most of a catalog decoded. Not to be written back.
+    pub fn all_tools_without_texts(&self) -> Result<Vec<ToolRecord>, StoreError> {
+        /// `ToolRecord` less its texts (serde skips them unread).
         #[derive(serde::Deserialize)]
         struct Light {
             id: String,
             server_id: ServerId,
             server_name: String,
             original_name: String,
-            wire_name: Option<String>,
-            rejected: Option<String>,
-            description: Option<String>,
             definition_hash: String,
             is_external: bool,
             is_classified: bool,
@@ -408,20 +405,17 @@ impl Store {
             discovered_at: chrono::DateTime<Utc>,
             updated_at: chrono::DateTime<Utc>,
         }
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(TOOLS)?;
         let mut out = Vec::new();
-        for entry in table.iter()? {
-            let (_, bytes) = entry?;
-            let light: Light = decode(bytes.value())?;
+        self.for_each_tool_bytes(|bytes| {
+            let light: Light = decode(bytes)?;
             out.push(ToolRecord {
                 id: light.id,
                 server_id: light.server_id,
                 server_name: light.server_name,
                 original_name: light.original_name,
-                wire_name: light.wire_name,
-                rejected: light.rejected,
-                description: light.description,
+                wire_name: None,
+                rejected: None,
+                description: None,
                 definition: Definition::empty(),
                 definition_hash: light.definition_hash,
                 is_external: light.is_external,
@@ -432,7 +426,8 @@ impl Store {
                 discovered_at: light.discovered_at,
                 updated_at: light.updated_at,
             });
-        }
+            Ok(())
+        })?;
         Ok(out)
     }
 
