@@ -21,6 +21,10 @@ pub fn release_freed() {
 pub fn limit_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
+        // A limit the user set (glibc reads it at start) stands.
+        if std::env::var_os("MALLOC_ARENA_MAX").is_some() {
+            return;
+        }
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         let arenas = libc::c_int::try_from(cores.max(2)).unwrap_or(libc::c_int::MAX);
         // SAFETY: mallopt only sets an allocator parameter; no thread
