@@ -121,6 +121,16 @@ async fn rest_search_ranks_filters_and_follows_availability() {
     );
     assert!(top["score"].as_f64().is_some_and(|s| s > 0.0));
     assert!(top["skill_ids"].is_array());
+    // The description is the stored one (read for the results, not held).
+    let listed = everything_tools
+        .iter()
+        .find(|t| t["original_name"] == "get-sum")
+        .expect("get-sum listed");
+    assert!(
+        top["description"].as_str().is_some_and(|d| !d.is_empty()),
+        "{answer}"
+    );
+    assert_eq!(top["description"], listed["description"], "{answer}");
     assert_eq!(answer["metadata"]["servers_searched"], 2);
     assert_eq!(
         answer["metadata"]["total_tools_searched"],

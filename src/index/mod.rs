@@ -104,9 +104,10 @@ pub enum IndexError {
     Off,
 }
 
-/// What search knows of one tool, for results. Not its definition: with
-/// 10,000 tools that would hold the whole catalog in memory a second time;
-/// the few schemas a search returns are read from the store.
+/// What search knows of one tool, for results. Not its definition nor its
+/// description: with 10,000 tools the one would hold the whole catalog in
+/// memory a second time, and at 100,000 the other is ~35 MB; the few a
+/// search returns are read from the store.
 #[derive(Debug, Clone)]
 pub struct ToolDoc {
     pub tool_id: Arc<str>,
@@ -114,7 +115,6 @@ pub struct ToolDoc {
     pub server_name: String,
     pub original_name: String,
     pub wire_name: Option<String>,
-    pub description: Option<String>,
     pub hash: String,
     pub is_external: bool,
     pub skill_ids: Vec<String>,
@@ -129,7 +129,6 @@ impl ToolDoc {
             server_name: tool.server_name.to_string(),
             original_name: tool.original_name.to_string(),
             wire_name: tool.wire_name.as_deref().map(str::to_owned),
-            description: tool.description.as_deref().map(str::to_owned),
             hash: tool.definition_hash.to_string(),
             is_external: tool.is_external,
             skill_ids: tool.skill_ids.iter().map(|s| s.to_string()).collect(),
@@ -144,7 +143,6 @@ impl ToolDoc {
             server_name: tool.server_name.clone(),
             original_name: tool.original_name.clone(),
             wire_name: tool.wire_name.clone(),
-            description: tool.description.clone(),
             hash: tool.definition_hash.clone(),
             is_external: tool.is_external,
             skill_ids: tool.skill_ids.clone(),

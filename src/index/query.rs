@@ -132,18 +132,6 @@ impl SearchQuery {
 }
 
 impl SearchIndex {
-    /// A tool's input schema, from the store (an empty object schema when
-    /// the tool has none or is gone).
-    fn input_schema(&self, doc: &super::ToolDoc) -> Value {
-        self.inner
-            .store
-            .tool(doc.server_id, &doc.original_name)
-            .ok()
-            .flatten()
-            .and_then(|tool| tool.definition.field("inputSchema"))
-            .unwrap_or_else(|| serde_json::json!({"type": "object"}))
-    }
-
     /// Runs `query` against the servers as they are now. Blocking (the
     /// query's embedding): call from a blocking thread.
     pub fn answer(
@@ -193,18 +181,41 @@ impl SearchIndex {
                 .map(|skills| skills.iter().cloned().collect()),
             include_external: query.include_external,
         })?;
+        // Descriptions and schemas of the hits, in one read (a tool removed
+        // since has neither).
+        let records = self
+            .inner
+            .store
+            .tools_named(
+                outcome
+                    .hits
+                    .iter()
+                    .map(|hit| (hit.doc.server_id, hit.doc.original_name.as_str())),
+            )
+            .unwrap_or_else(|err| {
+                tracing::warn!("search results read without descriptions: {err}");
+                Vec::new()
+            });
         let tools = outcome
             .hits
             .into_iter()
-            .filter_map(|hit| {
+            .zip(records.into_iter().chain(std::iter::repeat_with(|| None)))
+            .filter_map(|(hit, record)| {
                 let server = wanted.iter().find(|s| s.id == hit.doc.server_id)?;
                 let doc = &hit.doc;
+                let description = record.as_ref().and_then(|r| r.description.clone());
+                let input_schema = with_schemas.then(|| {
+                    record
+                        .as_ref()
+                        .and_then(|r| r.definition.field("inputSchema"))
+                        .unwrap_or_else(|| serde_json::json!({"type": "object"}))
+                });
                 Some(FoundTool {
                     id: doc.tool_id.to_string(),
                     name: doc.tool_id.to_string(),
                     original_name: doc.original_name.clone(),
                     wire_name: doc.wire_name.clone(),
-                    description: doc.description.clone(),
+                    description,
                     score: hit.score,
                     source_server: SourceServer {
                         id: server.id.to_string(),
@@ -213,7 +224,7 @@ impl SearchIndex {
                     },
                     skill_ids: doc.skill_ids.clone(),
                     primary_skill_id: doc.primary_skill_id.clone(),
-                    input_schema: with_schemas.then(|| self.input_schema(doc)),
+                    input_schema,
                 })
             })
             .collect();

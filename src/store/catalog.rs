@@ -33,7 +33,7 @@ pub struct ToolRoute<'a> {
 }
 
 /// What the search index keeps of a stored tool (a `ToolRecord`'s fields
-/// less its definition and classification), borrowed from the stored bytes.
+/// less its texts and classification), borrowed from the stored bytes.
 #[derive(Debug, serde::Deserialize)]
 pub struct ToolSummary<'a> {
     #[serde(borrow)]
@@ -45,8 +45,6 @@ pub struct ToolSummary<'a> {
     pub original_name: std::borrow::Cow<'a, str>,
     #[serde(borrow)]
     pub wire_name: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow)]
-    pub description: Option<std::borrow::Cow<'a, str>>,
     #[serde(borrow)]
     pub definition_hash: std::borrow::Cow<'a, str>,
     pub is_external: bool,
