@@ -11,6 +11,7 @@ pub mod keyword;
 mod links;
 pub mod query;
 pub mod rank;
+mod saved;
 pub mod text;
 pub mod vector;
 pub mod vocabulary;

@@ -11,21 +11,21 @@
 //! ~1.3 ms over 20,000 vectors, ~4 ms over 50,000 and 17 ms over 200,000;
 //! the graph answers in under 3 ms at every size with recall@10 ≥ 0.98 at
 //! 32 links and width 512, but costs a build. The graph is persisted with
-//! hnsw_rs's dump (and our checksums, since its reload trusts its files),
-//! and a saved graph is searched from its files (`Mapped`): its vectors
-//! memory-mapped (hnsw_rs's `DataMap`), its links read into flat arrays by
-//! `links` — hnsw_rs's own reload rebuilds a layout of ~260 MB more at
-//! 200,000 vectors and takes seconds. That is the form a restart opens
-//! (scanning the mapped vectors exactly until the links are read) and the
-//! one a freshly built graph trades itself for once saved. Removed tools
-//! become tombstones skipped by every search; tools added since the save
+//! hnsw_rs's dump of its links (and our checksums, since its reload
+//! trusts its files) and its vectors in files of ours (`saved`), and a
+//! saved graph is searched from its files (`OnDisk`): its links read into
+//! flat arrays by `links` (hnsw_rs's own reload rebuilds a layout of ~260 MB
+//! more at 200,000 vectors and takes seconds), walked over byte copies of
+//! its vectors, the points found scored again from the f16 file. That is
+//! the form a restart opens (scanning the vectors until the links are read)
+//! and the one a freshly built graph trades itself for once saved. Removed
+//! tools become tombstones skipped by every search; tools added since the save
 //! are scanned beside the walk; the graph is built again once tombstones
 //! pass a quarter of it or added vectors a tenth.
 
 use half::f16;
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 use hnsw_rs::api::AnnT;
-use hnsw_rs::datamap::DataMap;
 use hnsw_rs::prelude::{Distance, Hnsw, PointId};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -34,6 +34,7 @@ use std::sync::Arc;
 use utoipa::ToSchema;
 
 use super::links::Links;
+use super::saved::{self, SavedVectors};
 
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     // Eight independent accumulators let the compiler vectorise the loop.
@@ -104,7 +105,7 @@ fn dot_f16(a: &[u16], b: &[u16]) -> f32 {
 
 /// `dot` of an f32 vector and an f16 one (the scan of a saved graph's
 /// vectors).
-fn dot_f32_f16(a: &[f32], b: &[u16]) -> f32 {
+pub(super) fn dot_f32_f16(a: &[f32], b: &[u16]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if simd::available() {
         // SAFETY: the CPU has the features the function is compiled for.
@@ -113,11 +114,40 @@ fn dot_f32_f16(a: &[f32], b: &[u16]) -> f32 {
     dot_f32_f16_portable(a, b)
 }
 
+/// `dot` of an f32 vector and signed bytes (the walk over a saved
+/// graph's byte copies; the caller scales).
+pub(super) fn dot_f32_i8(a: &[f32], b: &[i8]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if simd::available() {
+        // SAFETY: the CPU has the features the function is compiled for.
+        return unsafe { simd::dot_f32_i8(a, b) };
+    }
+    dot_f32_i8_portable(a, b)
+}
+
+fn dot_f32_i8_portable(a: &[f32], b: &[i8]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let (chunks_a, chunks_b) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (rest_a, rest_b) = (chunks_a.remainder(), chunks_b.remainder());
+    for (x, y) in chunks_a.zip(chunks_b) {
+        for i in 0..8 {
+            acc[i] += x[i] * f32::from(y[i]);
+        }
+    }
+    let tail: f32 = rest_a
+        .iter()
+        .zip(rest_b)
+        .map(|(x, y)| x * f32::from(*y))
+        .sum();
+    acc.iter().sum::<f32>() + tail
+}
+
 #[cfg(target_arch = "x86_64")]
 mod simd {
     use std::arch::x86_64::{
-        __m128i, __m256, _mm_loadu_si128, _mm256_add_ps, _mm256_cvtph_ps, _mm256_fmadd_ps,
-        _mm256_loadu_ps, _mm256_setzero_ps, _mm256_storeu_ps,
+        __m128i, __m256, _mm_loadu_si128, _mm_srli_si128, _mm256_add_ps, _mm256_cvtepi8_epi32,
+        _mm256_cvtepi32_ps, _mm256_cvtph_ps, _mm256_fmadd_ps, _mm256_loadu_ps, _mm256_setzero_ps,
+        _mm256_storeu_ps,
     };
 
     pub fn available() -> bool {
@@ -180,6 +210,28 @@ mod simd {
         }
         sum(acc) + super::dot_f32_f16_portable(&a[i..n], &b[i..n])
     }
+
+    /// # Safety
+    /// The CPU must have AVX2, F16C and FMA (`available`).
+    #[target_feature(enable = "avx2,f16c,fma")]
+    pub unsafe fn dot_f32_i8(a: &[f32], b: &[i8]) -> f32 {
+        let n = a.len().min(b.len());
+        let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let mut i = 0;
+        // SAFETY: every load reads sixteen bytes or eight floats at
+        // `i..i + 16 <= n`.
+        unsafe {
+            while i + 16 <= n {
+                let bytes = _mm_loadu_si128(b.as_ptr().add(i).cast::<__m128i>());
+                let low = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
+                let high = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128::<8>(bytes)));
+                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a.as_ptr().add(i)), low, acc0);
+                acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a.as_ptr().add(i + 8)), high, acc1);
+                i += 16;
+            }
+        }
+        sum(_mm256_add_ps(acc0, acc1)) + super::dot_f32_i8_portable(&a[i..n], &b[i..n])
+    }
 }
 
 /// Converted a chunk at a time into stack buffers, the f32 dot product on
@@ -201,7 +253,7 @@ fn dot_f16_portable(a: &[u16], b: &[u16]) -> f32 {
     sum
 }
 
-fn to_f16(v: &[f32]) -> Vec<u16> {
+pub(super) fn to_f16(v: &[f32]) -> Vec<u16> {
     let mut halves = vec![f16::ZERO; v.len()];
     halves.convert_from_f32_slice(v);
     halves.iter().map(|h| h.to_bits()).collect()
@@ -221,7 +273,7 @@ fn dot_f32_f16_portable(a: &[f32], b: &[u16]) -> f32 {
     sum
 }
 
-fn from_f16(v: &[u16]) -> Vec<f32> {
+pub(super) fn from_f16(v: &[u16]) -> Vec<f32> {
     let mut out = vec![0.0; v.len()];
     v.reinterpret_cast::<f16>().convert_to_f32_slice(&mut out);
     out
@@ -249,8 +301,8 @@ const SMALL_SHARE: usize = 20;
 /// A point no tool owns any more.
 const DEAD: u32 = u32::MAX;
 /// Bumped when what is saved (or what a saved vector means) changes:
-/// 2 keeps vectors as f16.
-const SAVED_FORMAT: u32 = 2;
+/// 2 keeps vectors as f16, 3 in files of ours beside byte copies.
+const SAVED_FORMAT: u32 = 3;
 const SAVED_NAME: &str = "graph";
 const SAVED_META: &str = "meta.json";
 
@@ -291,13 +343,13 @@ struct Graph {
     dead: usize,
 }
 
-/// A saved graph's vectors, read in place (memory-mapped through
-/// hnsw_rs's `DataMap`) while the graph loads on another thread: searches
-/// scan them exactly. Tools removed meanwhile become tombstones and new
-/// vectors wait in `extra`; the loaded graph takes both over (`install_loaded`).
-struct Mapped {
-    map: DataMap,
-    /// Points in `map`: data ids below it are there, the rest in `extra`.
+/// A saved graph searched from its files (`saved`) while its links load
+/// on another thread (searches scan its vectors meanwhile), then by a walk
+/// of them. Tools removed since become tombstones and new vectors wait in
+/// `extra`; the loaded links take both over (`install_loaded`).
+struct OnDisk {
+    vectors: SavedVectors,
+    /// Points in `vectors`: data ids below it are there, the rest in `extra`.
     saved: usize,
     /// Data id → slot, `DEAD` for a tombstone.
     owner: Vec<u32>,
@@ -306,28 +358,38 @@ struct Mapped {
     dead: usize,
     /// Which opening this is: a graph is installed only over its own.
     ticket: u64,
-    /// The saved graph's links, once read: searches walk them over the
-    /// mapped vectors (and score `extra` one by one).
+    /// The saved graph's links, once read: searches walk them (and score
+    /// `extra` one by one).
     links: Option<Links>,
 }
 
-impl std::fmt::Debug for Mapped {
+impl std::fmt::Debug for OnDisk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mapped")
+        f.debug_struct("OnDisk")
             .field("points", &self.owner.len())
             .field("dead", &self.dead)
             .finish()
     }
 }
 
-impl Mapped {
+impl OnDisk {
     fn vector(&self, id: u32, dimension: usize) -> Option<Vec<f32>> {
         let id = id as usize;
         if id < self.saved {
-            self.map.get_data::<u16>(&id).map(from_f16)
+            self.vectors.vector(id)
         } else {
             let at = (id - self.saved) * dimension;
             self.extra.get(at..at + dimension).map(<[f32]>::to_vec)
+        }
+    }
+
+    /// `query`'s cosine with point `id` at the saved precision.
+    fn score(&self, query: &[f32], id: usize) -> Option<f32> {
+        if id < self.saved {
+            self.vectors.exact(query, id)
+        } else {
+            let at = (id - self.saved) * query.len();
+            self.extra.get(at..at + query.len()).map(|v| dot(query, v))
         }
     }
 
@@ -351,14 +413,20 @@ impl Mapped {
     ) -> Vec<(usize, f32)> {
         let dimension = query.len();
         let distance = |id: u32| {
-            self.map
-                .get_data::<u16>(&(id as usize))
-                .map_or(f32::INFINITY, |v| (1.0 - dot_f32_f16(query, v)).max(0.0))
+            self.vectors
+                .approximate(query, id as usize)
+                .map_or(f32::INFINITY, |score| (1.0 - score).max(0.0))
         };
+        // The walk's distances are the byte copies'; those it returns are
+        // scored again from the f16 vectors (a few dozen reads).
         let mut found: Vec<(usize, f32)> = links
             .nearest(wanted, width, distance)
             .into_iter()
-            .map(|(id, d)| (id as usize, d))
+            .map(|(id, d)| {
+                let id = id as usize;
+                let exact = self.vectors.exact(query, id).map(|s| (1.0 - s).max(0.0));
+                (id, exact.unwrap_or(d))
+            })
             .collect();
         if self.added() > 0 {
             found.extend(
@@ -367,9 +435,9 @@ impl Mapped {
                     .enumerate()
                     .map(|(row, v)| (self.saved + row, (1.0 - dot(query, v)).max(0.0))),
             );
-            found.sort_unstable_by(|a, b| a.1.total_cmp(&b.1));
-            found.truncate(wanted);
         }
+        found.sort_unstable_by(|a, b| a.1.total_cmp(&b.1));
+        found.truncate(wanted);
         found
     }
 }
@@ -402,7 +470,7 @@ impl std::fmt::Debug for Graph {
 enum Backend {
     Exact(Exact),
     Graph(Graph),
-    Mapped(Mapped),
+    OnDisk(OnDisk),
 }
 
 /// What the indexer should do to the backend after a sync.
@@ -571,7 +639,7 @@ impl VectorIndex {
         match &self.backend {
             Backend::Exact(exact) => exact.owner.len(),
             Backend::Graph(graph) => graph.live(),
-            Backend::Mapped(mapped) => mapped.live(),
+            Backend::OnDisk(on_disk) => on_disk.live(),
         }
     }
 
@@ -584,14 +652,14 @@ impl VectorIndex {
                 tombstones: 0,
                 loaded: false,
             },
-            Backend::Mapped(mapped) => VectorShape {
-                backend: if mapped.links.is_some() {
+            Backend::OnDisk(on_disk) => VectorShape {
+                backend: if on_disk.links.is_some() {
                     VectorBackend::Graph
                 } else {
                     VectorBackend::Loading
                 },
-                vectors: mapped.live(),
-                tombstones: mapped.dead,
+                vectors: on_disk.live(),
+                tombstones: on_disk.dead,
                 loaded: self.loaded,
             },
             Backend::Graph(graph) => VectorShape {
@@ -605,7 +673,7 @@ impl VectorIndex {
 
     pub fn is_graph(&self) -> bool {
         // A graph still loading is one: what is saved stays.
-        matches!(self.backend, Backend::Graph(_) | Backend::Mapped(_))
+        matches!(self.backend, Backend::Graph(_) | Backend::OnDisk(_))
     }
 
     pub fn contains(&self, tool: &str) -> bool {
@@ -646,16 +714,16 @@ impl VectorIndex {
                         points.push(id);
                     }
                 }
-                Backend::Mapped(mapped) => {
+                Backend::OnDisk(on_disk) => {
                     // Unit now, so the loaded graph takes every extra row
                     // (its `add` refuses what cannot be normalised).
                     if let Some(vector) = unit(vector)
-                        && let Ok(id) = u32::try_from(mapped.owner.len())
+                        && let Ok(id) = u32::try_from(on_disk.owner.len())
                         && id != DEAD
                     {
                         points.push(id);
-                        mapped.extra.extend_from_slice(&vector);
-                        mapped.owner.push(slot);
+                        on_disk.extra.extend_from_slice(&vector);
+                        on_disk.owner.push(slot);
                     }
                 }
             }
@@ -706,7 +774,7 @@ impl VectorIndex {
                 }
             }
             Backend::Graph(Graph { owner, dead, .. })
-            | Backend::Mapped(Mapped { owner, dead, .. }) => {
+            | Backend::OnDisk(OnDisk { owner, dead, .. }) => {
                 for id in points {
                     if let Some(owner) = owner.get_mut(id as usize)
                         && *owner != DEAD
@@ -743,7 +811,7 @@ impl VectorIndex {
                         .collect();
                     f(&slot.tool, &vectors);
                 }
-                Backend::Graph(_) | Backend::Mapped(_) => {
+                Backend::Graph(_) | Backend::OnDisk(_) => {
                     let owned: Vec<Vec<f32>> = slot
                         .points
                         .iter()
@@ -808,14 +876,14 @@ impl VectorIndex {
                 };
                 self.walk(query, limit, &keep, &graph.owner, kept_tools, nearest)
             }
-            Backend::Mapped(mapped) => match &mapped.links {
+            Backend::OnDisk(on_disk) => match &on_disk.links {
                 Some(links) => {
                     let nearest = |query: &[f32], wanted: usize, width: usize| {
-                        mapped.nearest(links, query, wanted, width)
+                        on_disk.nearest(links, query, wanted, width)
                     };
-                    self.walk(query, limit, &keep, &mapped.owner, kept_tools, nearest)
+                    self.walk(query, limit, &keep, &on_disk.owner, kept_tools, nearest)
                 }
-                None => self.scan_mapped(query, limit, &keep, mapped),
+                None => self.scan_on_disk(query, limit, &keep, on_disk),
             },
         }
     }
@@ -831,43 +899,59 @@ impl VectorIndex {
                     .map(<[f32]>::to_vec)
             }
             Backend::Graph(graph) => graph.vector(id),
-            Backend::Mapped(mapped) => mapped.vector(id, self.dimension),
+            Backend::OnDisk(on_disk) => on_disk.vector(id, self.dimension),
         }
     }
 
-    /// The exact scan over a saved graph's vectors in place (and those
-    /// added since).
-    fn scan_mapped(
+    /// The scan of a saved graph's vectors (and those added since): every
+    /// point by its byte copy, then the best tools again by their f16
+    /// vectors, so the answer is the exact scan's.
+    fn scan_on_disk(
         &self,
         query: &[f32],
         limit: usize,
         keep: &impl Fn(&str) -> bool,
-        mapped: &Mapped,
+        on_disk: &OnDisk,
     ) -> Vec<(Arc<str>, f32)> {
         let mut best = vec![f32::NEG_INFINITY; self.slots.len()];
-        for (id, slot) in mapped.owner.iter().enumerate() {
+        for (id, slot) in on_disk.owner.iter().enumerate() {
             if *slot == DEAD {
                 continue;
             }
-            let score = if id < mapped.saved {
-                match mapped.map.get_data::<u16>(&id) {
-                    Some(vector) => dot_f32_f16(query, vector),
-                    None => continue,
-                }
+            let score = if id < on_disk.saved {
+                on_disk.vectors.approximate(query, id)
             } else {
-                let at = (id - mapped.saved) * self.dimension;
-                match mapped.extra.get(at..at + self.dimension) {
-                    Some(vector) => dot(query, vector),
-                    None => continue,
-                }
+                on_disk.score(query, id)
             };
-            if let Some(best) = best.get_mut(*slot as usize)
+            if let Some(score) = score
+                && let Some(best) = best.get_mut(*slot as usize)
                 && score > *best
             {
                 *best = score;
             }
         }
-        self.best_tools(best, limit, keep)
+        // Byte copies score within ~1e-3 of the f16 vectors: a margin of
+        // candidates past `limit` holds every tool the f16 scan would rank.
+        let candidates = self.best_tools(best, limit.saturating_mul(2).saturating_add(16), keep);
+        let mut ranked: Vec<(Arc<str>, f32)> = candidates
+            .into_iter()
+            .map(|(tool, approximate)| {
+                let exact = self
+                    .slot_of
+                    .get(&tool)
+                    .and_then(|slot| self.slots.get(*slot as usize)?.as_ref())
+                    .and_then(|slot| {
+                        slot.points
+                            .iter()
+                            .filter_map(|id| on_disk.score(query, *id as usize))
+                            .reduce(f32::max)
+                    });
+                (tool, exact.unwrap_or(approximate))
+            })
+            .collect();
+        ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        ranked.truncate(limit);
+        ranked
     }
 
     fn scan(
@@ -1016,11 +1100,11 @@ impl VectorIndex {
             // A graph read back from disk takes no new points: those
             // added since are scanned, and past a share the graph is
             // built anew with them.
-            Backend::Mapped(mapped) if mapped.links.is_some() => {
-                if mapped.live() * 2 < graph_from {
+            Backend::OnDisk(on_disk) if on_disk.links.is_some() => {
+                if on_disk.live() * 2 < graph_from {
                     Some(Reshape::BackToExact)
-                } else if mapped.dead as f64 > TOMBSTONE_SHARE * mapped.owner.len() as f64
-                    || mapped.added() as f64 > ADDED_SHARE * mapped.saved as f64
+                } else if on_disk.dead as f64 > TOMBSTONE_SHARE * on_disk.owner.len() as f64
+                    || on_disk.added() as f64 > ADDED_SHARE * on_disk.saved as f64
                 {
                     Some(Reshape::BuildGraph)
                 } else {
@@ -1103,7 +1187,7 @@ impl VectorIndex {
         match &self.backend {
             Backend::Graph(graph) => !self.saved || self.unsaved > 1000.max(graph.owner.len() / 50),
             // What is saved is being loaded (and read in place).
-            Backend::Exact(_) | Backend::Mapped(_) => false,
+            Backend::Exact(_) | Backend::OnDisk(_) => false,
         }
     }
 
@@ -1111,7 +1195,7 @@ impl VectorIndex {
     /// it for the exact backend), stamped with the catalog `generation` and
     /// the `model` its vectors come from.
     pub fn save(&self, dir: &Path, generation: u64, model: &str) -> Result<(), VectorError> {
-        if matches!(self.backend, Backend::Mapped(_)) {
+        if matches!(self.backend, Backend::OnDisk(_)) {
             return Ok(());
         }
         let Backend::Graph(graph) = &self.backend else {
@@ -1124,7 +1208,7 @@ impl VectorIndex {
         let _ = std::fs::remove_dir_all(&staging);
         std::fs::create_dir_all(&staging)?;
         // The staging directory is new, so hnsw_rs writes under our name
-        // (it picks another only beside files it may have mapped).
+        // (it picks another only beside files it may have on_disk).
         let dumped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             graph.hnsw.file_dump(&staging, SAVED_NAME)
         }))
@@ -1135,6 +1219,14 @@ impl VectorIndex {
                 "hnsw_rs dumped under another name ({dumped})"
             )));
         }
+        // Its vectors are kept in files of ours (by data id, as bytes and
+        // f16); hnsw_rs's copy would only take the disk twice.
+        std::fs::remove_file(staging.join(format!("{SAVED_NAME}.hnsw.data")))?;
+        saved::write(
+            &staging,
+            self.dimension,
+            (0..graph.owner.len() as u32).map(|id| graph.vector(id)),
+        )?;
         let meta = SavedMeta {
             format: SAVED_FORMAT,
             model: model.to_owned(),
@@ -1226,19 +1318,7 @@ impl VectorIndex {
                 "its files changed since they were written".into(),
             ));
         }
-        let map = std::panic::catch_unwind(|| DataMap::from_hnswdump::<u16>(dir, SAVED_NAME))
-            .map_err(|_| VectorError::Unusable("hnsw_rs failed while mapping its vectors".into()))?
-            .map_err(VectorError::Unusable)?;
-        if !map.check_data_type::<u16>()
-            || map.get_nb_data() != meta.points
-            || (0..meta.points).any(|id| map.get_data::<u16>(&id).is_none())
-        {
-            return Err(VectorError::Unusable(format!(
-                "{} vectors where {} were saved",
-                map.get_nb_data(),
-                meta.points
-            )));
-        }
+        let vectors = SavedVectors::open(dir, dimension, meta.points)?;
         let mut index = VectorIndex::new(dimension);
         let mut owner = vec![DEAD; meta.points];
         for tool in meta.tools {
@@ -1261,8 +1341,8 @@ impl VectorIndex {
         let dead = owner.iter().filter(|o| **o == DEAD).count();
         let ticket = NEXT_TICKET.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         index.saved = true;
-        index.backend = Backend::Mapped(Mapped {
-            map,
+        index.backend = Backend::OnDisk(OnDisk {
+            vectors,
             saved: meta.points,
             owner,
             extra: Vec::new(),
@@ -1283,13 +1363,13 @@ impl VectorIndex {
     /// they are. False (and nothing changes) if the index moved on to
     /// another backend since.
     pub fn install_loaded(&mut self, loaded: LoadedGraph) -> bool {
-        let Backend::Mapped(mapped) = &mut self.backend else {
+        let Backend::OnDisk(on_disk) = &mut self.backend else {
             return false;
         };
-        if mapped.ticket != loaded.ticket || mapped.links.is_some() {
+        if on_disk.ticket != loaded.ticket || on_disk.links.is_some() {
             return false;
         }
-        mapped.links = Some(loaded.links);
+        on_disk.links = Some(loaded.links);
         self.loaded = true;
         true
     }
@@ -1304,7 +1384,7 @@ impl VectorIndex {
         let adoptable = matches!(self.backend, Backend::Graph(_))
             && self.saved
             && self.unsaved == 0
-            && matches!(&saved.backend, Backend::Mapped(m) if m.links.is_some())
+            && matches!(&saved.backend, Backend::OnDisk(m) if m.links.is_some())
             && saved.tools() == self.tools()
             && saved.vectors() == self.vectors();
         if !adoptable {
@@ -1318,7 +1398,7 @@ impl VectorIndex {
     /// copied out of the files into the exact scan (a later sync builds a
     /// graph again).
     pub fn loading_failed(&mut self, ticket: u64) {
-        if matches!(&self.backend, Backend::Mapped(m) if m.ticket == ticket) {
+        if matches!(&self.backend, Backend::OnDisk(m) if m.ticket == ticket) {
             self.back_to_exact();
         }
     }
@@ -1368,11 +1448,13 @@ struct SavedTool {
     points: Vec<u32>,
 }
 
-/// Length and CRC-32 of hnsw_rs's two files under `dir`.
+/// Length and CRC-32 of the saved files under `dir`: hnsw_rs's links
+/// and our vectors.
 fn saved_files(dir: &Path) -> Result<Vec<SavedFile>, VectorError> {
     let mut files = Vec::new();
-    for suffix in ["hnsw.graph", "hnsw.data"] {
-        let name = format!("{SAVED_NAME}.{suffix}");
+    let links = format!("{SAVED_NAME}.hnsw.graph");
+    for name in [links.as_str(), saved::F16_FILE, saved::I8_FILE] {
+        let name = name.to_owned();
         let mut file = std::fs::File::open(dir.join(&name))?;
         let mut hasher = crc32fast::Hasher::new();
         let mut buffer = vec![0u8; 1 << 20];
@@ -1395,10 +1477,10 @@ fn saved_files(dir: &Path) -> Result<Vec<SavedFile>, VectorError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn unit(seed: u64, dims: usize) -> Vec<f32> {
+    pub(in crate::index) fn unit(seed: u64, dims: usize) -> Vec<f32> {
         // Deterministic pseudo-random vectors (xorshift), normalised.
         let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         let mut v: Vec<f32> = (0..dims)
@@ -1415,7 +1497,7 @@ mod tests {
     }
 
     #[test]
-    fn f16_dot_products_agree_with_f32_on_every_path() {
+    fn f16_and_byte_dot_products_agree_with_f32_on_every_path() {
         for dims in [384, 16, 13, 7] {
             let (a, b) = (unit(dims as u64, dims), unit(dims as u64 + 1, dims));
             let (ha, hb) = (to_f16(&a), to_f16(&b));
@@ -1433,6 +1515,17 @@ mod tests {
             }
             // And f16 copies stay within rounding of the f32 cosine.
             assert!((exact - dot(&a, &b)).abs() < 1e-3);
+            let bytes: Vec<i8> = (0..dims)
+                .map(|i| (i as i32 * 37 % 255 - 127) as i8)
+                .collect();
+            let widened: Vec<f32> = bytes.iter().map(|b| f32::from(*b)).collect();
+            let want = dot(&a, &widened);
+            for got in [dot_f32_i8(&a, &bytes), dot_f32_i8_portable(&a, &bytes)] {
+                assert!(
+                    (got - want).abs() < 1e-4 * want.abs().max(1.0),
+                    "{dims}: {got} / {want}"
+                );
+            }
         }
     }
 
@@ -1654,7 +1747,7 @@ mod tests {
             VectorIndex::load(&dir, dims, "other model"),
             Err(VectorError::Unusable(_))
         ));
-        let data = dir.join("graph.hnsw.data");
+        let data = dir.join(saved::F16_FILE);
         let mut bytes = std::fs::read(&data).expect("data");
         let middle = bytes.len() / 2;
         bytes[middle] ^= 0x55;
