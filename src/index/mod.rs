@@ -258,7 +258,7 @@ type OpenedVectors =
     Result<Option<(vector::VectorShape, u64, std::time::Duration)>, vector::VectorError>;
 
 /// Opens the index saved by the last run on a thread of its own: installs
-/// it as soon as its vectors are mapped (says so on the channel returned),
+/// it as soon as its vectors are read (says so on the channel returned),
 /// then loads its graph and lets it take over. The sync waits for the
 /// first step only.
 fn open_saved_vectors(
@@ -980,7 +980,7 @@ impl SearchIndex {
     }
 
     /// A graph just built and saved answers from its files from now on,
-    /// as after a restart (its links read back, its vectors mapped):
+    /// as after a restart (its links read back, its vectors as bytes):
     /// hnsw_rs's in-memory graph is dropped.
     fn walk_saved_graph(&self) -> Result<(), IndexError> {
         let inner = &self.inner;

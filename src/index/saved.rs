@@ -11,11 +11,11 @@
 //! vectors.
 
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::vector::{VectorError, dot_f32_f16, dot_f32_i8, from_f16, to_f16};
+use super::vector::{VectorError, checksum, dot_f32_f16, dot_f32_i8, from_f16, to_f16};
 
 pub const F16_FILE: &str = "vectors.f16";
 pub const I8_FILE: &str = "vectors.i8";
@@ -100,41 +100,47 @@ fn unusable(what: impl Into<String>) -> VectorError {
 
 impl SavedVectors {
     /// Reads the bytes of `points` vectors under `dir` and opens their f16
-    /// file; refuses files of another size.
-    pub fn open(dir: &Path, dimension: usize, points: usize) -> Result<SavedVectors, VectorError> {
+    /// file; refuses files of another size. Also gives the byte file's
+    /// length and CRC-32, taken as it was read.
+    pub fn open(
+        dir: &Path,
+        dimension: usize,
+        points: usize,
+    ) -> Result<(SavedVectors, (u64, u32)), VectorError> {
         let halves = File::open(dir.join(F16_FILE))?;
         if halves.metadata()?.len() != (points * dimension * 2) as u64 {
             return Err(unusable("its f16 vectors are not the size saved"));
         }
-        let mut file = File::open(dir.join(I8_FILE))?;
+        let file = File::open(dir.join(I8_FILE))?;
         if file.metadata()?.len() != (points * (4 + dimension)) as u64 {
             return Err(unusable("its byte vectors are not the size saved"));
         }
-        let mut scale_bytes = vec![0u8; points * 4];
-        file.read_exact(&mut scale_bytes)?;
+        // The scales come first, then the bytes.
+        let mut scale_bytes = Vec::with_capacity(points * 4);
+        let mut bytes = Vec::with_capacity(points * dimension);
+        let written = checksum(file, |mut chunk| {
+            let scales_missing = points * 4 - scale_bytes.len();
+            let scales = chunk.len().min(scales_missing);
+            scale_bytes.extend_from_slice(&chunk[..scales]);
+            chunk = &chunk[scales..];
+            bytes.extend(chunk.iter().map(|b| *b as i8));
+        })?;
+        if bytes.len() != points * dimension {
+            return Err(unusable("its byte vectors ended early"));
+        }
         let scales = scale_bytes
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect();
-        drop(scale_bytes);
-        let mut bytes = Vec::with_capacity(points * dimension);
-        let mut chunk = vec![0u8; 1 << 20];
-        loop {
-            let read = file.read(&mut chunk)?;
-            if read == 0 {
-                break;
-            }
-            bytes.extend(chunk[..read].iter().map(|b| *b as i8));
-        }
-        if bytes.len() != points * dimension {
-            return Err(unusable("its byte vectors ended early"));
-        }
-        Ok(SavedVectors {
-            dimension,
-            halves,
-            bytes,
-            scales,
-        })
+        Ok((
+            SavedVectors {
+                dimension,
+                halves,
+                bytes,
+                scales,
+            },
+            written,
+        ))
     }
 
     pub fn len(&self) -> usize {
@@ -187,7 +193,7 @@ mod tests {
         let root = tempfile::tempdir().expect("temp dir");
         let points: Vec<Option<Vec<f32>>> = (0..50).map(|i| (i != 7).then(|| vector(i))).collect();
         write(root.path(), dims, points.clone().into_iter()).expect("written");
-        let saved = SavedVectors::open(root.path(), dims, 50).expect("opened");
+        let (saved, _) = SavedVectors::open(root.path(), dims, 50).expect("opened");
         assert_eq!(saved.len(), 50);
         let query = vector(1000);
         for (id, point) in points.iter().enumerate() {

@@ -448,6 +448,8 @@ static NEXT_TICKET: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64:
 pub struct PendingGraph {
     dir: std::path::PathBuf,
     points: usize,
+    /// Length and CRC-32 the links file was written with.
+    links: (u64, u32),
     ticket: u64,
 }
 
@@ -1311,14 +1313,26 @@ impl VectorIndex {
                 meta.format, meta.model, meta.dimension
             )));
         }
-        // hnsw_rs's reload believes its files (it exits the process on a
-        // short read): they are checked against what was written first.
-        if saved_files(dir)? != meta.files {
-            return Err(VectorError::Unusable(
-                "its files changed since they were written".into(),
-            ));
+        // Every file is checked against what was written: the vectors
+        // here (the bytes as they are read), the links where they are read.
+        let changed = || VectorError::Unusable("its files changed since they were written".into());
+        if !as_written(&meta.files, dir, saved::F16_FILE)? {
+            return Err(changed());
         }
-        let vectors = SavedVectors::open(dir, dimension, meta.points)?;
+        let (vectors, bytes_file) = SavedVectors::open(dir, dimension, meta.points)?;
+        if !meta
+            .files
+            .iter()
+            .any(|f| f.name == saved::I8_FILE && (f.len, f.crc32) == bytes_file)
+        {
+            return Err(changed());
+        }
+        let links = meta
+            .files
+            .iter()
+            .find(|f| f.name == links_file())
+            .map(|f| (f.len, f.crc32))
+            .ok_or_else(changed)?;
         let mut index = VectorIndex::new(dimension);
         let mut owner = vec![DEAD; meta.points];
         for tool in meta.tools {
@@ -1353,6 +1367,7 @@ impl VectorIndex {
         let pending = PendingGraph {
             dir: dir.to_path_buf(),
             points: meta.points,
+            links,
             ticket,
         };
         Ok(Some((index, meta.generation, pending)))
@@ -1412,7 +1427,12 @@ impl PendingGraph {
 
     /// Reads the graph's links back (about a second at 200,000 vectors).
     pub fn load(self) -> Result<LoadedGraph, VectorError> {
-        let path = self.dir.join(format!("{SAVED_NAME}.hnsw.graph"));
+        let path = self.dir.join(links_file());
+        if checksum(std::fs::File::open(&path)?, |_| ())? != self.links {
+            return Err(VectorError::Unusable(
+                "its links changed since they were written".into(),
+            ));
+        }
         let links = Links::read(&path, self.points)
             .map_err(|err| VectorError::Unusable(err.to_string()))?;
         Ok(LoadedGraph {
@@ -1448,32 +1468,54 @@ struct SavedTool {
     points: Vec<u32>,
 }
 
+/// The name of hnsw_rs's dump of the links.
+fn links_file() -> String {
+    format!("{SAVED_NAME}.hnsw.graph")
+}
+
 /// Length and CRC-32 of the saved files under `dir`: hnsw_rs's links
 /// and our vectors.
 fn saved_files(dir: &Path) -> Result<Vec<SavedFile>, VectorError> {
-    let mut files = Vec::new();
-    let links = format!("{SAVED_NAME}.hnsw.graph");
-    for name in [links.as_str(), saved::F16_FILE, saved::I8_FILE] {
-        let name = name.to_owned();
-        let mut file = std::fs::File::open(dir.join(&name))?;
-        let mut hasher = crc32fast::Hasher::new();
-        let mut buffer = vec![0u8; 1 << 20];
-        let mut len = 0u64;
-        loop {
-            let read = std::io::Read::read(&mut file, &mut buffer)?;
-            if read == 0 {
-                break;
-            }
-            hasher.update(&buffer[..read]);
-            len += read as u64;
+    [links_file().as_str(), saved::F16_FILE, saved::I8_FILE]
+        .into_iter()
+        .map(|name| {
+            let (len, crc32) = checksum(std::fs::File::open(dir.join(name))?, |_| ())?;
+            Ok(SavedFile {
+                name: name.to_owned(),
+                len,
+                crc32,
+            })
+        })
+        .collect()
+}
+
+/// Length and CRC-32 of what `file` holds, each chunk also handed to
+/// `chunk` (so a reader checks what it reads in the same pass).
+pub(super) fn checksum(
+    mut file: std::fs::File,
+    mut chunk: impl FnMut(&[u8]),
+) -> std::io::Result<(u64, u32)> {
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut len = 0u64;
+    loop {
+        let read = std::io::Read::read(&mut file, &mut buffer)?;
+        if read == 0 {
+            break;
         }
-        files.push(SavedFile {
-            name,
-            len,
-            crc32: hasher.finalize(),
-        });
+        hasher.update(&buffer[..read]);
+        chunk(&buffer[..read]);
+        len += read as u64;
     }
-    Ok(files)
+    Ok((len, hasher.finalize()))
+}
+
+/// Whether the file `name` under `dir` is as `meta` says it was written.
+fn as_written(meta: &[SavedFile], dir: &Path, name: &str) -> Result<bool, VectorError> {
+    let (len, crc32) = checksum(std::fs::File::open(dir.join(name))?, |_| ())?;
+    Ok(meta
+        .iter()
+        .any(|f| f.name == name && f.len == len && f.crc32 == crc32))
 }
 
 #[cfg(test)]
@@ -1747,6 +1789,25 @@ pub(super) mod tests {
             VectorIndex::load(&dir, dims, "other model"),
             Err(VectorError::Unusable(_))
         ));
+        // Each file is checked: the byte vectors and the links (read on
+        // the loading thread) as well as the f16 vectors below.
+        for name in [saved::I8_FILE.to_owned(), links_file()] {
+            let path = dir.join(&name);
+            let written = std::fs::read(&path).expect("saved file");
+            let mut damaged = written.clone();
+            let at = damaged.len() - 3;
+            damaged[at] ^= 0x55;
+            std::fs::write(&path, &damaged).expect("damaged");
+            assert!(
+                matches!(
+                    VectorIndex::load(&dir, dims, "m"),
+                    Err(VectorError::Unusable(_))
+                ),
+                "{name}"
+            );
+            std::fs::write(&path, &written).expect("restored");
+        }
+        assert!(matches!(VectorIndex::load(&dir, dims, "m"), Ok(Some(_))));
         let data = dir.join(saved::F16_FILE);
         let mut bytes = std::fs::read(&data).expect("data");
         let middle = bytes.len() / 2;
