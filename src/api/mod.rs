@@ -109,8 +109,10 @@ pub fn router_with_openapi(
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        // Handed only the token: the middleware's state is cloned for
+        // every request, and the whole `AppState` is a dozen `Arc`s.
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            state.token.clone(),
             require_token,
         ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -176,11 +178,11 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 pub struct TokenName(pub &'static str);
 
 async fn require_token(
-    State(state): State<AppState>,
+    State(token): State<Option<Arc<str>>>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let Some(expected) = &state.token else {
+    let Some(expected) = &token else {
         return next.run(request).await;
     };
     if request.uri().path() == "/healthz" {
