@@ -345,13 +345,15 @@ impl McpServer {
             message["params"][META][SUBSCRIPTION_ID] = id.clone();
             message
         };
+        // Watched before the acknowledgement: a client that changes a list
+        // as soon as it reads it must hear of the change.
+        let mut changes = self.router().subscribe();
+        let mut last = *changes.borrow_and_update();
         let outbound = transport.outbound();
         outbound.notify(tag(jsonrpc::notification(
             "notifications/subscriptions/acknowledged",
             Some(json!({"notifications": honored})),
         )));
-        let mut changes = self.router().subscribe();
-        let mut last = *changes.borrow_and_update();
         loop {
             tokio::select! {
                 changed = changes.changed() => {

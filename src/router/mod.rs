@@ -276,17 +276,11 @@ impl Router {
             .await;
         match built {
             Ok(Ok(table)) => {
-                let epochs = self.announced.lock().map(|e| *e).unwrap_or_default();
-                let fingerprints = table.fingerprints.with_epochs(epochs);
                 self.table.store(Arc::new(table));
+                self.publish();
                 // The snapshot the table was built from is gone: give its
                 // pages back (a catalog of 10,000 tools is tens of MB).
                 crate::memory::release_freed();
-                self.changes.send_if_modified(|old| {
-                    let changed = *old != fingerprints;
-                    *old = fingerprints;
-                    changed
-                });
             }
             Ok(Err(err)) => tracing::error!("cannot rebuild the routing table: {err}"),
             Err(err) => tracing::error!("the routing table task failed: {err}"),
@@ -350,9 +344,20 @@ impl Router {
             let epoch = list(&mut epochs);
             *epoch = epoch.wrapping_add(1);
         }
-        self.changes.send_modify(|published| {
-            let hash = list(published);
-            *hash = hash.wrapping_add(1);
+        self.publish();
+    }
+
+    /// Tells the clients' listeners what they can list now: the current
+    /// table's hashes moved on by the announcements. Read under the
+    /// channel's lock, so a rebuild that publishes after an announcement
+    /// can never put back the value from before it (a change seen as none).
+    fn publish(&self) {
+        self.changes.send_if_modified(|published| {
+            let epochs = self.announced.lock().map(|e| *e).unwrap_or_default();
+            let now = self.table.load().fingerprints.with_epochs(epochs);
+            let changed = *published != now;
+            *published = now;
+            changed
         });
     }
 
