@@ -12,9 +12,8 @@
 //!
 //! The CLI and plain `curl` send a loopback `Host`, no `Origin`, and JSON.
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -114,19 +113,16 @@ impl HostPolicy {
     }
 }
 
-/// The middleware: refuses before anything else runs (even the token check).
-pub async fn guard(State(policy): State<HostPolicy>, request: Request, next: Next) -> Response {
-    match policy.check(request.method(), request.headers()) {
-        Ok(()) => next.run(request).await,
-        Err(refusal) => {
-            tracing::warn!(
-                method = %request.method(),
-                path = %request.uri().path(),
-                "request refused: {refusal}"
-            );
-            HttpError::new(refusal.status(), refusal.to_string()).into_response()
-        }
-    }
+/// The refusal of a request the policy does not accept (run before
+/// anything else, even the token check), logged.
+pub fn refuse(policy: &HostPolicy, request: &Request) -> Option<Response> {
+    let refusal = policy.check(request.method(), request.headers()).err()?;
+    tracing::warn!(
+        method = %request.method(),
+        path = %request.uri().path(),
+        "request refused: {refusal}"
+    );
+    Some(HttpError::new(refusal.status(), refusal.to_string()).into_response())
 }
 
 fn changes_state(method: &Method) -> bool {

@@ -109,20 +109,17 @@ pub fn router_with_openapi(
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        // Handed only the token: the middleware's state is cloned for
-        // every request, and the whole `AppState` is a dozen `Arc`s.
-        .layer(axum::middleware::from_fn_with_state(
-            state.token.clone(),
-            require_token,
-        ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        // Outside the token check: a cross-site request is refused before
-        // anything else looks at it.
+        // One middleware, not one per check: each boxes a service and a
+        // future for every request. Handed only what it checks: its state
+        // is cloned for every request too.
         .layer(axum::middleware::from_fn_with_state(
-            state.hosts.clone(),
-            guard::guard,
+            Gate {
+                hosts: state.hosts.clone(),
+                token: state.token.clone(),
+            },
+            gate,
         ))
-        .layer(axum::middleware::from_fn(json_errors))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             panic_response,
         ))
@@ -177,16 +174,32 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
 #[derive(Debug, Clone, Copy)]
 pub struct TokenName(pub &'static str);
 
-async fn require_token(
-    State(token): State<Option<Arc<str>>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    let Some(expected) = &token else {
-        return next.run(request).await;
-    };
+/// What the listener checks before any route runs.
+#[derive(Clone)]
+struct Gate {
+    hosts: guard::HostPolicy,
+    /// When set, every route but `/healthz` needs it as a bearer token.
+    token: Option<Arc<str>>,
+}
+
+/// Every request: the host and origin checks first (a cross-site request
+/// is refused before anything else looks at it), then the token; every
+/// error that leaves is `{"detail": …}`.
+async fn gate(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
+    if let Some(refused) = guard::refuse(&gate.hosts, &request) {
+        return refused;
+    }
+    if let Some(refused) = check_token(gate.token.as_deref(), &mut request) {
+        return refused;
+    }
+    as_json_error(next.run(request).await).await
+}
+
+/// The refusal of a request without the token, when one is required.
+fn check_token(expected: Option<&str>, request: &mut Request) -> Option<Response> {
+    let expected = expected?;
     if request.uri().path() == "/healthz" {
-        return next.run(request).await;
+        return None;
     }
     let presented = request
         .headers()
@@ -195,14 +208,14 @@ async fn require_token(
         .and_then(bearer_token);
     if presented.is_some_and(|token| constant_time_eq(token.as_bytes(), expected.as_bytes())) {
         request.extensions_mut().insert(TokenName("admin"));
-        return next.run(request).await;
+        return None;
     }
     let mut response =
         HttpError::new(StatusCode::UNAUTHORIZED, "missing or invalid bearer token").into_response();
     response
         .headers_mut()
         .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    response
+    Some(response)
 }
 
 /// The token of an `Authorization: Bearer <token>` value (the scheme is
@@ -222,8 +235,7 @@ const MAX_ERROR_TEXT: usize = 4096;
 /// Every error of every route leaves as `{"detail": …}`: the framework's own
 /// rejections (a body over the limit, a bad header) are plain text, so they
 /// are wrapped here.
-async fn json_errors(request: Request, next: Next) -> Response {
-    let response = next.run(request).await;
+async fn as_json_error(response: Response) -> Response {
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
         return response;

@@ -144,14 +144,34 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for RemoteIp {
     }
 }
 
+/// The request's headers, taken instead of cloned (axum's `HeaderMap`
+/// extractor clones them for every request): the extractors after it in
+/// `post` read only the body and the extensions.
+pub struct TakenHeaders(pub HeaderMap);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for TakenHeaders {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(TakenHeaders(std::mem::take(&mut parts.headers)))
+    }
+}
+
 /// `POST /mcp`.
 pub async fn post(
     State(mcp): State<McpHttp>,
     RemoteIp(remote): RemoteIp,
-    headers: HeaderMap,
+    TakenHeaders(headers): TakenHeaders,
     body: Bytes,
 ) -> Response {
-    let message: Value = match serde_json::from_slice(&body) {
+    let parsed = serde_json::from_slice::<Value>(&body);
+    // The body shares the connection's read buffer: released now, the
+    // buffer is reused for the next request instead of allocated again.
+    drop(body);
+    let message = match parsed {
         Ok(message) => message,
         Err(err) => {
             return (
@@ -280,6 +300,13 @@ pub async fn post(
     }
 
     let server = Arc::clone(&mcp.server);
+    if !batch && let Some((id, method, params)) = requests.pop() {
+        // One request, the usual case: answered without the batch's joins.
+        let answer = server
+            .handle_request(&connection, id, &method, params)
+            .await;
+        return with_session(axum::Json(answer).into_response(), session_id);
+    }
     let calls = requests.into_iter().map(|(id, method, params)| {
         let (server, connection) = (Arc::clone(&server), Arc::clone(&connection));
         async move {
