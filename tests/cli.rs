@@ -264,3 +264,29 @@ fn import_registers_a_claude_desktop_file_and_skips_existing() {
     assert_eq!(code, 2);
     assert!(stderr.contains("Config file not found"), "{stderr}");
 }
+
+/// The binary's allocator settings reach mimalloc (it reads them from the
+/// environment in its constructor; `main.rs` puts them there first), and a
+/// value the user set stands.
+#[test]
+fn the_allocator_starts_with_the_binary_settings_unless_the_user_set_them() {
+    let options = |env: &[(&str, &str)]| {
+        let output = Command::new(BIN)
+            .arg("--version")
+            .env("MIMALLOC_VERBOSE", "1")
+            .env_remove("MIMALLOC_ARENA_EAGER_COMMIT")
+            .env_remove("MIMALLOC_PAGE_COMMIT_ON_DEMAND")
+            .envs(env.iter().copied())
+            .output()
+            .expect("run the binary");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let ours = options(&[]);
+    assert!(ours.contains("option 'arena_eager_commit': 0"), "{ours}");
+    assert!(ours.contains("option 'page_commit_on_demand': 1"), "{ours}");
+    let users = options(&[("MIMALLOC_PAGE_COMMIT_ON_DEMAND", "0")]);
+    assert!(
+        users.contains("option 'page_commit_on_demand': 0"),
+        "{users}"
+    );
+}
