@@ -1,5 +1,7 @@
-//! Process memory housekeeping shared by the parts that build large
-//! transient copies of the catalog (the routing table, the search index).
+//! Process memory: the allocators' settings (mimalloc for what Rust
+//! allocates, glibc's malloc for ONNX Runtime), and the housekeeping shared
+//! by the parts that build large transient copies of the catalog (the
+//! routing table, the search index).
 
 /// Returns freed heap pages to the system now, rather than at the
 /// allocator's leisure, so a daemon does not stay at the peak of its
