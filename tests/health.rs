@@ -529,6 +529,17 @@ async fn a_call_waits_for_a_server_that_is_reconnecting() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_right_after_registration_waits_for_the_first_connect() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(&temp.path().join("data"), &[]);
+    // Registered after start-up: only the registration's connect is in
+    // flight, and the server takes 1.5 s before it answers anything.
+    register(&d, fixture("late", &["--start-delay-ms", "1500"])).await;
+    let (status, body) = rest_call(&d, "late__echo", json!({"first": true})).await;
+    assert_eq!(status, 200, "{body}");
+}
+
 /// The values of the samples named `name` whose labels include `labels`.
 fn values<'a>(
     scrape: &'a prometheus_parse::Scrape,

@@ -345,6 +345,10 @@ impl SessionManager {
             );
         }
         if let Some(handle) = handles.get(&id) {
+            // A call for one of its tools made right after this returns
+            // (a registration's 201) waits for the attempt instead of
+            // finding no such tool; the supervisor ends it either way.
+            self.shared.starting(id);
             let _ = handle.commands.send(Command::Connect);
         }
         Ok(ConnectOutcome::Initiated)

@@ -245,7 +245,9 @@ pub(super) async fn run(
                     None => {}
                 },
                 command = commands.recv() => match command {
-                    Some(Command::Connect) => {}
+                    // Already connected: a connect that read an older status must not
+                    // leave callers waiting on a start that already happened.
+                    Some(Command::Connect) => shared.started(id),
                     Some(Command::Disconnect { force, reply }) => {
                         let cut_off = if force {
                             session.cancel_all("the server was disconnected")
