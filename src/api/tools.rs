@@ -77,7 +77,7 @@ pub async fn call_tool(
             input: None,
             // A REST caller can answer no questions and hears no logs.
             caller: &crate::router::Caller {
-                capabilities: Some(serde_json::json!({})),
+                capabilities: Some(std::sync::Arc::new(serde_json::json!({}))),
                 log_level: None,
             },
         })

@@ -16,7 +16,7 @@ pub struct ClientConnection {
     pub(super) outbound: Arc<super::outbound::Outbound>,
     pub(super) protocol_version: OnceLock<String>,
     /// The client's `initialize` capabilities.
-    pub(super) capabilities: OnceLock<Value>,
+    pub(super) capabilities: OnceLock<Arc<Value>>,
     pub(super) initialized: std::sync::atomic::AtomicBool,
     pub(super) in_flight: Mutex<HashMap<String, tokio_util::sync::CancellationToken>>,
     /// Requests we sent the client (a server's sampling, elicitation,
@@ -105,7 +105,7 @@ impl ClientConnection {
     pub fn for_stream(&self, outbound: Arc<super::outbound::Outbound>) -> Arc<ClientConnection> {
         let capabilities = OnceLock::new();
         if let Some(value) = self.capabilities.get() {
-            let _ = capabilities.set(value.clone());
+            let _ = capabilities.set(Arc::clone(value));
         }
         Arc::new(ClientConnection {
             outbound,
@@ -136,7 +136,7 @@ impl ClientConnection {
             .and_then(log_level_index)
             .unwrap_or(LOG_LEVELS.len());
         let declared = OnceLock::new();
-        let _ = declared.set(capabilities);
+        let _ = declared.set(Arc::new(capabilities));
         Arc::new(ClientConnection {
             outbound: Arc::clone(&self.outbound),
             protocol_version: OnceLock::new(),
@@ -190,7 +190,7 @@ impl ClientConnection {
                 self.capabilities
                     .get()
                     .cloned()
-                    .unwrap_or_else(|| json!({})),
+                    .unwrap_or_else(|| Arc::new(json!({}))),
             ),
             log_level: level,
         }

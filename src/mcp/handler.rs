@@ -337,7 +337,7 @@ impl McpServer {
                     .and_then(|p| p.get("capabilities"))
                     .cloned()
                     .unwrap_or(Value::Null);
-                let _ = client.capabilities.set(capabilities);
+                let _ = client.capabilities.set(Arc::new(capabilities));
                 if let Ok(mut clients) = self.clients.lock() {
                     clients.retain(|c| c.strong_count() > 0);
                     clients.push(Arc::downgrade(client));

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::handler::{ClientConnection, McpServer};
-use super::incoming::Incoming;
+use super::incoming::{Incoming, Parsed};
 use super::outbound::Outbound;
 use super::session_table::{InUse, SessionLimits, SessionTable, TableFull};
 use crate::http_error::HttpError;
@@ -167,12 +167,19 @@ pub async fn post(
     TakenHeaders(headers): TakenHeaders,
     body: Bytes,
 ) -> Response {
-    let parsed = serde_json::from_slice::<Value>(&body);
+    let parsed = super::incoming::parse(&body);
     // The body shares the connection's read buffer: released now, the
     // buffer is reused for the next request instead of allocated again.
     drop(body);
-    let message = match parsed {
-        Ok(message) => message,
+    let (batch, messages) = match parsed {
+        Ok(Parsed::One(message)) => (false, vec![message]),
+        Ok(Parsed::Batch(items)) => (
+            true,
+            items
+                .into_iter()
+                .map(super::incoming::classify)
+                .collect::<Vec<_>>(),
+        ),
         Err(err) => {
             return (
                 StatusCode::BAD_REQUEST,
@@ -181,16 +188,11 @@ pub async fn post(
                 .into_response();
         }
     };
-    let batch = message.is_array();
-    let messages = match message {
-        Value::Array(items) => items,
-        single => vec![single],
-    };
     let mut requests = Vec::new();
     let mut others = Vec::new();
     let mut answers = Vec::new();
     for message in messages {
-        match super::incoming::classify(message) {
+        match message {
             Incoming::Request { id, method, params } => requests.push((id, method, params)),
             Incoming::Other(message) => others.push(message),
             Incoming::Invalid(answer) => answers.push(answer),

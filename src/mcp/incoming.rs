@@ -2,11 +2,74 @@
 //! answer to handle, or something that is not JSON-RPC (answered with an
 //! error).
 
+use std::borrow::Cow;
+
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::jsonrpc::{self, INVALID_REQUEST, PARSE_ERROR};
 
+/// A message as read from the wire.
+pub enum Parsed {
+    One(Incoming),
+    /// A JSON array: each item is sorted on its own.
+    Batch(Vec<Value>),
+}
+
+/// Parses what a client sent. A well-formed request (the usual message)
+/// is read straight into its parts: the envelope builds no tree of its
+/// own. Anything else is read as a tree and sorted by `classify`, which
+/// has the last word on what is valid.
+pub fn parse(text: &[u8]) -> Result<Parsed, serde_json::Error> {
+    let starts_object = text
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|&b| b == b'{');
+    if starts_object {
+        match serde_json::from_slice::<WellFormedRequest>(text) {
+            Ok(request)
+                if request.jsonrpc == "2.0"
+                    && request.id.as_ref().is_some_and(|id| !id.is_null()) =>
+            {
+                return Ok(Parsed::One(Incoming::Request {
+                    id: request.id.unwrap_or(Value::Null),
+                    method: request.method.into_owned(),
+                    params: request.params,
+                }));
+            }
+            // Not JSON at all: reading it again as a tree fails the same way.
+            Err(err) if err.is_syntax() || err.is_eof() => return Err(err),
+            // Valid JSON of another shape: `classify` decides.
+            _ => {}
+        }
+    }
+    Ok(match serde_json::from_slice::<Value>(text)? {
+        Value::Array(items) => Parsed::Batch(items),
+        single => Parsed::One(classify(single)),
+    })
+}
+
+/// A request as `classify` would accept it; other fields are ignored, as
+/// there.
+#[derive(Deserialize)]
+struct WellFormedRequest<'a> {
+    #[serde(borrow)]
+    jsonrpc: Cow<'a, str>,
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
+    #[serde(borrow)]
+    method: Cow<'a, str>,
+    #[serde(default, deserialize_with = "present")]
+    params: Option<Value>,
+}
+
+/// A field that is there, `null` included (as the tree keeps it).
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
 /// What an incoming message is.
+#[derive(Debug, PartialEq)]
 pub enum Incoming {
     /// A request: handle it and answer with `id`.
     Request {
@@ -72,4 +135,66 @@ pub fn invalid_request(detail: &str) -> Value {
 /// A JSON-RPC parse error answer.
 pub fn parse_error(detail: &str) -> Value {
     jsonrpc::error(Value::Null, PARSE_ERROR, &format!("Parse error: {detail}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the tree path alone makes of `text`.
+    fn by_tree(text: &str) -> Result<Vec<Incoming>, String> {
+        match serde_json::from_str::<Value>(text).map_err(|e| e.to_string())? {
+            Value::Array(items) => Ok(items.into_iter().map(classify).collect()),
+            single => Ok(vec![classify(single)]),
+        }
+    }
+
+    fn by_parse(text: &str) -> Result<Vec<Incoming>, String> {
+        match parse(text.as_bytes()).map_err(|e| e.to_string())? {
+            Parsed::One(one) => Ok(vec![one]),
+            Parsed::Batch(items) => Ok(items.into_iter().map(classify).collect()),
+        }
+    }
+
+    #[test]
+    fn the_envelope_reader_agrees_with_the_tree_on_every_shape() {
+        let texts = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a__b","arguments":{"x":[1,2.50,"\u00e9"]}}}"#,
+            r#"  {"method":"tools/list","id":"s-1","jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"p\u0069ng","extra":{"a":1}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":7}"#,
+            r#"{"jsonrpc":"1.0","id":7,"method":"ping"}"#,
+            r#"{"jsonrpc":2,"id":7,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":5}"#,
+            r#"{"jsonrpc":"2.0","id":{"odd":true},"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}"#,
+            r#"["2.0",1,"ping"]"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"n"}]"#,
+            r#"[]"#,
+            r#""text""#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping""#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"} trailing"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":[1,2}}"#,
+            "",
+        ];
+        for text in texts {
+            assert_eq!(by_parse(text), by_tree(text), "{text}");
+        }
+    }
+
+    #[test]
+    fn nesting_past_the_parsers_limit_is_refused_on_both_paths() {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{}{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert!(by_parse(&deep).is_err());
+        assert_eq!(by_parse(&deep), by_tree(&deep));
+    }
 }

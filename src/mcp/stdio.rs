@@ -2,14 +2,13 @@
 //! delimited JSON-RPC. Requests run concurrently; stdout carries nothing but
 //! protocol (logs go to stderr).
 
-use serde_json::Value;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::handler::{ClientConnection, McpServer};
-use super::incoming::Incoming;
+use super::incoming::{Incoming, Parsed};
 use super::outbound::Outbound;
 use crate::jsonrpc::Outgoing;
 use crate::limits::{self, Line};
@@ -67,8 +66,9 @@ pub async fn serve(
         if text.is_empty() {
             continue;
         }
-        let message: Value = match serde_json::from_slice(text) {
-            Ok(message) => message,
+        let messages = match super::incoming::parse(text) {
+            Ok(Parsed::One(message)) => vec![message],
+            Ok(Parsed::Batch(items)) => items.into_iter().map(super::incoming::classify).collect(),
             Err(err) => {
                 if !outbound
                     .deliver(super::incoming::parse_error(&err.to_string()))
@@ -78,10 +78,6 @@ pub async fn serve(
                 }
                 continue;
             }
-        };
-        let messages = match message {
-            Value::Array(batch) => batch,
-            single => vec![single],
         };
         for message in messages {
             let permit = match Arc::clone(&running).try_acquire_owned() {
@@ -108,10 +104,10 @@ pub async fn serve(
 fn dispatch(
     server: &Arc<McpServer>,
     client: &Arc<ClientConnection>,
-    message: Value,
+    message: Incoming,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) {
-    match super::incoming::classify(message) {
+    match message {
         Incoming::Request { id, method, params } => {
             let (server, client) = (Arc::clone(server), Arc::clone(client));
             // Registered before it runs, so `notifications/cancelled` can

@@ -57,7 +57,8 @@ impl Era {
 pub struct Caller {
     /// The client's declared capabilities: a server asks only for input
     /// the client can give.
-    pub capabilities: Option<Value>,
+    /// Shared: a client's every call carries them.
+    pub capabilities: Option<Arc<Value>>,
     /// The least severe log message the client wants; none: no logs.
     pub log_level: Option<&'static str>,
 }
@@ -749,7 +750,7 @@ impl Session {
             }
             if let Some(capabilities) = &caller.capabilities {
                 with_meta["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
-                    capabilities.clone();
+                    Value::clone(capabilities);
             }
             if let Some(level) = caller.log_level {
                 with_meta["_meta"]["io.modelcontextprotocol/logLevel"] = json!(level);
