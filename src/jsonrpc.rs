@@ -121,19 +121,55 @@ pub fn line(message: &Value) -> serde_json::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// A tool call's arguments: as the client wrote them (checked JSON text,
+/// sent on as written), or built here.
+#[derive(Debug, Clone)]
+pub enum Arguments {
+    Written(Box<RawValue>),
+    Built(Value),
+}
+
+impl Arguments {
+    /// As a tree, for the few who read them (meta-tools, arguments
+    /// mirrored into headers). Checked text always reads.
+    pub fn into_tree(self) -> Value {
+        match self {
+            Arguments::Written(text) => serde_json::from_str(text.get()).unwrap_or(Value::Null),
+            Arguments::Built(tree) => tree,
+        }
+    }
+
+    pub fn to_tree(&self) -> Value {
+        self.clone().into_tree()
+    }
+}
+
+impl Serialize for Arguments {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Arguments::Written(text) => text.serialize(serializer),
+            Arguments::Built(tree) => tree.serialize(serializer),
+        }
+    }
+}
+
 /// A request as it goes on the wire.
 #[derive(serde::Serialize)]
-struct RequestEnvelope<'a> {
+struct RequestEnvelope<'a, P: ?Sized> {
     jsonrpc: &'static str,
     id: u64,
     method: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    params: Option<&'a Value>,
+    params: Option<&'a P>,
 }
 
 /// A request serialised as one line straight from its parts (no envelope
 /// object built: this is every call's path to a server).
-pub fn request_line(id: u64, method: &str, params: Option<&Value>) -> serde_json::Result<Vec<u8>> {
+pub fn request_line<P: serde::Serialize + ?Sized>(
+    id: u64,
+    method: &str,
+    params: Option<&P>,
+) -> serde_json::Result<Vec<u8>> {
     let mut bytes = serde_json::to_vec(&RequestEnvelope {
         jsonrpc: "2.0",
         id,
@@ -536,7 +572,7 @@ mod tests {
         assert_eq!(classify(&json!({"result": {}})), Kind::Invalid);
         assert_eq!(line(&json!({})).unwrap(), b"{}\n");
         assert_eq!(
-            request_line(3, "ping", None).unwrap(),
+            request_line(3, "ping", None::<&Value>).unwrap(),
             b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\n"
         );
     }

@@ -55,10 +55,17 @@ impl<W: tokio::io::AsyncWrite + Unpin, R: tokio::io::AsyncRead + Unpin> LineClie
 
     /// Sends a request; its answer's line exactly as the aggregator wrote it.
     async fn ask_line(&mut self, id: i64, method: &str, params: Value) -> String {
-        let mut line =
+        let line =
             json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-        line.push('\n');
-        self.write.write_all(line.as_bytes()).await.unwrap();
+        self.ask_text(id, &line).await
+    }
+
+    /// Sends `line` as written (its id is `id`); the answer's line.
+    async fn ask_text(&mut self, id: i64, line: &str) -> String {
+        self.write
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
         loop {
             let line = tokio::time::timeout(UP, self.lines.next_line())
                 .await
@@ -2182,4 +2189,17 @@ async fn a_call_result_passes_through_byte_for_byte() {
         parsed["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"].is_string(),
         "{modern}"
     );
+
+    // A call's arguments reach the server as the client wrote them.
+    let written = r#"{"s": "caf\u00e9", "n": 1.50e3, "k" : [ ]}"#;
+    let answer = client
+        .ask_text(
+            102,
+            &format!(
+                r#"{{"jsonrpc":"2.0","id":102,"method":"tools/call","params":{{"name":"raw__echo","arguments":{written}}}}}"#
+            ),
+        )
+        .await;
+    let parsed: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(parsed["result"]["content"][0]["text"], written, "{answer}");
 }

@@ -18,7 +18,7 @@ pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-2
 /// latest we speak, as the specification asks.
 pub const DEFAULT_VERSION: &str = "2025-11-25";
 
-use crate::jsonrpc::{self, INTERNAL_ERROR, Outgoing, Payload};
+use crate::jsonrpc::{self, Arguments, INTERNAL_ERROR, Outgoing, Payload};
 pub(super) use crate::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND};
 
 /// A JSON-RPC error: code, message, data.
@@ -145,6 +145,7 @@ impl McpServer {
         id: Value,
         method: &str,
         params: Option<Value>,
+        arguments: Option<Box<RawValue>>,
     ) -> Outgoing {
         use tracing::Instrument as _;
         // Exported only when traces are on (`logging::TRACE_TARGET`).
@@ -157,9 +158,10 @@ impl McpServer {
         );
         async move {
             if super::modern::is_modern(params.as_ref()) {
+                let params = super::incoming::with_arguments(params, arguments);
                 return self.handle_modern(client, id, method, params).await;
             }
-            match self.dispatch(client, method, params).await {
+            match self.dispatch(client, method, params, arguments).await {
                 Ok(result) => jsonrpc::answer(id, result),
                 Err((code, message, data)) => {
                     jsonrpc::error_answer(id, jsonrpc::error_object(code, &message, data)).into()
@@ -172,14 +174,16 @@ impl McpServer {
 
     /// Answers a request: a call's result as its server wrote it, anything
     /// else built here.
+    /// `arguments`: a call's, as the client wrote them (else in `params`).
     pub(super) async fn dispatch(
         &self,
         client: &Arc<ClientConnection>,
         method: &str,
         params: Option<Value>,
+        arguments: Option<Box<RawValue>>,
     ) -> Result<Payload, RpcFailure> {
         match method {
-            "tools/call" => self.call_tool(client, params).await,
+            "tools/call" => self.call_tool(client, params, arguments).await,
             "tools/list" => self.list_tools().await,
             _ => self
                 .answer_here(client, method, params)
@@ -224,6 +228,7 @@ impl McpServer {
         &self,
         client: &Arc<ClientConnection>,
         params: Option<Value>,
+        written: Option<Box<RawValue>>,
     ) -> Result<Payload, RpcFailure> {
         let mut params = params.ok_or_else(|| invalid("tools/call needs params"))?;
         let mut name = params
@@ -231,9 +236,16 @@ impl McpServer {
             .and_then(Value::as_str)
             .ok_or_else(|| invalid("tools/call needs a string `name`"))?
             .to_owned();
-        let mut arguments = params.get_mut("arguments").map(Value::take);
+        let mut arguments = match written {
+            Some(text) => Some(Arguments::Written(text)),
+            None => params
+                .get_mut("arguments")
+                .map(Value::take)
+                .map(Arguments::Built),
+        };
         if name == super::meta::SEARCH_TOOLS {
             let (search, table) = (self.search.clone(), self.router.table());
+            let arguments = arguments.map(Arguments::into_tree);
             return tokio::task::spawn_blocking(move || {
                 super::meta::search_tools(&search, &table, arguments.as_ref())
             })
@@ -243,7 +255,7 @@ impl McpServer {
         }
         if name == super::meta::CALL_TOOL {
             // The named tool, called as if the client had called it.
-            let mut inner = arguments.unwrap_or(Value::Null);
+            let mut inner = arguments.map(Arguments::into_tree).unwrap_or(Value::Null);
             let Some(target) = inner.get("name").and_then(Value::as_str) else {
                 return Ok(super::meta::tool_error(
                     "call_tool needs `name`: the tool's name as search_tools returned it",
@@ -257,13 +269,14 @@ impl McpServer {
                 .into());
             }
             name = target.to_owned();
-            arguments = inner.get_mut("arguments").map(Value::take);
-            if arguments
+            let inner_arguments = inner.get_mut("arguments").map(Value::take);
+            if inner_arguments
                 .as_ref()
                 .is_some_and(|a| !a.is_object() && !a.is_null())
             {
                 return Ok(super::meta::tool_error("`arguments` must be an object").into());
             }
+            arguments = inner_arguments.map(Arguments::Built);
         }
         let meta = params.get_mut("_meta").map(Value::take);
         let sink: Option<Arc<dyn crate::router::CallSink>> = Some(client.clone());

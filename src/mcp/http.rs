@@ -160,6 +160,14 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for TakenHeaders {
     }
 }
 
+/// A request as read: id, method, params, a call's arguments as text.
+type RequestParts = (
+    Value,
+    String,
+    Option<Value>,
+    Option<Box<serde_json::value::RawValue>>,
+);
+
 /// `POST /mcp`.
 pub async fn post(
     State(mcp): State<McpHttp>,
@@ -193,7 +201,12 @@ pub async fn post(
     let mut answers = Vec::new();
     for message in messages {
         match message {
-            Incoming::Request { id, method, params } => requests.push((id, method, params)),
+            Incoming::Request {
+                id,
+                method,
+                params,
+                arguments,
+            } => requests.push((id, method, params, arguments)),
             Incoming::Other(message) => others.push(message),
             Incoming::Invalid(answer) => answers.push(answer),
         }
@@ -211,9 +224,11 @@ pub async fn post(
     }
     let says_modern = requests
         .iter()
-        .any(|(_, _, params)| super::modern::is_modern(params.as_ref()));
-    let is_initialize =
-        !says_modern && requests.iter().any(|(_, method, _)| method == "initialize");
+        .any(|(_, _, params, _)| super::modern::is_modern(params.as_ref()));
+    let is_initialize = !says_modern
+        && requests
+            .iter()
+            .any(|(_, method, _, _)| method == "initialize");
     // A request that says it speaks the 2026-07-28 revision, or one with no
     // session that is not an initialize: served statelessly, as that
     // revision asks.
@@ -247,7 +262,7 @@ pub async fn post(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("text/event-stream"));
-    let reports_progress = requests.iter().any(|(_, _, params)| {
+    let reports_progress = requests.iter().any(|(_, _, params, _)| {
         params
             .as_ref()
             .and_then(|p| p.get("_meta"))
@@ -257,7 +272,9 @@ pub async fn post(
     // A call may bring the client a server's request or log messages: they
     // go on the call's own stream, which the client is reading for the
     // answer anyway, instead of racing the opening of its GET stream.
-    let may_hear_from_server = requests.iter().any(|(_, method, _)| method == "tools/call")
+    let may_hear_from_server = requests
+        .iter()
+        .any(|(_, method, _, _)| method == "tools/call")
         && (connection.hears_logs()
             || ["sampling", "elicitation", "roots"]
                 .iter()
@@ -269,7 +286,7 @@ pub async fn post(
         let tx = Arc::new(tx);
         let stream_connection = connection.for_stream(Arc::clone(&tx));
         let server = Arc::clone(&mcp.server);
-        for (id, method, params) in requests {
+        for (id, method, params, arguments) in requests {
             let (server, tx, per_call) = (
                 Arc::clone(&server),
                 Arc::clone(&tx),
@@ -279,7 +296,7 @@ pub async fn post(
             let cancelled = connection.begin(&id);
             tokio::spawn(async move {
                 let answer = tokio::select! {
-                    answer = server.handle_request(&per_call, id.clone(), &method, params) => Some(answer),
+                    answer = server.handle_request(&per_call, id.clone(), &method, params, arguments) => Some(answer),
                     () = cancelled.cancelled() => None,
                 };
                 tracked.end(&id);
@@ -302,18 +319,18 @@ pub async fn post(
     }
 
     let server = Arc::clone(&mcp.server);
-    if !batch && let Some((id, method, params)) = requests.pop() {
+    if !batch && let Some((id, method, params, arguments)) = requests.pop() {
         // One request, the usual case: answered without the batch's joins.
         let answer = server
-            .handle_request(&connection, id, &method, params)
+            .handle_request(&connection, id, &method, params, arguments)
             .await;
         return with_session(axum::Json(answer).into_response(), session_id);
     }
-    let calls = requests.into_iter().map(|(id, method, params)| {
+    let calls = requests.into_iter().map(|(id, method, params, arguments)| {
         let (server, connection) = (Arc::clone(&server), Arc::clone(&connection));
         async move {
             server
-                .handle_request(&connection, id, &method, params)
+                .handle_request(&connection, id, &method, params, arguments)
                 .await
         }
     });
@@ -333,11 +350,11 @@ pub async fn post(
 async fn modern_post(
     mcp: &McpHttp,
     headers: &HeaderMap,
-    requests: Vec<(Value, String, Option<Value>)>,
+    requests: Vec<RequestParts>,
     others: Vec<Value>,
     mut answers: Vec<Value>,
 ) -> Response {
-    let Some((id, method, params)) = requests.into_iter().next() else {
+    let Some((id, method, params, arguments)) = requests.into_iter().next() else {
         if let Some(answer) = answers.pop() {
             return (StatusCode::BAD_REQUEST, axum::Json(answer)).into_response();
         }
@@ -345,6 +362,8 @@ async fn modern_post(
         drop(others);
         return StatusCode::ACCEPTED.into_response();
     };
+    // Its checks read the arguments.
+    let params = super::incoming::with_arguments(params, arguments);
     let mut checked = super::modern::check_headers(headers, &method, params.as_ref());
     if checked.is_ok()
         && method == "tools/call"

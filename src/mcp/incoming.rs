@@ -5,7 +5,8 @@
 use std::borrow::Cow;
 
 use serde::{Deserialize, Deserializer};
-use serde_json::Value;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 
 use crate::jsonrpc::{self, INVALID_REQUEST, PARSE_ERROR};
 
@@ -18,8 +19,9 @@ pub enum Parsed {
 
 /// Parses what a client sent. A well-formed request (the usual message)
 /// is read straight into its parts: the envelope builds no tree of its
-/// own. Anything else is read as a tree and sorted by `classify`, which
-/// has the last word on what is valid.
+/// own, and a tool call's arguments stay the text the client wrote (they
+/// go to the server as written). Anything else is read as a tree and
+/// sorted by `classify`, which has the last word on what is valid.
 pub fn parse(text: &[u8]) -> Result<Parsed, serde_json::Error> {
     let starts_object = text
         .iter()
@@ -31,10 +33,21 @@ pub fn parse(text: &[u8]) -> Result<Parsed, serde_json::Error> {
                 if request.jsonrpc == "2.0"
                     && request.id.as_ref().is_some_and(|id| !id.is_null()) =>
             {
+                let (params, arguments) = match request.params {
+                    Some(params) if request.method == "tools/call" => {
+                        (Some(Value::Object(params.tree)), params.arguments)
+                    }
+                    Some(params) => (
+                        with_arguments(Some(Value::Object(params.tree)), params.arguments),
+                        None,
+                    ),
+                    None => (None, None),
+                };
                 return Ok(Parsed::One(Incoming::Request {
                     id: request.id.unwrap_or(Value::Null),
                     method: request.method.into_owned(),
-                    params: request.params,
+                    params,
+                    arguments,
                 }));
             }
             // Not JSON at all: reading it again as a tree fails the same way.
@@ -59,8 +72,64 @@ struct WellFormedRequest<'a> {
     id: Option<Value>,
     #[serde(borrow)]
     method: Cow<'a, str>,
-    #[serde(default, deserialize_with = "present")]
-    params: Option<Value>,
+    /// Params that are not an object (`null` included, which `Option`
+    /// alone would read as missing) are left to `classify`.
+    #[serde(default, deserialize_with = "object")]
+    params: Option<SplitParams>,
+}
+
+fn object<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<SplitParams>, D::Error> {
+    SplitParams::deserialize(deserializer).map(Some)
+}
+
+/// Params with their `arguments` left as text.
+struct SplitParams {
+    tree: Map<String, Value>,
+    arguments: Option<Box<RawValue>>,
+}
+
+impl<'de> Deserialize<'de> for SplitParams {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = SplitParams;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<SplitParams, A::Error> {
+                let mut tree = Map::new();
+                let mut arguments = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "arguments" {
+                        arguments = Some(map.next_value::<Box<RawValue>>()?);
+                    } else {
+                        tree.insert(key, map.next_value::<Value>()?);
+                    }
+                }
+                Ok(SplitParams { tree, arguments })
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
+}
+
+/// A request's params with its arguments, read as text, back in the tree
+/// (for whoever reads them: a 2026-07-28 request's checks, other methods).
+pub fn with_arguments(params: Option<Value>, arguments: Option<Box<RawValue>>) -> Option<Value> {
+    let Some(arguments) = arguments else {
+        return params;
+    };
+    let arguments = crate::jsonrpc::Arguments::Written(arguments).into_tree();
+    match params {
+        Some(Value::Object(mut tree)) => {
+            tree.insert("arguments".to_owned(), arguments);
+            Some(Value::Object(tree))
+        }
+        other => other,
+    }
 }
 
 /// A field that is there, `null` included (as the tree keeps it).
@@ -69,13 +138,16 @@ fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, 
 }
 
 /// What an incoming message is.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub enum Incoming {
     /// A request: handle it and answer with `id`.
     Request {
         id: Value,
         method: String,
         params: Option<Value>,
+        /// A tool call's arguments as the client wrote them (then not in
+        /// `params`).
+        arguments: Option<Box<RawValue>>,
     },
     /// A notification or a response to something we asked: no answer.
     Other(Value),
@@ -109,6 +181,7 @@ pub fn classify(message: Value) -> Incoming {
             id,
             method,
             params: map.remove("params"),
+            arguments: None,
         },
         (Some(_), _) => Incoming::Other(Value::Object(map)),
         (None, Some(id)) if map.contains_key("result") || map.contains_key("error") => {
@@ -140,20 +213,71 @@ pub fn parse_error(detail: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
-    /// What the tree path alone makes of `text`.
-    fn by_tree(text: &str) -> Result<Vec<Incoming>, String> {
-        match serde_json::from_str::<Value>(text).map_err(|e| e.to_string())? {
-            Value::Array(items) => Ok(items.into_iter().map(classify).collect()),
-            single => Ok(vec![classify(single)]),
+    /// What a message means, arguments read as text put back.
+    fn meaning(message: Incoming) -> Value {
+        match message {
+            Incoming::Request {
+                id,
+                method,
+                params,
+                arguments,
+            } => {
+                let called = method == "tools/call";
+                assert!(
+                    called || arguments.is_none(),
+                    "{method}: arguments split off"
+                );
+                json!({"request": [id, method, with_arguments(params, arguments)]})
+            }
+            Incoming::Other(other) => json!({ "other": other }),
+            Incoming::Invalid(answer) => json!({ "invalid": answer }),
         }
     }
 
-    fn by_parse(text: &str) -> Result<Vec<Incoming>, String> {
-        match parse(text.as_bytes()).map_err(|e| e.to_string())? {
-            Parsed::One(one) => Ok(vec![one]),
-            Parsed::Batch(items) => Ok(items.into_iter().map(classify).collect()),
+    /// What the tree path alone makes of `text`.
+    fn by_tree(text: &str) -> Result<Vec<Value>, String> {
+        match serde_json::from_str::<Value>(text).map_err(|e| e.to_string())? {
+            Value::Array(items) => Ok(items.into_iter().map(|m| meaning(classify(m))).collect()),
+            single => Ok(vec![meaning(classify(single))]),
         }
+    }
+
+    fn by_parse(text: &str) -> Result<Vec<Value>, String> {
+        match parse(text.as_bytes()).map_err(|e| e.to_string())? {
+            Parsed::One(one) => Ok(vec![meaning(one)]),
+            Parsed::Batch(items) => Ok(items.into_iter().map(|m| meaning(classify(m))).collect()),
+        }
+    }
+
+    #[test]
+    fn a_calls_arguments_stay_the_text_the_client_wrote() {
+        let text = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a__b","arguments":{"n": 1.50e3, "s":"\u00e9"},"_meta":{"progressToken":3}}}"#;
+        let Ok(Parsed::One(Incoming::Request {
+            params, arguments, ..
+        })) = parse(text.as_bytes())
+        else {
+            panic!("a request");
+        };
+        assert_eq!(
+            arguments.map(|a| a.get().to_owned()).as_deref(),
+            Some(r#"{"n": 1.50e3, "s":"\u00e9"}"#)
+        );
+        assert_eq!(
+            params,
+            Some(json!({"name": "a__b", "_meta": {"progressToken": 3}}))
+        );
+        // Another method's arguments stay in its params.
+        let text = r#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p","arguments":{"a":"1"}}}"#;
+        let Ok(Parsed::One(Incoming::Request {
+            params, arguments, ..
+        })) = parse(text.as_bytes())
+        else {
+            panic!("a request");
+        };
+        assert!(arguments.is_none());
+        assert_eq!(params, Some(json!({"name": "p", "arguments": {"a": "1"}})));
     }
 
     #[test]
@@ -162,6 +286,12 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a__b","arguments":{"x":[1,2.50,"\u00e9"]}}}"#,
             r#"  {"method":"tools/list","id":"s-1","jsonrpc":"2.0"}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":null}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{"a":1},"name":"x","arguments":{"b":2}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{"a":[1,}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"argument":{"name":"a"},"arguments":{"x":1}}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"p\u0069ng","extra":{"a":1}}"#,
             r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,

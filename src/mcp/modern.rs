@@ -243,7 +243,8 @@ impl McpServer {
             Some(inputs.clone()),
         );
         let method = method.to_owned();
-        let mut call = Box::pin(async move { me.dispatch(&connection, &method, params).await });
+        let mut call =
+            Box::pin(async move { me.dispatch(&connection, &method, params, None).await });
         let first = tokio::select! {
             outcome = &mut call => return outcome,
             step = steps.recv() => step,

@@ -108,7 +108,12 @@ fn dispatch(
     permit: tokio::sync::OwnedSemaphorePermit,
 ) {
     match message {
-        Incoming::Request { id, method, params } => {
+        Incoming::Request {
+            id,
+            method,
+            params,
+            arguments,
+        } => {
             let (server, client) = (Arc::clone(server), Arc::clone(client));
             // Registered before it runs, so `notifications/cancelled` can
             // always find it; a cancelled request gets no answer.
@@ -118,7 +123,7 @@ fn dispatch(
             // a call's CPU under load).
             tokio::spawn(Box::pin(async move {
                 let answer = tokio::select! {
-                    answer = server.handle_request(&client, id.clone(), &method, params) => Some(answer),
+                    answer = server.handle_request(&client, id.clone(), &method, params, arguments) => Some(answer),
                     () = cancelled.cancelled() => None,
                 };
                 client.end(&id);

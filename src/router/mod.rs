@@ -101,7 +101,7 @@ pub struct InputRound {
 pub struct ToolCall<'a> {
     /// The name the client used (wire name, tool id or bare name).
     pub name: &'a str,
-    pub arguments: Option<Value>,
+    pub arguments: Option<crate::jsonrpc::Arguments>,
     pub meta: Option<Value>,
     /// The server the client named, if it did.
     pub server: Option<&'a str>,
@@ -110,6 +110,20 @@ pub struct ToolCall<'a> {
     /// A retry's answers to the server's questions.
     pub input: Option<InputRound>,
     pub caller: &'a Caller,
+}
+
+/// A call's params as they go to the server.
+#[derive(serde::Serialize)]
+struct CallParams<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arguments: Option<&'a crate::jsonrpc::Arguments>,
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<&'a Value>,
+    #[serde(rename = "inputResponses", skip_serializing_if = "Option::is_none")]
+    input_responses: Option<&'a Value>,
+    #[serde(rename = "requestState", skip_serializing_if = "Option::is_none")]
+    request_state: Option<&'a Value>,
 }
 
 /// A resolved call, with how long each part took.
@@ -549,34 +563,38 @@ impl Router {
             }
             guard
         });
-        let mut params = serde_json::Map::with_capacity(3);
-        params.insert(
-            "name".to_owned(),
-            Value::String(route.original_name.to_string()),
-        );
-        // The arguments the tool mirrors into headers (sent to a 2026-07-28
-        // server over HTTP).
-        let headers = if route.header_params.is_empty() || !session.is_modern() {
-            Vec::new()
-        } else {
-            crate::model::param_headers::call_headers(&route.header_params, arguments.as_ref())
+        let params = CallParams {
+            name: &route.original_name,
+            arguments: arguments.as_ref(),
+            meta: meta.as_ref(),
+            input_responses: input.as_ref().map(|input| &input.responses),
+            request_state: input.as_ref().and_then(|input| input.state.as_ref()),
         };
-        if let Some(arguments) = arguments {
-            params.insert("arguments".to_owned(), arguments);
+        let mut result = if session.is_modern() {
+            // The arguments the tool mirrors into headers (sent to a
+            // 2026-07-28 server over HTTP).
+            let headers = if route.header_params.is_empty() {
+                Vec::new()
+            } else {
+                let arguments = arguments.as_ref().map(crate::jsonrpc::Arguments::to_tree);
+                crate::model::param_headers::call_headers(&route.header_params, arguments.as_ref())
+            };
+            let params = serde_json::to_value(&params).map_err(|err| {
+                self.call_failure(&route.server_name, RpcError::Malformed(err.to_string()))
+            })?;
+            session
+                .request_for(caller, "tools/call", Some(params), &headers)
+                .await
+        } else {
+            // Written once, the arguments as the client wrote them.
+            let params = serde_json::value::to_raw_value(&params).map_err(|err| {
+                self.call_failure(&route.server_name, RpcError::Malformed(err.to_string()))
+            })?;
+            session
+                .request_text_for(caller, "tools/call", params, &[])
+                .await
         }
-        if let Some(meta) = meta {
-            params.insert("_meta".to_owned(), meta);
-        }
-        if let Some(input) = input {
-            params.insert("inputResponses".to_owned(), input.responses);
-            if let Some(state) = input.state {
-                params.insert("requestState".to_owned(), state);
-            }
-        }
-        let mut result = session
-            .request_for(caller, "tools/call", Some(Value::Object(params)), &headers)
-            .await
-            .map_err(|err| self.call_failure(&route.server_name, err))?;
+        .map_err(|err| self.call_failure(&route.server_name, err))?;
         if table
             .server(route.server_id)
             .is_some_and(|s| s.status == ServerStatus::Degraded)

@@ -51,6 +51,25 @@ impl Era {
     }
 }
 
+/// A request's params: a tree, or JSON text sent as it is.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Params {
+    Tree(Value),
+    Text(Box<RawValue>),
+}
+
+impl Params {
+    fn into_tree(self) -> Result<Value, RpcError> {
+        match self {
+            Params::Tree(tree) => Ok(tree),
+            Params::Text(text) => {
+                serde_json::from_str(text.get()).map_err(|err| RpcError::Malformed(err.to_string()))
+            }
+        }
+    }
+}
+
 /// The client a request is made for, as a 2026-07-28 server is told in
 /// each request's `_meta` (a 2025 server knows only the aggregator).
 #[derive(Debug, Clone, Default)]
@@ -758,6 +777,35 @@ impl Session {
             params = Some(with_meta);
         }
         let headers = if self.is_modern() { headers } else { &[] };
+        self.request_traced(method, params.map(Params::Tree), headers)
+            .await
+    }
+
+    /// `request_for` with params already written as JSON text (a call's
+    /// arguments as the client wrote them): a 2025 server is sent the text
+    /// as it is; a 2026-07-28 server's params are read to add the client's
+    /// `_meta` to them.
+    pub async fn request_text_for(
+        &self,
+        caller: &Caller,
+        method: &str,
+        params: Box<RawValue>,
+        headers: &[(String, String)],
+    ) -> Result<Box<RawValue>, RpcError> {
+        if self.is_modern() || self.modern_meta.is_some() {
+            let tree = Params::Text(params).into_tree()?;
+            return self.request_for(caller, method, Some(tree), headers).await;
+        }
+        self.request_traced(method, Some(Params::Text(params)), &[])
+            .await
+    }
+
+    async fn request_traced(
+        &self,
+        method: &str,
+        params: Option<Params>,
+        headers: &[(String, String)],
+    ) -> Result<Box<RawValue>, RpcError> {
         use tracing::Instrument as _;
         // Exported only when traces are on (`logging::TRACE_TARGET`).
         let span = tracing::trace_span!(
@@ -767,15 +815,15 @@ impl Session {
             server = %self.server,
             rpc.method = method,
         );
-        self.request_traced(method, params, headers)
+        self.request_measured(method, params, headers)
             .instrument(span)
             .await
     }
 
-    async fn request_traced(
+    async fn request_measured(
         &self,
         method: &str,
-        params: Option<Value>,
+        params: Option<Params>,
         headers: &[(String, String)],
     ) -> Result<Box<RawValue>, RpcError> {
         let Some(vitals) = &self.vitals else {
@@ -799,25 +847,32 @@ impl Session {
         params: Option<Value>,
         timeout: Duration,
     ) -> Result<Value, RpcError> {
-        Session::tree(self.send_request(method, params, timeout, &[]).await)
+        Session::tree(
+            self.send_request(method, params.map(Params::Tree), timeout, &[])
+                .await,
+        )
     }
 
     async fn send_request(
         &self,
         method: &str,
-        params: Option<Value>,
+        params: Option<Params>,
         timeout: Duration,
         headers: &[(String, String)],
     ) -> Result<Box<RawValue>, RpcError> {
         if self.closed.is_cancelled() {
             return Err(RpcError::Closed(self.close_reason()));
         }
-        let mut params = params;
-        if self.modern_meta.is_some() {
-            let mut with_meta = params.take().unwrap_or_else(|| json!({}));
+        let params = if self.modern_meta.is_some() {
+            let mut with_meta = match params {
+                Some(params) => params.into_tree()?,
+                None => json!({}),
+            };
             self.add_modern_meta(&mut with_meta);
-            params = Some(with_meta);
-        }
+            Some(Params::Tree(with_meta))
+        } else {
+            params
+        };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         if let Ok(mut pending) = self.pending.lock() {
