@@ -1,4 +1,5 @@
-//! What a client sent, sorted: a request to answer, a notification or an
+//! What a client sent, read and sorted: a request to answer (a tool
+//! call's arguments kept as the client wrote them), a notification or an
 //! answer to handle, or something that is not JSON-RPC (answered with an
 //! error).
 
