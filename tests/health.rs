@@ -540,6 +540,42 @@ async fn a_call_right_after_registration_waits_for_the_first_connect() {
     assert_eq!(status, 200, "{body}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_does_not_wait_for_a_server_registered_while_it_connects() {
+    let temp = tempfile::tempdir().unwrap();
+    // Lists wait for auto-connect servers at start-up (none here) as long
+    // as an hour; a server registered later must not hold them up.
+    let d = Daemon::start_in(
+        &temp.path().join("data"),
+        &["--startup-wait", "3600", "--connect-timeout", "3600"],
+    );
+    // Still silent when the list's deadline (UP) has passed; a minute at
+    // most, should the test fail before it stops the daemon.
+    register(&d, fixture("stuck", &["--start-delay-ms", "60000"])).await;
+    let session = common::mcp_session_with(&d, json!({})).await;
+    let listed = tokio::time::timeout(
+        UP,
+        http()
+            .post(d.api("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &session)
+            .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+            .send(),
+    )
+    .await
+    .expect("tools/list answered while the server is still connecting")
+    .unwrap();
+    assert_eq!(listed.status(), 200);
+    let body = listed.text().await.unwrap();
+    assert!(body.contains("search_tools"), "{body}");
+    assert!(!body.contains("stuck__"), "{body}");
+    let server: Value = common::get_json(&d.api("/api/v1/aggregator/servers/stuck")).await;
+    assert_eq!(server["status"], "CONNECTING", "{server}");
+    // Stopped, the daemon ends the server it is still waiting for.
+    let mut d = d;
+    assert!(d.terminate(UP).is_some());
+}
+
 /// The values of the samples named `name` whose labels include `labels`.
 fn values<'a>(
     scrape: &'a prometheus_parse::Scrape,

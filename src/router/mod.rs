@@ -497,7 +497,9 @@ impl Router {
     /// read (a server's tools can be stored a moment before the table that
     /// routes them is rebuilt). Only on a miss, never on the hot path.
     pub async fn settle(&self) {
-        self.settle_startup().await;
+        if self.sessions.wait_connected(self.startup_wait).await {
+            self.rebuild().await;
+        }
         self.catch_up().await;
     }
 

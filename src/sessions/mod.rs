@@ -117,6 +117,11 @@ pub(crate) struct Shared {
     /// lists are being discovered: what a client that lists right after
     /// start-up (or calls a tool of a server that just connected) waits for.
     starting: watch::Sender<HashSet<ServerId>>,
+    /// Servers asked to connect (a registration, the admin API) whose
+    /// attempt has not ended: a call for one of their tools waits for it.
+    /// Lists do not — a server that hangs while connecting would hold every
+    /// list up.
+    connecting: watch::Sender<HashSet<ServerId>>,
     /// Each supervised server's health record.
     vitals: Mutex<HashMap<ServerId, Arc<health::Vitals>>>,
 }
@@ -162,6 +167,8 @@ impl Shared {
     fn started(&self, id: ServerId) {
         self.starting
             .send_if_modified(|starting| starting.remove(&id));
+        self.connecting
+            .send_if_modified(|connecting| connecting.remove(&id));
     }
 }
 
@@ -198,6 +205,7 @@ impl SessionManager {
                 notices,
                 request_handler: std::sync::RwLock::new(None),
                 starting: watch::Sender::new(HashSet::new()),
+                connecting: watch::Sender::new(HashSet::new()),
                 vitals: Mutex::new(HashMap::new()),
             }),
             handles: Arc::new(Mutex::new(HashMap::new())),
@@ -285,6 +293,21 @@ impl SessionManager {
         true
     }
 
+    /// `wait_started`, and also every server asked to connect since whose
+    /// attempt is not over (what a call for a tool nobody offers yet waits
+    /// for). True if it had to wait.
+    pub async fn wait_connected(&self, limit: Duration) -> bool {
+        if self.shared.connecting.borrow().is_empty() {
+            return self.wait_started(limit).await;
+        }
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut connecting = self.shared.connecting.subscribe();
+        let _ = tokio::time::timeout_at(deadline, connecting.wait_for(HashSet::is_empty)).await;
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        self.wait_started(left).await;
+        true
+    }
+
     /// Asks for a connection (idempotent). The status moves to `CONNECTING`
     /// before this returns; the attempt itself runs in the background.
     pub async fn connect(&self, id: ServerId) -> Result<ConnectOutcome, SessionsError> {
@@ -348,7 +371,9 @@ impl SessionManager {
             // A call for one of its tools made right after this returns
             // (a registration's 201) waits for the attempt instead of
             // finding no such tool; the supervisor ends it either way.
-            self.shared.starting(id);
+            self.shared
+                .connecting
+                .send_if_modified(|connecting| connecting.insert(id));
             let _ = handle.commands.send(Command::Connect);
         }
         Ok(ConnectOutcome::Initiated)
