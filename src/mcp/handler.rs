@@ -173,8 +173,8 @@ impl McpServer {
     }
 
     /// Answers a request: a call's result as its server wrote it, anything
-    /// else built here.
-    /// `arguments`: a call's, as the client wrote them (else in `params`).
+    /// else built here. `arguments`: a call's, as the client wrote them
+    /// (else they are in `params`).
     pub(super) async fn dispatch(
         &self,
         client: &Arc<ClientConnection>,

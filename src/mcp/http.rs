@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::handler::{ClientConnection, McpServer};
-use super::incoming::{Incoming, Parsed};
+use super::incoming::Incoming;
 use super::outbound::Outbound;
 use super::session_table::{InUse, SessionLimits, SessionTable, TableFull};
 use crate::http_error::HttpError;
@@ -180,14 +180,7 @@ pub async fn post(
     // buffer is reused for the next request instead of allocated again.
     drop(body);
     let (batch, messages) = match parsed {
-        Ok(Parsed::One(message)) => (false, vec![message]),
-        Ok(Parsed::Batch(items)) => (
-            true,
-            items
-                .into_iter()
-                .map(super::incoming::classify)
-                .collect::<Vec<_>>(),
-        ),
+        Ok(parsed) => parsed.into_messages(),
         Err(err) => {
             return (
                 StatusCode::BAD_REQUEST,

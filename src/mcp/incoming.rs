@@ -18,6 +18,16 @@ pub enum Parsed {
     Batch(Vec<Value>),
 }
 
+impl Parsed {
+    /// Whether it was a batch, and its messages sorted.
+    pub fn into_messages(self) -> (bool, Vec<Incoming>) {
+        match self {
+            Parsed::One(message) => (false, vec![message]),
+            Parsed::Batch(items) => (true, items.into_iter().map(classify).collect()),
+        }
+    }
+}
+
 /// Parses what a client sent. A well-formed request (the usual message)
 /// is read straight into its parts: the envelope builds no tree of its
 /// own, and a tool call's arguments stay the text the client wrote (they
@@ -246,10 +256,10 @@ mod tests {
     }
 
     fn by_parse(text: &str) -> Result<Vec<Value>, String> {
-        match parse(text.as_bytes()).map_err(|e| e.to_string())? {
-            Parsed::One(one) => Ok(vec![meaning(one)]),
-            Parsed::Batch(items) => Ok(items.into_iter().map(|m| meaning(classify(m))).collect()),
-        }
+        let (_, messages) = parse(text.as_bytes())
+            .map_err(|e| e.to_string())?
+            .into_messages();
+        Ok(messages.into_iter().map(meaning).collect())
     }
 
     #[test]

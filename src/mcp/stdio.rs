@@ -8,7 +8,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::handler::{ClientConnection, McpServer};
-use super::incoming::{Incoming, Parsed};
+use super::incoming::Incoming;
 use super::outbound::Outbound;
 use crate::jsonrpc::Outgoing;
 use crate::limits::{self, Line};
@@ -67,8 +67,7 @@ pub async fn serve(
             continue;
         }
         let messages = match super::incoming::parse(text) {
-            Ok(Parsed::One(message)) => vec![message],
-            Ok(Parsed::Batch(items)) => items.into_iter().map(super::incoming::classify).collect(),
+            Ok(parsed) => parsed.into_messages().1,
             Err(err) => {
                 if !outbound
                     .deliver(super::incoming::parse_error(&err.to_string()))
