@@ -21,13 +21,12 @@ pub async fn relay(
     output: impl AsyncWrite + Unpin + Send + 'static,
     shutdown: CancellationToken,
 ) -> Result<(), LinkError> {
-    crate::tls::init();
     let mut headers = BTreeMap::new();
     if let Some(token) = token {
         headers.insert("Authorization".to_owned(), format!("Bearer {token}"));
     }
     let (inbound, mut from_daemon) = crate::sessions::session::inbound_channel();
-    let client = reqwest::Client::builder().build().unwrap_or_default();
+    let client = crate::http_client::builder().build().unwrap_or_default();
     let link = Arc::new(http::open("daemon", client, mcp_url, &headers, inbound)?);
     let (to_client, queue) = crate::mcp::outbound::Outbound::for_client();
     let to_client = Arc::new(to_client);

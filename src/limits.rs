@@ -28,7 +28,18 @@ pub const PROGRESS_QUEUE: usize = 256;
 /// supervisor before they are dropped.
 pub const SERVER_NOTIFICATIONS: usize = 1024;
 
+/// Default for `--max-catalog-bytes`: what one server's discovery (its
+/// tools, resources, templates and prompts together) may send. A
+/// 1,000-tool list is ~2 MB.
+pub const DEFAULT_MAX_CATALOG_BYTES: usize = 32 * 1024 * 1024;
+/// Default for `--max-definition-bytes`: one tool, resource, template or
+/// prompt definition. The largest real tool definitions (long schemas)
+/// are tens of kilobytes.
+pub const DEFAULT_MAX_DEFINITION_BYTES: usize = 256 * 1024;
+
 static MAX_MESSAGE_BYTES: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_MESSAGE_BYTES);
+static MAX_CATALOG_BYTES: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_CATALOG_BYTES);
+static MAX_DEFINITION_BYTES: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_DEFINITION_BYTES);
 
 /// The largest message (line, body, event) accepted from any peer.
 pub fn max_message_bytes() -> usize {
@@ -38,6 +49,22 @@ pub fn max_message_bytes() -> usize {
 /// Sets the limit for the whole process (at start, from the command line).
 pub fn set_max_message_bytes(bytes: usize) {
     MAX_MESSAGE_BYTES.store(bytes.max(MIN_MESSAGE_BYTES), Ordering::Relaxed);
+}
+
+/// The most one server's discovery may send, all its lists together.
+pub fn max_catalog_bytes() -> usize {
+    MAX_CATALOG_BYTES.load(Ordering::Relaxed)
+}
+
+/// The largest single definition (tool, resource, template, prompt) kept.
+pub fn max_definition_bytes() -> usize {
+    MAX_DEFINITION_BYTES.load(Ordering::Relaxed)
+}
+
+/// Sets the discovery bounds for the whole process (at start).
+pub fn set_discovery_bytes(catalog: usize, definition: usize) {
+    MAX_CATALOG_BYTES.store(catalog.max(MIN_MESSAGE_BYTES), Ordering::Relaxed);
+    MAX_DEFINITION_BYTES.store(definition.max(1024), Ordering::Relaxed);
 }
 
 /// Line buffer capacity `read_line` keeps between lines (most messages

@@ -109,9 +109,8 @@ fn exporter(endpoint: &str) -> Result<opentelemetry_sdk::trace::SdkTracerProvide
         .ok_or_else(|| format!("{endpoint:?} is not an http(s) URL"))?;
     let handle = tokio::runtime::Handle::try_current()
         .map_err(|_| "no async runtime to send traces on".to_owned())?;
-    crate::tls::init();
     let client = RuntimeClient {
-        client: reqwest::Client::new(),
+        client: crate::http_client::client(std::time::Duration::from_secs(10)),
         handle,
     };
     let exporter = opentelemetry_otlp::SpanExporter::builder()

@@ -270,7 +270,7 @@ async fn rmcp_as_a_2026_client_of_both_front_doors() {
         &temp.path().join("daemon"),
         &["--config", config.to_str().unwrap()],
     );
-    mcp_aggregator::tls::init();
+    mcp_aggregator::http_client::init();
     let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(d.api("/mcp"));
     exercise(
         serve_client_with_lifecycle((), transport, modern())

@@ -151,7 +151,7 @@ pub fn ms(d: Duration) -> f64 {
 /// The single-threaded runtime the end-to-end benches drive their clients
 /// from, with the TLS provider the HTTP clients need.
 pub fn bench_runtime() -> tokio::runtime::Runtime {
-    mcp_aggregator::tls::init();
+    mcp_aggregator::http_client::init();
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

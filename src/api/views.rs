@@ -59,7 +59,9 @@ pub struct ToolView {
     pub original_name: String,
     /// The name MCP clients see; `null` when the tool was rejected.
     pub wire_name: Option<String>,
-    /// Why the tool is not offered to MCP clients (a wire-name collision).
+    /// Why the tool is not offered to MCP clients: a wire-name collision, or
+    /// a definition refused (too large, nested too deep, an invalid
+    /// `x-mcp-header`); `null` when it is offered.
     pub rejected_reason: Option<String>,
     pub description: Option<String>,
     #[schema(value_type = Object)]
@@ -92,8 +94,9 @@ impl ToolView {
             id: tool.id.clone(),
             name: tool.id.clone(),
             original_name: tool.original_name.clone(),
-            wire_name: tool.wire_name.clone(),
-            rejected_reason: tool.rejected.clone(),
+            // A refused tool's name stays reserved, but no client sees it.
+            wire_name: tool.wire_name.clone().filter(|_| tool.refused.is_none()),
+            rejected_reason: tool.withheld_because().map(str::to_owned),
             description: tool.description.clone(),
             input_schema: field("inputSchema").unwrap_or_else(|| json!({"type": "object"})),
             output_schema: field("outputSchema"),

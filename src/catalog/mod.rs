@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::sync::broadcast;
 
 use crate::model::wire_name::WireNameRules;
-use crate::model::{CatalogDiff, CatalogKind, ServerId, ToolRecord};
+use crate::model::{CatalogDiff, CatalogKind, RefusedItem, ServerId, ToolRecord};
 use crate::store::{Store, StoreError};
 
 /// A server's catalog changed.
@@ -50,18 +50,21 @@ impl Catalog {
         &self.rules
     }
 
-    /// Stores a server's freshly listed tools.
+    /// Stores a server's freshly listed tools, and those discovery refused
+    /// (kept with the reason, offered to nobody).
     pub async fn apply_tools(
         &self,
         server_id: ServerId,
         tools: Vec<serde_json::Value>,
+        refused: Vec<RefusedItem>,
     ) -> Result<CatalogDiff, CatalogError> {
         let store = Arc::clone(&self.store);
         let rules = Arc::clone(&self.rules);
-        let diff =
-            tokio::task::spawn_blocking(move || store.replace_tools(server_id, &tools, &rules))
-                .await
-                .map_err(|err| CatalogError::Task(err.to_string()))??;
+        let diff = tokio::task::spawn_blocking(move || {
+            store.replace_listed_tools(server_id, &tools, &refused, &rules)
+        })
+        .await
+        .map_err(|err| CatalogError::Task(err.to_string()))??;
         if diff.changed() {
             let _ = self.events.send(CatalogChanged {
                 server_id,

@@ -51,10 +51,7 @@ pub struct AdminClient {
 
 impl AdminClient {
     pub fn new(base: &str, token: Option<String>) -> AdminClient {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .unwrap_or_default();
+        let http = crate::http_client::client(Duration::from_secs(5));
         let user = std::env::var("USER").unwrap_or_else(|_| "unknown".to_owned());
         AdminClient {
             http,
@@ -141,7 +138,7 @@ impl AdminClient {
             } else {
                 ClientError::Unreachable {
                     url: self.base.clone(),
-                    reason: root_cause(&err),
+                    reason: crate::http_client::root_cause(&err),
                 }
             }
         })?;
@@ -170,12 +167,4 @@ impl AdminClient {
             reason: err.to_string(),
         })
     }
-}
-
-fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = err;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    cause.to_string()
 }

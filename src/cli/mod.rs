@@ -159,6 +159,14 @@ struct LimitArgs {
     /// Largest message accepted from anyone: a stdio line, an `/mcp` body, a server's answer or event.
     #[arg(long, env = "MCP_AGGREGATOR_MAX_MESSAGE_BYTES", value_name = "BYTES", default_value_t = crate::limits::DEFAULT_MAX_MESSAGE_BYTES)]
     max_message_bytes: usize,
+    /// Most one server's discovery may send, its tools, resources, templates and prompts together;
+    /// past it the rest is ignored (and logged).
+    #[arg(long, env = "MCP_AGGREGATOR_MAX_CATALOG_BYTES", value_name = "BYTES", default_value_t = crate::limits::DEFAULT_MAX_CATALOG_BYTES)]
+    max_catalog_bytes: usize,
+    /// Largest single definition (a tool, resource, template or prompt) kept; a larger tool is
+    /// shown with the reason (`rejected_reason`) and offered to nobody.
+    #[arg(long, env = "MCP_AGGREGATOR_MAX_DEFINITION_BYTES", value_name = "BYTES", default_value_t = crate::limits::DEFAULT_MAX_DEFINITION_BYTES)]
+    max_definition_bytes: usize,
     /// Seconds a server gets to answer `initialize` before the attempt is abandoned (and its process ended).
     #[arg(long, env = "MCP_AGGREGATOR_CONNECT_TIMEOUT", value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     connect_timeout: u64,
@@ -237,6 +245,7 @@ impl RoutingArgs {
     ) -> daemon::FrontDoorOptions {
         // The one message limit every reader in the process shares.
         crate::limits::set_max_message_bytes(limits.max_message_bytes);
+        crate::limits::set_discovery_bytes(limits.max_catalog_bytes, limits.max_definition_bytes);
         daemon::FrontDoorOptions {
             conflict_strategy: self.conflict_strategy,
             expose: Expose {
@@ -683,7 +692,7 @@ pub fn main() -> ExitCode {
     // Before any thread or child exists: whatever descriptors whoever
     // started us left open must not reach the servers we start.
     crate::sessions::stdio::close_inherited_on_exec();
-    crate::tls::init();
+    crate::http_client::init();
     // The stdio front door serves one client: a single-threaded runtime
     // keeps every hop of a call on one thread (no cross-thread wake-ups),
     // which is what per-call latency is made of. The daemon serves many

@@ -544,6 +544,10 @@ impl SearchIndex {
                     .is_ok_and(|vectors| vectors.holds(id, hash))
             };
             inner.store.for_each_tool_summary(|tool| {
+                // Nobody is offered a refused tool: nothing to find.
+                if tool.refused.is_some() {
+                    return;
+                }
                 total += 1;
                 let (id, hash) = (&*tool.id, &*tool.definition_hash);
                 if let Some((key, doc)) = current.get_key_value(id)

@@ -300,7 +300,8 @@ impl McpServer {
         let mut first = Some((arguments, meta));
         let caller = client.caller();
         let retries = retry_copies.is_some();
-        self.with_input_rounds(client, input, retries, |input| {
+        let target = super::relay::target("tools/call", &name);
+        self.with_input_rounds(client, &target, input, retries, |input| {
             let (arguments, meta) = first
                 .take()
                 .or_else(|| retry_copies.clone())
@@ -446,7 +447,8 @@ impl McpServer {
                 let meta = params.get_mut("_meta").map(Value::take);
                 let input = take_input_round(&mut params);
                 let caller = client.caller();
-                self.with_input_rounds(client, input, true, |input| {
+                let target = super::relay::target("prompts/get", &name);
+                self.with_input_rounds(client, &target, input, true, |input| {
                     let (name, arguments, meta, caller) =
                         (&name, arguments.clone(), meta.clone(), &caller);
                     async move {

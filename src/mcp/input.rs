@@ -18,11 +18,13 @@ impl McpServer {
     /// Runs a request a 2026-07-28 server may answer with an input-required
     /// result. A modern client gets the questions as they are, with the
     /// server's state sealed in ours (so every state a client brings back
-    /// is checked); a 2025 client is asked the 2025 way, and the request
+    /// is checked, and opens only for `target`, this request); a 2025
+    /// client is asked the 2025 way, and the request
     /// made again (when `retries`) with its answers.
     pub(super) async fn with_input_rounds<F, Fut>(
         &self,
         client: &Arc<ClientConnection>,
+        target: &str,
         first: Option<crate::router::InputRound>,
         retries: bool,
         mut attempt: F,
@@ -42,7 +44,8 @@ impl McpServer {
             let mut result = super::handler::tree(result)?;
             if client.is_modern() {
                 if let Some(state) = result.get("requestState").and_then(Value::as_str) {
-                    result["requestState"] = Value::String(self.relay.wrap_downstream(state));
+                    result["requestState"] =
+                        Value::String(self.relay.wrap_downstream(target, state));
                 }
                 return Ok(result.into());
             }

@@ -212,8 +212,19 @@ impl McpServer {
                         .await
                         .map(Payload::Tree);
                 }
-                // The server's own state goes back to it as it gave it.
-                Some(super::relay::State::Downstream(original)) => {
+                // The server's own state goes back to it as it gave it,
+                // for the request it came with only.
+                Some(super::relay::State::Downstream {
+                    target: issued_for,
+                    state: original,
+                }) => {
+                    if issued_for != target {
+                        return Err((
+                            INVALID_PARAMS,
+                            "requestState refused: it belongs to another request".to_owned(),
+                            None,
+                        ));
+                    }
                     if let Some(Value::Object(params)) = params.as_mut() {
                         params.insert("requestState".to_owned(), Value::String(original));
                     }
@@ -583,11 +594,11 @@ impl Drop for ListenGuard<'_> {
 /// What a retry must name to resume a parked request: the method and its
 /// target (tool, prompt or resource).
 fn relay_target(method: &str, params: Option<&Value>) -> String {
-    let target = params
+    let name = params
         .and_then(|p| p.get("name").or_else(|| p.get("uri")))
         .and_then(Value::as_str)
         .unwrap_or_default();
-    format!("{method} {target}")
+    super::relay::target(method, name)
 }
 
 /// Removes what a modern request says about its own protocol from its

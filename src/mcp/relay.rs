@@ -7,10 +7,14 @@
 //! and that state hands the answers to the waiting server, and the request
 //! goes on: to its result, or to the next round of questions.
 //!
-//! The state is the parked request's number sealed with ChaCha20-Poly1305
-//! under a key this process drew at start: a state that was altered, forged
-//! or issued by an earlier process does not open; one already used, or
-//! parked longer than `PARK_TTL`, finds nothing.
+//! A state is sealed with ChaCha20-Poly1305 under the data dir's key and
+//! bound to what it was issued for: a parked request's state holds this
+//! process's instance (drawn at start) and the request's number, so it
+//! opens for that one request only — not after a restart, when numbers
+//! start again; a downstream server's own state holds the request it came
+//! with (method and target), so it goes back only to that tool or prompt,
+//! never to another server's. An altered or forged state does not open;
+//! one already used, or parked longer than `PARK_TTL`, finds nothing.
 
 use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng};
 use chacha20poly1305::{ChaCha20Poly1305, Nonce};
@@ -65,12 +69,22 @@ const DOWNSTREAM: u8 = 1;
 pub(super) enum State {
     /// A request parked here, waiting for the client's answers.
     Parked(u64),
-    /// A downstream server's own state.
-    Downstream(String),
+    /// A downstream server's own state, for the request it came with
+    /// (`target`).
+    Downstream { target: String, state: String },
+}
+
+/// What a request is, for binding a state to it: its method and the name
+/// or URI it is for, as the client wrote them.
+pub(super) fn target(method: &str, name: &str) -> String {
+    format!("{method} {name}")
 }
 
 pub(super) struct Relay {
     cipher: ChaCha20Poly1305,
+    /// Drawn at start: a parked request's state names the process that
+    /// parked it (request numbers start again with each process).
+    instance: [u8; 16],
     parked: Mutex<HashMap<u64, Parked>>,
     next_id: AtomicU64,
     next_question: AtomicU64,
@@ -87,8 +101,12 @@ impl Relay {
     /// A relay sealing its states with `key` (kept in the data dir, so a
     /// server's own state handed to a client still opens after a restart).
     pub(super) fn with_key(key: &[u8; 32]) -> Relay {
+        use chacha20poly1305::aead::rand_core::RngCore as _;
+        let mut instance = [0u8; 16];
+        OsRng.fill_bytes(&mut instance);
         Relay {
             cipher: ChaCha20Poly1305::new(chacha20poly1305::Key::from_slice(key)),
+            instance,
             parked: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
             next_question: AtomicU64::new(1),
@@ -264,29 +282,48 @@ impl Relay {
         questions.insert(format!("{kind}-{n}"), Question { request, reply });
     }
 
-    /// A state for a request parked here.
+    /// A state for a request parked here by this process.
     fn seal(&self, id: u64) -> String {
         let mut payload = vec![PARKED];
+        payload.extend(self.instance);
         payload.extend(id.to_be_bytes());
         self.seal_bytes(&payload)
     }
 
-    /// A downstream server's own state, sealed in ours: the client's retry
-    /// is checked like any state we issue, then the server gets its own.
-    pub(super) fn wrap_downstream(&self, state: &str) -> String {
+    /// A downstream server's own state, sealed in ours with the request it
+    /// came with (`target`): the client's retry is checked like any state
+    /// we issue, then the server gets its own — only for that request.
+    pub(super) fn wrap_downstream(&self, target: &str, state: &str) -> String {
         let mut payload = vec![DOWNSTREAM];
+        payload.extend((target.len() as u32).to_be_bytes());
+        payload.extend(target.as_bytes());
         payload.extend(state.as_bytes());
         self.seal_bytes(&payload)
     }
 
     /// What a state a client brought back stands for; `None` if we did not
-    /// issue it (or it was altered).
+    /// issue it (or it was altered), or it names a request parked by an
+    /// earlier process.
     pub(super) fn open_state(&self, state: &str) -> Option<State> {
         let payload = self.open_bytes(state)?;
         let (kind, body) = payload.split_first()?;
         match *kind {
-            PARKED => Some(State::Parked(u64::from_be_bytes(body.try_into().ok()?))),
-            DOWNSTREAM => Some(State::Downstream(String::from_utf8(body.to_vec()).ok()?)),
+            PARKED => {
+                let (instance, id) = body.split_at_checked(self.instance.len())?;
+                if instance != self.instance {
+                    return None;
+                }
+                Some(State::Parked(u64::from_be_bytes(id.try_into().ok()?)))
+            }
+            DOWNSTREAM => {
+                let (length, rest) = body.split_at_checked(4)?;
+                let length = u32::from_be_bytes(length.try_into().ok()?) as usize;
+                let (target, state) = rest.split_at_checked(length)?;
+                Some(State::Downstream {
+                    target: String::from_utf8(target.to_vec()).ok()?,
+                    state: String::from_utf8(state.to_vec()).ok()?,
+                })
+            }
             _ => None,
         }
     }
@@ -294,7 +331,7 @@ impl Relay {
     fn open(&self, state: &str) -> Option<u64> {
         match self.open_state(state)? {
             State::Parked(id) => Some(id),
-            State::Downstream(_) => None,
+            State::Downstream { .. } => None,
         }
     }
 
@@ -336,14 +373,33 @@ mod tests {
         assert_eq!(relay.open(std::str::from_utf8(&altered).unwrap()), None);
         assert_eq!(Relay::default().open(&state), None, "another process's key");
         assert_eq!(relay.open("not base64 at all!"), None);
-        let wrapped = relay.wrap_downstream("server-state");
-        assert!(
-            matches!(relay.open_state(&wrapped), Some(State::Downstream(s)) if s == "server-state")
-        );
+        let wrapped = relay.wrap_downstream("tools/call a__t", "server-state");
+        assert!(matches!(
+            relay.open_state(&wrapped),
+            Some(State::Downstream { target, state })
+                if target == "tools/call a__t" && state == "server-state"
+        ));
         assert_eq!(
             relay.open(&wrapped),
             None,
             "a server's state is not a parked request"
         );
+    }
+
+    #[test]
+    fn a_parked_state_does_not_open_in_another_process_with_the_same_key() {
+        let key = [7u8; 32];
+        let before = Relay::with_key(&key);
+        let state = before.seal(1);
+        assert_eq!(before.open(&state), Some(1));
+        // A restart: the same key from the data dir, numbers from 1 again.
+        let after = Relay::with_key(&key);
+        assert_eq!(after.open(&state), None);
+        // A server's own state still opens after a restart.
+        let wrapped = before.wrap_downstream("tools/call a__t", "s");
+        assert!(matches!(
+            after.open_state(&wrapped),
+            Some(State::Downstream { .. })
+        ));
     }
 }

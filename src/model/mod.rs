@@ -19,4 +19,4 @@ pub use skill::{
     SkillSuggestion,
 };
 pub use status::{InvalidTransition, ServerStatus, StatusTrigger};
-pub use tool::{CatalogDiff, CatalogKind, ToolRecord};
+pub use tool::{CatalogDiff, CatalogKind, RefusedItem, ToolRecord};

@@ -86,6 +86,11 @@ pub struct ToolRecord {
     pub wire_name: Option<String>,
     /// Why the tool has no wire name (a collision), if it has none.
     pub rejected: Option<String>,
+    /// Why its definition is not offered at all (too large, nested too
+    /// deep, an invalid `x-mcp-header`): such a tool is kept (so it shows
+    /// with its reason) but neither listed, searched nor routed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
     pub description: Option<String>,
     /// The definition exactly as `tools/list` returned it.
     pub definition: Definition,
@@ -106,6 +111,11 @@ pub struct ToolRecord {
 }
 
 impl ToolRecord {
+    /// Why clients are not offered the tool, if they are not.
+    pub fn withheld_because(&self) -> Option<&str> {
+        self.refused.as_deref().or(self.rejected.as_deref())
+    }
+
     /// The record less its definition: what a pass keeps of many records
     /// it wrote (at 100,000 tools the definitions are most of them).
     pub fn without_definition(mut self) -> ToolRecord {
@@ -139,6 +149,15 @@ impl ToolRecord {
     }
 }
 
+/// An item a server listed whose definition is not kept: too large, or
+/// unreadable (nested deeper than a parser goes). Its name (cut short if
+/// it is long itself) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedItem {
+    pub name: String,
+    pub reason: String,
+}
+
 /// Which list a catalog item came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -168,6 +187,8 @@ pub struct CatalogDiff {
     pub unchanged: usize,
     /// Tools without a wire name because of a collision.
     pub rejected: usize,
+    /// Tools whose definitions are not offered (`ToolRecord::refused`).
+    pub refused: usize,
 }
 
 impl CatalogDiff {

@@ -174,6 +174,9 @@ impl RouteTable {
             let Some(server) = table.servers.get(&tool.server_id) else {
                 return;
             };
+            if tool.refused.is_some() {
+                return;
+            }
             // A tool whose x-mcp-header annotations are invalid is left
             // out (2026-07-28 asks clients to exclude it; discovery warns).
             // Most tools have none: their schema is not parsed for them.

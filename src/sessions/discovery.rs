@@ -1,59 +1,128 @@
 //! Discovery (BR-003): list a server's tools, resources, resource templates
 //! and prompts through every page, and hand them to the catalog.
 
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::session::{RpcError, Session};
 use crate::catalog::Catalog;
-use crate::model::{CatalogKind, ServerId};
+use crate::jsonrpc::Members;
+use crate::model::{CatalogKind, RefusedItem, ServerId};
 
 /// Pages followed at most (a server that never stops paginating is cut off).
 pub const MAX_PAGES: usize = 1000;
 /// Items kept at most per list.
 pub const MAX_ITEMS: usize = 50_000;
+/// Characters of a refused item's own name kept (a name can be the huge part).
+const REFUSED_NAME_CHARS: usize = 200;
 
-/// Lists every page of `method`, collecting the `field` arrays.
+/// What one server's discovery may still read, all its lists together
+/// (`limits::max_catalog_bytes`): a server sending page after page of
+/// 20 MB definitions is cut off after the first ones, not after gigabytes.
+pub struct Budget {
+    left: AtomicUsize,
+    total: usize,
+    spent: AtomicBool,
+}
+
+impl Budget {
+    pub fn new(total: usize) -> Budget {
+        Budget {
+            left: AtomicUsize::new(total),
+            total,
+            spent: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes `bytes` from what is left; false (and logged once) when they
+    /// do not fit.
+    fn take(&self, server: &str, method: &str, bytes: usize) -> bool {
+        let taken = self
+            .left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                left.checked_sub(bytes)
+            })
+            .is_ok();
+        if !taken {
+            self.left.store(0, Ordering::Relaxed);
+            if !self.spent.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    server,
+                    method,
+                    "the server's lists passed {} bytes (--max-catalog-bytes); the rest is ignored",
+                    self.total
+                );
+            }
+        }
+        taken
+    }
+}
+
+/// One list as discovery keeps it: the items, and those refused.
+#[derive(Debug, Default)]
+pub struct Listed {
+    pub items: Vec<Value>,
+    pub refused: Vec<RefusedItem>,
+}
+
+/// Lists every page of `method`, collecting the `field` arrays; `key` is
+/// the field naming an item (for a refused one). Each item is read on its
+/// own: one that is too large (`limits::max_definition_bytes`) or nested
+/// too deep to read is refused alone, never the whole list.
 pub async fn list_all(
     session: &Session,
     method: &str,
     field: &str,
-) -> Result<Vec<Value>, RpcError> {
-    let mut items = Vec::new();
+    key: &str,
+    budget: &Budget,
+) -> Result<Listed, RpcError> {
+    let mut listed = Listed::default();
     let mut cursor: Option<String> = None;
     let mut seen = HashSet::new();
+    let max_definition = crate::limits::max_definition_bytes();
     for _ in 0..MAX_PAGES {
         let params = cursor.as_ref().map(|c| json!({"cursor": c}));
         let first_page = cursor.is_none();
-        let mut result = session.request(method, params).await?;
-        if first_page && let Some(ttl) = result.get("ttlMs").and_then(Value::as_u64) {
+        let result = session.request_raw(method, params).await?;
+        if !budget.take(session.server(), method, result.get().len()) {
+            return Ok(listed);
+        }
+        let page = Page::read(&result).map_err(|err| {
+            RpcError::Malformed(format!("the result of {method} is not a list: {err}"))
+        })?;
+        if first_page && let Some(ttl) = page.ttl_ms {
             session.note_list_ttl(method, ttl);
         }
-        if let Some(Value::Array(page)) = result.get_mut(field).map(Value::take) {
-            items.extend(page);
+        for item in page.items(field) {
+            match admit(item, key, max_definition) {
+                Ok(item) => listed.items.push(item),
+                Err(refused) => listed.refused.push(refused),
+            }
         }
-        if items.len() >= MAX_ITEMS {
+        if listed.items.len() + listed.refused.len() >= MAX_ITEMS {
             tracing::warn!(
                 server = session.server(),
                 method,
                 "more than {MAX_ITEMS} items; the rest is ignored"
             );
-            items.truncate(MAX_ITEMS);
-            return Ok(items);
+            listed.items.truncate(MAX_ITEMS);
+            return Ok(listed);
         }
-        match result.get("nextCursor").and_then(Value::as_str) {
+        match page.next_cursor {
             Some(next) if !next.is_empty() => {
-                if !seen.insert(next.to_owned()) {
+                if !seen.insert(next.clone()) {
                     tracing::warn!(
                         server = session.server(),
                         method,
                         "the server repeated a cursor; stopping there"
                     );
-                    return Ok(items);
+                    return Ok(listed);
                 }
-                cursor = Some(next.to_owned());
+                cursor = Some(next);
             }
-            _ => return Ok(items),
+            _ => return Ok(listed),
         }
     }
     tracing::warn!(
@@ -61,7 +130,72 @@ pub async fn list_all(
         method,
         "more than {MAX_PAGES} pages; the rest is ignored"
     );
-    Ok(items)
+    Ok(listed)
+}
+
+/// A page of a list, read one level deep.
+struct Page<'a> {
+    members: Members<'a>,
+    next_cursor: Option<String>,
+    ttl_ms: Option<u64>,
+}
+
+impl<'a> Page<'a> {
+    fn read(result: &'a RawValue) -> serde_json::Result<Page<'a>> {
+        let members = Members::read(result)?;
+        let next_cursor = members
+            .get("nextCursor")
+            .and_then(|c| serde_json::from_str::<Option<String>>(c.get()).ok())
+            .flatten();
+        let ttl_ms = members
+            .get("ttlMs")
+            .and_then(|t| serde_json::from_str::<u64>(t.get()).ok());
+        Ok(Page {
+            members,
+            next_cursor,
+            ttl_ms,
+        })
+    }
+
+    /// The list's items as they were written (none if it is not an array).
+    fn items(&self, field: &str) -> Vec<&RawValue> {
+        self.members
+            .get(field)
+            .and_then(|items| serde_json::from_str(items.get()).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// An item as a tree, or why it is refused.
+fn admit(item: &RawValue, key: &str, max: usize) -> Result<Value, RefusedItem> {
+    let size = item.get().len();
+    let reason = if size > max {
+        format!(
+            "its definition is {size} bytes, more than the {max} allowed for one (--max-definition-bytes)"
+        )
+    } else {
+        match serde_json::from_str::<Value>(item.get()) {
+            Ok(value) => return Ok(value),
+            Err(err) if err.to_string().contains("recursion limit") => {
+                "its definition is nested more than 128 levels deep".to_owned()
+            }
+            Err(err) => format!("its definition cannot be read: {err}"),
+        }
+    };
+    let name: String = Members::read(item)
+        .ok()
+        .and_then(|members| {
+            let name = members.get(key)?;
+            serde_json::from_str::<String>(name.get()).ok()
+        })
+        .unwrap_or_default();
+    let short: String = name.chars().take(REFUSED_NAME_CHARS).collect();
+    let name = if short.len() < name.len() {
+        format!("{short}…")
+    } else {
+        short
+    };
+    Err(RefusedItem { name, reason })
 }
 
 /// Which lists to (re-)discover.
@@ -81,9 +215,11 @@ pub enum What {
 pub async fn discover(session: &Session, server_id: ServerId, catalog: &Catalog, what: What) {
     let server = session.server();
     let wants = |part: What| what == part || what == What::Everything;
+    let budget = Budget::new(crate::limits::max_catalog_bytes());
+    let budget = &budget;
     let tools = async {
         if wants(What::Tools) {
-            Some(fetch(session, "tools", "tools/list", "tools").await)
+            Some(fetch(session, "tools", "tools/list", "tools", "name", budget).await)
         } else {
             None
         }
@@ -91,12 +227,21 @@ pub async fn discover(session: &Session, server_id: ServerId, catalog: &Catalog,
     let resources = async {
         if wants(What::Resources) {
             Some(tokio::join!(
-                fetch(session, "resources", "resources/list", "resources"),
+                fetch(
+                    session,
+                    "resources",
+                    "resources/list",
+                    "resources",
+                    CatalogKind::Resource.key_field(),
+                    budget
+                ),
                 fetch(
                     session,
                     "resources",
                     "resources/templates/list",
-                    "resourceTemplates"
+                    "resourceTemplates",
+                    CatalogKind::ResourceTemplate.key_field(),
+                    budget
                 ),
             ))
         } else {
@@ -105,7 +250,17 @@ pub async fn discover(session: &Session, server_id: ServerId, catalog: &Catalog,
     };
     let prompts = async {
         if wants(What::Prompts) {
-            Some(fetch(session, "prompts", "prompts/list", "prompts").await)
+            Some(
+                fetch(
+                    session,
+                    "prompts",
+                    "prompts/list",
+                    "prompts",
+                    CatalogKind::Prompt.key_field(),
+                    budget,
+                )
+                .await,
+            )
         } else {
             None
         }
@@ -143,24 +298,12 @@ pub async fn discover(session: &Session, server_id: ServerId, catalog: &Catalog,
         .await;
     }
     match tools {
-        Some(Ok(tools)) => {
-            if tools.is_empty() {
+        Some(Ok(Listed { items, refused })) => {
+            if items.is_empty() && refused.is_empty() {
                 tracing::warn!(server, "the server offers no tools");
             }
-            let count = tools.len();
-            for tool in &tools {
-                if let Err(reason) =
-                    crate::model::param_headers::header_params(tool.get("inputSchema"))
-                {
-                    let name = tool.get("name").and_then(serde_json::Value::as_str);
-                    tracing::warn!(
-                        server,
-                        tool = name.unwrap_or_default(),
-                        "{reason}: the tool is not offered to clients"
-                    );
-                }
-            }
-            match catalog.apply_tools(server_id, tools).await {
+            let count = items.len() + refused.len();
+            match catalog.apply_tools(server_id, items, refused).await {
                 // Servers often repeat list_changed; say so only when
                 // something changed.
                 Ok(diff) if diff.changed() => tracing::info!(
@@ -170,6 +313,7 @@ pub async fn discover(session: &Session, server_id: ServerId, catalog: &Catalog,
                     updated = diff.updated,
                     removed = diff.removed,
                     rejected = diff.rejected,
+                    refused = diff.refused,
                     "tools discovered"
                 ),
                 Ok(_) => tracing::debug!(server, tools = count, "tools unchanged"),
@@ -187,10 +331,13 @@ async fn store_items(
     catalog: &Catalog,
     method: &str,
     kind: CatalogKind,
-    listed: Result<Vec<Value>, RpcError>,
+    listed: Result<Listed, RpcError>,
 ) {
     match listed {
-        Ok(items) => {
+        Ok(Listed { items, refused }) => {
+            for item in &refused {
+                tracing::warn!(server, method, item = %item.name, "{}; left out", item.reason);
+            }
             let count = items.len();
             if let Err(err) = catalog.apply_items(server_id, kind, items).await {
                 tracing::error!(server, "cannot store the result of {method}: {err}");
@@ -209,12 +356,14 @@ async fn fetch(
     capability: &str,
     method: &str,
     field: &str,
-) -> Result<Vec<Value>, RpcError> {
+    key: &str,
+    budget: &Budget,
+) -> Result<Listed, RpcError> {
     if !session.has_capability(capability) {
-        return Ok(Vec::new());
+        return Ok(Listed::default());
     }
-    match list_all(session, method, field).await {
-        Err(err) if err.is_method_not_found() => Ok(Vec::new()),
+    match list_all(session, method, field, key, budget).await {
+        Err(err) if err.is_method_not_found() => Ok(Listed::default()),
         other => other,
     }
 }

@@ -397,6 +397,11 @@ pub async fn check(
             Err(err) if err.is_timeout() => {
                 CheckOutcome::Failed(format!("the health URL did not answer within {timeout:?}"))
             }
+            // Says nothing of the server's health: a configuration to fix.
+            Err(err) if err.is_redirect() => CheckOutcome::Inconclusive(format!(
+                "the health URL {}; check the server's health_check_url",
+                crate::http_client::root_cause(&err)
+            )),
             Err(err) => CheckOutcome::Failed(crate::model::redact::redact_text(&format!(
                 "the health URL could not be reached: {err}"
             ))),

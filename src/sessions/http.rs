@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use super::link::{Inbound, LinkError, LinkState};
+use crate::http_client::{bounded_body, root_cause};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const PROTOCOL_HEADER: &str = "mcp-protocol-version";
@@ -522,28 +523,6 @@ fn status_error_from(status: u16, body: &[u8]) -> LinkError {
     }
 }
 
-/// Reads a response body of at most `max` bytes; a longer one is an error
-/// as soon as it passes the limit (never held whole).
-pub(super) async fn bounded_body(
-    mut response: reqwest::Response,
-    max: usize,
-) -> Result<Bytes, String> {
-    if response
-        .content_length()
-        .is_some_and(|len| len > max as u64)
-    {
-        return Err(format!("the body is larger than the {max} byte limit"));
-    }
-    let mut body = bytes::BytesMut::new();
-    while let Some(chunk) = response.chunk().await.map_err(|err| root_cause(&err))? {
-        if body.len() + chunk.len() > max {
-            return Err(format!("the body is larger than the {max} byte limit"));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body.freeze())
-}
-
 /// A response's bytes for an SSE parser, ending in an error once one event
 /// passes the message limit (the parser would otherwise buffer it whole).
 pub(super) fn bounded_events(
@@ -567,12 +546,4 @@ pub(super) fn bounded_events(
         };
         std::future::ready(Some(item))
     })
-}
-
-pub fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = err;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    cause.to_string()
 }

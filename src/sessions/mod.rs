@@ -190,11 +190,7 @@ pub struct SessionManager {
 
 impl SessionManager {
     pub fn new(registry: Registry, catalog: Catalog, settings: SessionSettings) -> SessionManager {
-        crate::tls::init();
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .unwrap_or_default();
+        let http = crate::http_client::client(Duration::from_secs(10));
         let (notices, _) = tokio::sync::broadcast::channel(1024);
         SessionManager {
             shared: Arc::new(Shared {

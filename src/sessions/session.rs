@@ -745,6 +745,17 @@ impl Session {
             .await
     }
 
+    /// `request`, the result left as the server's text (read as far as
+    /// the caller needs: a list's items one by one).
+    pub async fn request_raw(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Box<RawValue>, RpcError> {
+        self.send_request(method, params.map(Params::Tree), self.request_timeout, &[])
+            .await
+    }
+
     /// A result as a tree (a request whose result we read ourselves).
     pub fn tree(result: Result<Box<RawValue>, RpcError>) -> Result<Value, RpcError> {
         jsonrpc::parse(&result?).map_err(|err| RpcError::Malformed(err.to_string()))

@@ -12,8 +12,9 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::http::{header_map, root_cause};
+use super::http::header_map;
 use super::link::{Inbound, LinkError, LinkState};
+use crate::http_client::root_cause;
 
 pub struct SseLink {
     inner: Arc<Inner>,
@@ -81,9 +82,7 @@ pub async fn open(
             match event.event.as_deref() {
                 Some("endpoint") => {
                     let data = event.data.unwrap_or_default();
-                    let resolved = base.join(data.trim()).map_err(|err| {
-                        LinkError::Protocol(format!("bad endpoint {data:?}: {err}"))
-                    });
+                    let resolved = endpoint_of(&base, &data);
                     if let Some(tx) = endpoint_tx.take() {
                         let _ = tx.send(resolved);
                     }
@@ -146,6 +145,24 @@ pub async fn open(
     Ok(SseLink { inner, reader })
 }
 
+/// Where the `endpoint` event says to POST: only on the event stream's
+/// own origin, as the official TypeScript SDK requires — the POSTs carry
+/// the configured headers and every message, which must not go to
+/// whatever origin a server names.
+fn endpoint_of(stream: &reqwest::Url, data: &str) -> Result<reqwest::Url, LinkError> {
+    let endpoint = stream
+        .join(data.trim())
+        .map_err(|err| LinkError::Protocol(format!("bad endpoint {data:?}: {err}")))?;
+    if !crate::http_client::same_origin(stream, &endpoint) {
+        return Err(LinkError::Protocol(format!(
+            "the server named an endpoint on another origin ({}) than its event stream ({}); refused: headers and messages never leave their origin",
+            crate::http_client::shown(&endpoint),
+            stream.origin().ascii_serialization()
+        )));
+    }
+    Ok(endpoint)
+}
+
 impl SseLink {
     pub fn state(&self) -> &LinkState {
         &self.inner.state
@@ -192,6 +209,29 @@ impl Inner {
             Ok(())
         } else {
             Err(super::http::status_error(response).await)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_is_accepted_only_on_the_streams_origin() {
+        let stream = reqwest::Url::parse("http://127.0.0.1:3001/sse").unwrap();
+        for same in ["/messages?session=1", "messages", "http://127.0.0.1:3001/m"] {
+            let endpoint = endpoint_of(&stream, same).unwrap();
+            assert_eq!(endpoint.origin(), stream.origin(), "{same}");
+        }
+        for other in [
+            "http://localhost:3001/steal",
+            "http://127.0.0.1:3002/steal",
+            "https://127.0.0.1:3001/steal",
+            "//evil.example/steal",
+        ] {
+            let err = endpoint_of(&stream, other).unwrap_err().to_string();
+            assert!(err.contains("another origin"), "{other}: {err}");
         }
     }
 }

@@ -15,6 +15,9 @@ use crate::model::{Skill, ToolRecord};
 
 /// Characters of a tool's description sent (a prompt is not a dump).
 const DESCRIPTION_BUDGET: usize = 1_000;
+/// The largest answer read from the chat endpoint (one classification is a
+/// few hundred bytes; a model that rambles stays far below this).
+const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 
 /// Where the classifier is and how long it may take.
 #[derive(Debug, Clone)]
@@ -80,17 +83,13 @@ pub struct LlmClassifier {
 
 impl LlmClassifier {
     pub fn new(settings: LlmSettings) -> LlmClassifier {
-        crate::tls::init();
         let trimmed = settings.url.trim_end_matches('/');
         let endpoint = if trimmed.ends_with("/chat/completions") {
             trimmed.to_owned()
         } else {
             format!("{trimmed}/chat/completions")
         };
-        let http = reqwest::Client::builder()
-            .connect_timeout(settings.timeout)
-            .build()
-            .unwrap_or_default();
+        let http = crate::http_client::client(settings.timeout);
         LlmClassifier {
             http,
             endpoint,
@@ -124,7 +123,15 @@ impl LlmClassifier {
         }
         let response = request.send().await.map_err(|err| self.transport(&err))?;
         let status = response.status();
-        let text = response.text().await.map_err(|err| self.transport(&err))?;
+        // A chat completion for one tool is a few hundred bytes; a body
+        // past the cap is refused as it streams, never held whole.
+        let body = crate::http_client::bounded_body(response, MAX_ANSWER_BYTES)
+            .await
+            .map_err(|reason| LlmError::Unreachable {
+                url: self.endpoint.clone(),
+                reason,
+            })?;
+        let text = String::from_utf8_lossy(&body);
         if !status.is_success() {
             return Err(LlmError::Status {
                 status: status.as_u16(),

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::model::tool::Definition;
 use crate::model::wire_name::WireNameRules;
-use crate::model::{CatalogDiff, CatalogKind, ServerId, ToolRecord};
+use crate::model::{CatalogDiff, CatalogKind, RefusedItem, ServerId, ToolRecord};
 
 /// What routing needs of a stored tool (a `ToolRecord`'s fields),
 /// borrowed from the stored bytes.
@@ -30,6 +30,9 @@ pub struct ToolRoute<'a> {
     pub wire_name: Option<std::borrow::Cow<'a, str>>,
     #[serde(borrow)]
     pub definition: &'a RawValue,
+    /// Set when the tool is refused (`ToolRecord::refused`): not routed.
+    #[serde(default, borrow)]
+    pub refused: Option<std::borrow::Cow<'a, str>>,
 }
 
 /// What the search index keeps of a stored tool (a `ToolRecord`'s fields
@@ -52,6 +55,9 @@ pub struct ToolSummary<'a> {
     pub skill_ids: Vec<std::borrow::Cow<'a, str>>,
     #[serde(default, borrow)]
     pub primary_skill_id: Option<std::borrow::Cow<'a, str>>,
+    /// Set when the tool is refused (`ToolRecord::refused`): not indexed.
+    #[serde(default, borrow)]
+    pub refused: Option<std::borrow::Cow<'a, str>>,
 }
 
 /// Tools by (server id, original name).
@@ -94,6 +100,19 @@ impl Store {
         tools: &[Value],
         rules: &WireNameRules,
     ) -> Result<CatalogDiff, StoreError> {
+        self.replace_listed_tools(server_id, tools, &[], rules)
+    }
+
+    /// `replace_tools`, with the tools discovery refused beside them: each
+    /// is kept as its name and the reason (`ToolRecord::refused`), so it
+    /// shows where the others do and is offered to nobody.
+    pub fn replace_listed_tools(
+        &self,
+        server_id: ServerId,
+        tools: &[Value],
+        refused: &[RefusedItem],
+        rules: &WireNameRules,
+    ) -> Result<CatalogDiff, StoreError> {
         let txn = self.db.begin_write()?;
         let key = server_id.as_u128();
         let mut server = self
@@ -103,20 +122,41 @@ impl Store {
         let now = Utc::now();
         let mut diff = CatalogDiff::default();
         // Later duplicates of a name replace earlier ones, as a map would.
-        let mut incoming: BTreeMap<&str, &Value> = BTreeMap::new();
+        let mut incoming: BTreeMap<&str, (std::borrow::Cow<'_, Value>, Option<String>)> =
+            BTreeMap::new();
         for tool in tools {
             match tool.get("name").and_then(Value::as_str) {
                 Some(name) if !name.is_empty() => {
-                    incoming.insert(name, tool);
+                    // 2026-07-28 asks clients to leave out a tool whose
+                    // x-mcp-header annotations are invalid.
+                    let refusal =
+                        crate::model::param_headers::header_params(tool.get("inputSchema"))
+                            .err()
+                            .map(|reason| format!("{reason}: the tool is not offered to clients"));
+                    incoming.insert(name, (std::borrow::Cow::Borrowed(tool), refusal));
                 }
                 _ => tracing::warn!(server = %server.name, "ignoring a tool without a name"),
             }
         }
+        for item in refused {
+            if item.name.is_empty() {
+                continue;
+            }
+            // What is kept of it: its name; its hash covers the reason, so
+            // a new reason is an update.
+            let stub = serde_json::json!({"name": item.name});
+            let refusal = Some(item.reason.clone());
+            incoming.insert(&item.name, (std::borrow::Cow::Owned(stub), refusal));
+        }
         {
             let mut table = txn.open_table(TOOLS)?;
             let mut aliases = txn.open_table(WIRE_NAMES)?;
-            for (name, definition) in &incoming {
-                let hash = definition_hash(definition);
+            for (name, (definition, refusal)) in &incoming {
+                let definition: &Value = definition;
+                let hash = match refusal {
+                    Some(reason) => definition_hash(&serde_json::json!([definition, reason])),
+                    None => definition_hash(definition),
+                };
                 let description = definition
                     .get("description")
                     .and_then(Value::as_str)
@@ -127,6 +167,9 @@ impl Store {
                         if old.wire_name.is_none() {
                             diff.rejected += 1;
                         }
+                        if old.refused.is_some() {
+                            diff.refused += 1;
+                        }
                         continue;
                     }
                     Some(old) => {
@@ -135,6 +178,7 @@ impl Store {
                             description: description.clone(),
                             definition: Definition::new(definition),
                             definition_hash: hash,
+                            refused: refusal.clone(),
                             updated_at: now,
                             ..old.clone()
                         };
@@ -178,6 +222,7 @@ impl Store {
                             original_name: (*name).to_owned(),
                             wire_name,
                             rejected,
+                            refused: refusal.clone(),
                             description,
                             definition: Definition::new(definition),
                             definition_hash: hash,
@@ -193,6 +238,10 @@ impl Store {
                 };
                 if record.wire_name.is_none() {
                     diff.rejected += 1;
+                }
+                if let Some(reason) = &record.refused {
+                    diff.refused += 1;
+                    tracing::warn!(server = %server.name, tool = %name, "{reason}");
                 }
                 table.insert((key, *name), encode(&record)?.as_slice())?;
             }
@@ -400,6 +449,8 @@ impl Store {
             primary_skill_id: Option<String>,
             #[serde(default)]
             classification: crate::model::skill::Classification,
+            #[serde(default)]
+            refused: Option<String>,
             discovered_at: chrono::DateTime<Utc>,
             updated_at: chrono::DateTime<Utc>,
         }
@@ -413,6 +464,7 @@ impl Store {
                 original_name: light.original_name,
                 wire_name: None,
                 rejected: None,
+                refused: light.refused,
                 description: None,
                 definition: Definition::empty(),
                 definition_hash: light.definition_hash,

@@ -183,7 +183,7 @@ pub async fn get_json<T: serde::de::DeserializeOwned>(url: &str) -> T {
 }
 
 pub fn http() -> reqwest::Client {
-    mcp_aggregator::tls::init();
+    mcp_aggregator::http_client::init();
     reqwest::Client::new()
 }
 
@@ -337,10 +337,16 @@ impl Drop for Reaped {
 
 /// Starts an HTTP test server — `command` with `--http PORT` added, on a
 /// free loopback port — and waits until it listens. Reaped when dropped.
-pub fn http_test_server(mut command: Command) -> (Reaped, u16) {
+pub fn http_test_server(command: Command) -> (Reaped, u16) {
+    test_server_on(command, "--http")
+}
+
+/// Starts a test server given its port with `flag` (`--http`, `--sse`) on
+/// a free loopback port, and waits until it listens. Reaped when dropped.
+pub fn test_server_on(mut command: Command, flag: &str) -> (Reaped, u16) {
     let port = free_port();
     let child = command
-        .args(["--http", &port.to_string()])
+        .args([flag, &port.to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
