@@ -148,6 +148,9 @@ impl Stack {
         config: Option<(&Path, config::LoadedConfig)>,
         front_door: FrontDoorOptions,
     ) -> Result<Stack, DaemonError> {
+        // This process runs the servers: their orphans are ours to end.
+        crate::reaper::become_subreaper();
+        crate::reaper::spawn_orphan_reaper();
         let dir = data_dir.to_path_buf();
         let store = tokio::task::spawn_blocking(move || Store::open(&dir))
             .await
@@ -258,6 +261,9 @@ impl Stack {
         self.skills.stop();
         self.sessions.shutdown(SESSIONS_GRACE).await;
         self.router.abandon_table_at_exit();
+        // Whatever a server left that its session's end did not (a
+        // session cut short by the grace, an orphan of unknown origin).
+        let _ = tokio::task::spawn_blocking(crate::reaper::end_all).await;
     }
 }
 

@@ -23,6 +23,7 @@ pub mod memory;
 pub mod metrics;
 pub mod model;
 pub mod paths;
+pub mod reaper;
 pub mod registry;
 pub mod router;
 pub mod sessions;

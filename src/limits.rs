@@ -67,6 +67,47 @@ pub fn set_discovery_bytes(catalog: usize, definition: usize) {
     MAX_DEFINITION_BYTES.store(definition.max(1024), Ordering::Relaxed);
 }
 
+/// What one server's stderr may put in the log: this many bytes a second
+/// on average, in bursts of up to `STDERR_LOG_BURST` (a line counts at
+/// least `STDERR_LINE_COST`, so a flood of empty lines is bounded too).
+pub const STDERR_LOG_BYTES_PER_SEC: u64 = 64 * 1024;
+pub const STDERR_LOG_BURST: u64 = 1024 * 1024;
+pub const STDERR_LINE_COST: u64 = 128;
+
+/// A token bucket in bytes: what a peer may put somewhere (the log) per
+/// second, with bursts; what does not fit is the caller's to drop.
+#[derive(Debug)]
+pub struct ByteRate {
+    per_sec: u64,
+    burst: u64,
+    tokens: f64,
+    last: std::time::Instant,
+}
+
+impl ByteRate {
+    pub fn new(per_sec: u64, burst: u64) -> ByteRate {
+        ByteRate {
+            per_sec,
+            burst,
+            tokens: burst as f64,
+            last: std::time::Instant::now(),
+        }
+    }
+
+    /// Takes `bytes` if they fit now; false if they are to be dropped.
+    pub fn take(&mut self, bytes: u64, now: std::time::Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.last = now;
+        self.tokens = (self.tokens + elapsed * self.per_sec as f64).min(self.burst as f64);
+        if self.tokens >= bytes as f64 {
+            self.tokens -= bytes as f64;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 /// Line buffer capacity `read_line` keeps between lines (most messages
 /// are far smaller).
 const KEEP_LINE_CAPACITY: usize = 64 * 1024;
@@ -224,6 +265,22 @@ mod tests {
             vec![(Line::TooLong, b"0123".to_vec())]
         );
         assert!(lines(b"", 4).await.is_empty());
+    }
+
+    #[test]
+    fn a_byte_rate_allows_its_burst_then_its_rate() {
+        let start = std::time::Instant::now();
+        let mut rate = ByteRate::new(1000, 5000);
+        assert!((0..5).all(|_| rate.take(1000, start)), "the burst");
+        assert!(!rate.take(1000, start), "past the burst");
+        let later = start + std::time::Duration::from_secs(2);
+        assert!(rate.take(2000, later), "two seconds refill 2000");
+        assert!(!rate.take(1, later));
+        let much_later = start + std::time::Duration::from_secs(3600);
+        assert!(
+            rate.take(5000, much_later) && !rate.take(1, much_later),
+            "capped at the burst"
+        );
     }
 
     #[test]

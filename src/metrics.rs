@@ -40,6 +40,7 @@ pub struct Metrics {
     pub server_status: Family<StatusLabel, Gauge>,
     pub search_seconds: Histogram,
     pub notifications_dropped: Counter,
+    pub stderr_lines_dropped: Family<ServerLabel, Counter>,
 }
 
 /// 50 µs to ~50 s: calls through a fast local server take well under a
@@ -60,6 +61,12 @@ impl Metrics {
         let server_status = Family::<StatusLabel, Gauge>::default();
         let search_seconds = latency_buckets();
         let notifications_dropped = Counter::default();
+        let stderr_lines_dropped = Family::<ServerLabel, Counter>::default();
+        registry.register(
+            "server_stderr_lines_dropped",
+            "Lines a server wrote to stderr beyond what the log takes from one server",
+            stderr_lines_dropped.clone(),
+        );
         registry.register(
             "calls",
             "Requests made to a server for clients (tool calls, resource reads, prompts)",
@@ -116,6 +123,7 @@ impl Metrics {
             server_status,
             search_seconds,
             notifications_dropped,
+            stderr_lines_dropped,
         }
     }
 
@@ -179,6 +187,7 @@ pub struct ProcessFigures {
     pub resident_bytes: u64,
     pub open_fds: u64,
     pub child_processes: u64,
+    pub server_processes: u64,
 }
 
 impl ProcessFigures {
@@ -194,6 +203,7 @@ impl ProcessFigures {
             resident_bytes,
             open_fds,
             child_processes: children_of(std::process::id()).len() as u64,
+            server_processes: crate::reaper::marked_processes() as u64,
         }
     }
 }
@@ -281,8 +291,13 @@ pub fn render(snapshot: &Snapshot) -> String {
     );
     scraped.register(
         "process_child_processes",
-        "Live child processes (stdio servers)",
+        "Live child processes (stdio servers, and orphans of theirs re-parented to us)",
         gauge(process.child_processes),
+    );
+    scraped.register(
+        "server_processes",
+        "Live processes of stdio servers, their descendants included (those that left the group too)",
+        gauge(process.server_processes),
     );
     let mut out = String::new();
     // Writing to a String cannot fail.

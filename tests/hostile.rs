@@ -587,13 +587,23 @@ async fn every_misbehaviour_leaves_the_aggregator_responsive_and_bounded() {
     let temp = tempfile::tempdir().unwrap();
     let d = Daemon::start_in(&temp.path().join("data"), &["--request-timeout", "3"]);
     let pids = temp.path().join("bad.pids");
-    // A huge list (1,000 tools) from the hostile server, and a well-behaved
-    // server beside it.
+    let escaped = temp.path().join("escaped.pids");
+    // A huge list (1,000 tools, one of them nested 10,000 levels deep) from
+    // the hostile server, and a well-behaved server beside it.
     register(
         &d,
         hostile_server(
             "bad",
-            &["--tools", "1000", "--pid-file", pids.to_str().unwrap()],
+            &[
+                "--tools",
+                "1000",
+                "--deep",
+                "10000",
+                "--pid-file",
+                pids.to_str().unwrap(),
+                "--escape-pids",
+                escaped.to_str().unwrap(),
+            ],
         ),
     )
     .await;
@@ -619,6 +629,13 @@ async fn every_misbehaviour_leaves_the_aggregator_responsive_and_bounded() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     wait_index_settled(&d).await;
+    // The deep tool is refused alone, with its reason.
+    let tools: Vec<Value> = get_json(&d.api("/api/v1/aggregator/servers/bad/tools")).await;
+    let deep = tools.iter().find(|t| t["original_name"] == "deep");
+    assert!(
+        deep.is_some_and(|t| t["rejected_reason"].as_str().is_some()),
+        "{deep:?}"
+    );
     // Warm up what every call takes (threads, allocator arenas) before the
     // baseline.
     for _ in 0..3 {
@@ -634,6 +651,7 @@ async fn every_misbehaviour_leaves_the_aggregator_responsive_and_bounded() {
         ("huge_line", json!({"mb": 64})),
         ("flood", json!({"count": 5000, "size": 2000})),
         ("grandchild", json!({})),
+        ("escape", json!({})),
         ("exit", json!({})),
     ] {
         let (status, body) = rest_call(&d, &format!("bad.{tool}"), arguments).await;
@@ -663,6 +681,7 @@ async fn every_misbehaviour_leaves_the_aggregator_responsive_and_bounded() {
     let alive = || {
         pids_in(&pids)
             .into_iter()
+            .chain(pids_in(&escaped))
             .filter(|p| process_alive(*p))
             .collect::<Vec<_>>()
     };

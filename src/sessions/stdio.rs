@@ -39,9 +39,13 @@ pub struct StdioSpec<'a> {
 /// Spawns the server and wires its pipes.
 pub fn open(server: &str, spec: &StdioSpec<'_>, inbound: Inbound) -> Result<StdioLink, LinkError> {
     let mut command = Command::new(spec.command);
+    // Every process the server starts inherits the mark: those that leave
+    // its group are still found and ended with it.
+    let mark = crate::reaper::Mark::new();
     command
         .args(spec.args)
         .envs(spec.env)
+        .env(crate::reaper::MARK_ENV, mark.value())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -50,7 +54,7 @@ pub fn open(server: &str, spec: &StdioSpec<'_>, inbound: Inbound) -> Result<Stdi
     if let Some(cwd) = spec.cwd {
         command.current_dir(cwd);
     }
-    let mut child = command.spawn().map_err(|err| LinkError::Spawn {
+    let mut child = crate::reaper::spawn(&mut command).map_err(|err| LinkError::Spawn {
         command: spec.command.to_owned(),
         reason: err.to_string(),
     })?;
@@ -161,6 +165,7 @@ pub fn open(server: &str, spec: &StdioSpec<'_>, inbound: Inbound) -> Result<Stdi
         server.to_owned(),
         child,
         pid,
+        mark,
         Arc::clone(&kill),
         exited.clone(),
         Arc::clone(&state),
@@ -231,6 +236,7 @@ async fn supervise_child(
     server: String,
     mut child: Child,
     pgid: u32,
+    mark: crate::reaper::Mark,
     kill: Arc<Notify>,
     exited: CancellationToken,
     state: Arc<LinkState>,
@@ -238,20 +244,43 @@ async fn supervise_child(
     // Whatever the leader left behind in its group is killed on every way
     // out of here, including this task being dropped.
     let group = GroupGuard(pgid);
-    let status = tokio::select! {
-        status = child.wait() => status,
+    let (status, escaped_grace, known) = tokio::select! {
+        status = child.wait() => (status, TERMINATE_GRACE, Default::default()),
         () = kill.notified() => {
+            // Found while the leader lives: its descendants that left the
+            // group are still linked to it.
+            let family = {
+                let mark = mark.clone();
+                tokio::task::spawn_blocking(move || crate::reaper::family(&mark, Some(pgid)))
+                    .await
+                    .unwrap_or_default()
+            };
             signal_group(pgid, libc::SIGTERM);
-            match tokio::time::timeout(TERMINATE_GRACE, child.wait()).await {
+            for process in &family {
+                crate::reaper::signal(*process, libc::SIGTERM);
+            }
+            let status = match tokio::time::timeout(TERMINATE_GRACE, child.wait()).await {
                 Ok(status) => status,
                 Err(_) => {
                     signal_group(pgid, libc::SIGKILL);
                     child.wait().await
                 }
-            }
+            };
+            // They had their grace with the group.
+            (status, Duration::ZERO, family)
         }
     };
+    crate::reaper::forget(pgid);
     drop(group);
+    // Processes that left the group (and the leader's orphans, now ours).
+    let escaped = crate::reaper::end(&mark, known, escaped_grace).await;
+    if escaped > 0 {
+        tracing::info!(
+            server = %server,
+            processes = escaped,
+            "ended the server's processes that had left its process group"
+        );
+    }
     let description = match &status {
         Ok(status) => format!("the server process exited ({status})"),
         Err(err) => format!("the server process could not be waited for: {err}"),
@@ -301,21 +330,81 @@ pub fn signal_group(pgid: u32, signal: i32) {
     }
 }
 
+/// Copies a server's stderr into the log, at most
+/// `limits::STDERR_LOG_BYTES_PER_SEC` (in bursts): a server writing
+/// megabytes a second must not fill the disk with our log. What is dropped
+/// is counted, said when dropping starts and then once a minute. The pipe
+/// is always read on, so the server never blocks on it.
 async fn log_stderr(server: String, stderr: impl AsyncRead + Unpin) {
+    use crate::limits::{STDERR_LINE_COST, STDERR_LOG_BURST, STDERR_LOG_BYTES_PER_SEC};
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
+    let mut rate = crate::limits::ByteRate::new(STDERR_LOG_BYTES_PER_SEC, STDERR_LOG_BURST);
+    let dropped_counter = crate::metrics::global()
+        .stderr_lines_dropped
+        .get_or_create(&crate::metrics::ServerLabel {
+            server: server.clone(),
+        })
+        .clone();
+    let (mut dropped_lines, mut dropped_bytes) = (0u64, 0u64);
+    let mut last_report: Option<std::time::Instant> = None;
     loop {
         match crate::limits::read_line(&mut reader, &mut line, MAX_LOG_LINE).await {
             Ok(crate::limits::Line::End) | Err(_) => break,
             Ok(_) => {
-                let text = String::from_utf8_lossy(trim_line(&line));
-                if !text.is_empty() {
+                let text = trim_line(&line);
+                if text.is_empty() {
+                    continue;
+                }
+                let now = std::time::Instant::now();
+                let cost = (text.len() as u64).max(STDERR_LINE_COST);
+                if !rate.take(cost, now) {
+                    dropped_lines += 1;
+                    dropped_bytes += text.len() as u64;
+                    dropped_counter.inc();
+                    if last_report.is_none() {
+                        last_report = Some(now);
+                        tracing::warn!(
+                            server = %server,
+                            "the server writes to stderr faster than the log takes ({} KiB/s); dropping lines, counted",
+                            STDERR_LOG_BYTES_PER_SEC / 1024
+                        );
+                    }
+                } else {
+                    let text = String::from_utf8_lossy(text);
                     tracing::info!(target: "mcp_aggregator::server_stderr", server = %server, "{text}");
+                }
+                if let Some(since) = last_report
+                    && now.duration_since(since) >= STDERR_DROP_REPORT
+                {
+                    if dropped_lines > 0 {
+                        tracing::warn!(
+                            server = %server,
+                            lines = dropped_lines,
+                            bytes = dropped_bytes,
+                            "stderr lines dropped in the last minute (more than the log takes)"
+                        );
+                    }
+                    // A quiet minute ends the report; the next drop
+                    // starts another.
+                    last_report = (dropped_lines > 0).then_some(now);
+                    (dropped_lines, dropped_bytes) = (0, 0);
                 }
             }
         }
     }
+    if dropped_lines > 0 {
+        tracing::warn!(
+            server = %server,
+            lines = dropped_lines,
+            bytes = dropped_bytes,
+            "stderr lines dropped before the server's stderr closed"
+        );
+    }
 }
+
+/// How often dropped stderr lines are reported while dropping goes on.
+const STDERR_DROP_REPORT: Duration = Duration::from_secs(60);
 
 fn trim_line(line: &[u8]) -> &[u8] {
     let mut end = line.len();

@@ -26,6 +26,10 @@ Standard library only. Speaks newline-delimited JSON-RPC on stdio, or, with
                     description is --huge-mb megabytes (default 20)
   --deep N          offer one more tool, `deep`, whose inputSchema is
                     nested N levels deep
+  --escape-pids F   `escape` (and --escape-at-start) record the escaped
+                    process's pid in F
+  --escape-at-start start one escaped process (see `escape`) at start
+  --exit-after-ms N exit N ms after start (a server that crashes in a loop)
   --bad-header      offer one more tool, `bad_header`, whose x-mcp-header
                     annotation is used twice (invalid: clients must leave it out)
   --stderr-flood    write 8 KB lines to stderr as fast as it can, for ever
@@ -72,6 +76,8 @@ TOOLS = [
     ("hang", "Never answer"),
     ("exit", "Exit the process in the middle of the call"),
     ("grandchild", "Start a grandchild that ignores SIGTERM; answer its pid"),
+    ("escape", "Start a process that leaves the process group (setsid, then a second fork), "
+               "ignores SIGTERM and outlives its parent; answer its pid"),
     ("sample", "Ask the client for a sampling/createMessage during the call"),
     ("ask_later", "Answer at once, then ask the client for sampling outside any call"),
     ("last_ask", "What the last ask_later request got back"),
@@ -158,6 +164,35 @@ def start_grandchild():
     return pid
 
 
+def start_escapee():
+    """setsid, fork again, ignore SIGTERM: what a daemonising helper (or a
+    browser) does. Returns the escaped process's pid."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if os.fork() == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            os.close(read_end)
+            os.write(write_end, str(os.getpid()).encode())
+            os.close(write_end)
+            try:
+                os.closerange(0, 3)
+            except OSError:
+                pass
+            while True:
+                time.sleep(3600)
+        os._exit(0)
+    os.close(write_end)
+    os.waitpid(pid, 0)
+    escaped = int(os.read(read_end, 32))
+    os.close(read_end)
+    if ARGS.escape_pids:
+        with open(ARGS.escape_pids, "a") as f:
+            f.write(f"{escaped}\n")
+    return escaped
+
+
 class StdioPeer:
     """Writes to the client on stdout."""
 
@@ -239,6 +274,8 @@ def call_tool(peer, rid, name, arguments, meta):
         os._exit(3)
     if name == "grandchild":
         return text_result(str(start_grandchild()))
+    if name == "escape":
+        return text_result(str(start_escapee()))
     if name == "sample":
         return text_result(json.dumps(ask_client(peer, "sampling/createMessage", sampling_params())))
     if name == "ask_later":
@@ -573,8 +610,15 @@ def main():
     parser.add_argument("--deep", type=int, default=0)
     parser.add_argument("--stderr-flood", action="store_true")
     parser.add_argument("--bad-header", action="store_true")
+    parser.add_argument("--escape-pids")
+    parser.add_argument("--escape-at-start", action="store_true")
+    parser.add_argument("--exit-after-ms", type=int, default=0)
     ARGS = parser.parse_args()
     record_pid(os.getpid())
+    if ARGS.escape_at_start:
+        start_escapee()
+    if ARGS.exit_after_ms:
+        threading.Timer(ARGS.exit_after_ms / 1000, lambda: os._exit(4)).start()
     if ARGS.stderr_flood:
         def flood():
             line = ("e" * 8192 + "\n").encode()

@@ -1,0 +1,378 @@
+//! Every process a stdio server starts ends with it, including those that
+//! leave its process group (`setsid`, a double fork — browsers and agents
+//! do this) and ignore SIGTERM. Three things make that true on Linux
+//! without privileges:
+//!
+//! - the aggregator is a *child subreaper* (`PR_SET_CHILD_SUBREAPER`): a
+//!   server's orphaned descendant is re-parented to us, never to init, so
+//!   it is ours to kill and reap;
+//! - each server instance is started with a mark in its environment
+//!   (`MCP_AGGREGATOR_SERVER=<process>.<instance>`), which its descendants
+//!   inherit through fork and exec; when the instance ends, every process
+//!   carrying its mark — and every descendant of its leader still linked to
+//!   it — is terminated, then killed after a grace period;
+//! - a reaper waits for re-parented orphans that exit (only those: the
+//!   children tokio spawned are tokio's to wait for), so none is left a
+//!   zombie.
+//!
+//! What is not covered: a descendant that both clears its environment and
+//! leaves the tree before its server ends is known only as an orphan of
+//! ours (re-parented to us); it is killed when the aggregator exits.
+
+use std::collections::HashSet;
+use std::io;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The environment variable that marks a server's processes.
+pub const MARK_ENV: &str = "MCP_AGGREGATOR_SERVER";
+
+/// The children tokio spawned and waits for itself (never reaped here).
+static MANAGED: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
+static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
+
+/// This process's part of every mark: a random tag, so marks of another
+/// aggregator (or an earlier one) never match ours.
+fn process_tag() -> &'static str {
+    static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TAG.get_or_init(|| format!("{:016x}", rand_u64()))
+}
+
+fn rand_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    // getrandom(2) fills a buffer we own; a short read leaves zeros, and
+    // the pid and time below still tell processes apart.
+    // SAFETY: the pointer and length describe `bytes`.
+    unsafe {
+        libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0);
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as u64);
+    u64::from_ne_bytes(bytes) ^ (u64::from(std::process::id()) << 32) ^ nanos
+}
+
+/// Makes this process the subreaper of everything it starts. Called once at
+/// start by the commands that run servers.
+pub fn become_subreaper() {
+    // SAFETY: prctl(PR_SET_CHILD_SUBREAPER, 1) takes no pointers.
+    let done = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    if done != 0 {
+        tracing::warn!(
+            "cannot become a child subreaper ({}); a server's process that leaves its group is only ended by its mark",
+            io::Error::last_os_error()
+        );
+    }
+}
+
+/// One server instance's mark.
+#[derive(Debug, Clone)]
+pub struct Mark {
+    value: String,
+}
+
+impl Mark {
+    pub fn new() -> Mark {
+        let n = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
+        Mark {
+            value: format!("{}.{n}", process_tag()),
+        }
+    }
+
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// The entry a marked process's environment holds.
+    fn needle(&self) -> Vec<u8> {
+        format!("{MARK_ENV}={}", self.value).into_bytes()
+    }
+}
+
+impl Default for Mark {
+    fn default() -> Self {
+        Mark::new()
+    }
+}
+
+/// Spawns `command` as a child tokio waits for (the reaper leaves it be).
+pub fn spawn(command: &mut tokio::process::Command) -> io::Result<tokio::process::Child> {
+    let mut managed = lock_managed();
+    let child = command.spawn()?;
+    if let Some(pid) = child.id() {
+        managed.get_or_insert_with(HashSet::new).insert(pid);
+    }
+    Ok(child)
+}
+
+/// The child was waited for: its pid is no longer ours to spare.
+pub fn forget(pid: u32) {
+    if let Some(managed) = lock_managed().as_mut() {
+        managed.remove(&pid);
+    }
+}
+
+fn lock_managed() -> std::sync::MutexGuard<'static, Option<HashSet<u32>>> {
+    match MANAGED.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+/// A process seen in `/proc`: its pid and start time (so a pid reused by
+/// another process is never signalled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Process {
+    pub pid: u32,
+    start: u64,
+}
+
+/// What `/proc/PID/stat` says of a process: parent, state, start time.
+struct Stat {
+    ppid: u32,
+    state: u8,
+    start: u64,
+}
+
+fn stat(pid: u32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command may hold spaces and parentheses: the fields after the
+    // last `)` are fixed (state is the 3rd field, ppid the 4th, start the 22nd).
+    let (_, rest) = text.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(Stat {
+        state: *fields.first()?.as_bytes().first()?,
+        ppid: fields.get(1)?.parse().ok()?,
+        start: fields.get(19)?.parse().ok()?,
+    })
+}
+
+fn all_pids() -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .collect()
+}
+
+/// Whether the process's environment has an entry `matches` accepts (a
+/// process of another user, or one gone, has none).
+fn environ_has(pid: u32, matches: impl Fn(&[u8]) -> bool) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|environ| environ.split(|&b| b == 0).any(matches))
+}
+
+/// Live processes carrying `mark`, and the descendants of `leader` (the
+/// server's own process, while it lives).
+pub fn family(mark: &Mark, leader: Option<u32>) -> HashSet<Process> {
+    let needle = mark.needle();
+    let me = std::process::id();
+    let mut parents = Vec::new();
+    let mut found = HashSet::new();
+    for pid in all_pids() {
+        if pid == me {
+            continue;
+        }
+        let Some(stat) = stat(pid) else { continue };
+        if stat.state == b'Z' {
+            continue;
+        }
+        if environ_has(pid, |entry| entry == needle.as_slice()) {
+            found.insert(Process {
+                pid,
+                start: stat.start,
+            });
+        }
+        parents.push((pid, stat.ppid, stat.start));
+    }
+    if let Some(leader) = leader {
+        // Descendants still linked to the leader, whatever their
+        // environment: walked down from it.
+        let mut frontier = vec![leader];
+        let mut seen = HashSet::from([leader]);
+        while let Some(parent) = frontier.pop() {
+            for &(pid, ppid, start) in &parents {
+                if ppid == parent && seen.insert(pid) {
+                    found.insert(Process { pid, start });
+                    frontier.push(pid);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Sends `signal` to `process` if it is still the process that was seen;
+/// false if it is gone.
+pub fn signal(process: Process, signal: i32) -> bool {
+    let same = stat(process.pid).is_some_and(|s| s.start == process.start && s.state != b'Z');
+    if same && let Ok(pid) = i32::try_from(process.pid) {
+        // SAFETY: kill(2) has no memory-safety preconditions; the pid was
+        // just seen to be the same live process.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
+    same
+}
+
+/// Ends a server instance's processes: SIGTERM, then SIGKILL to those left
+/// after `grace`; returns how many there were. `known` holds processes
+/// found earlier (while the leader lived) whose link may be gone now.
+pub async fn end(mark: &Mark, known: HashSet<Process>, grace: Duration) -> usize {
+    let mut family = family(mark, None);
+    family.extend(known);
+    family.retain(|p| signal(*p, libc::SIGTERM));
+    if family.is_empty() {
+        return 0;
+    }
+    let count = family.len();
+    let deadline = tokio::time::Instant::now() + grace;
+    loop {
+        reap_orphans();
+        family.retain(|p| stat(p.pid).is_some_and(|s| s.start == p.start && s.state != b'Z'));
+        if family.is_empty() || tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for process in family {
+        signal(process, libc::SIGKILL);
+    }
+    reap_orphans();
+    count
+}
+
+/// At exit: kills every process of every server this aggregator started
+/// (by mark), and every orphan re-parented to it, then reaps them.
+pub fn end_all() {
+    let prefix = format!("{MARK_ENV}={}.", process_tag()).into_bytes();
+    let me = std::process::id();
+    let managed = lock_managed().clone().unwrap_or_default();
+    let mut killed = 0usize;
+    for pid in all_pids() {
+        let Some(stat) = stat(pid) else { continue };
+        if pid == me || stat.state == b'Z' {
+            continue;
+        }
+        let ours = environ_has(pid, |entry| entry.starts_with(&prefix));
+        let orphan = stat.ppid == me && !managed.contains(&pid);
+        if (ours || orphan)
+            && signal(
+                Process {
+                    pid,
+                    start: stat.start,
+                },
+                libc::SIGKILL,
+            )
+        {
+            killed += 1;
+        }
+    }
+    if killed > 0 {
+        tracing::info!(processes = killed, "ended servers' remaining processes");
+    }
+    let deadline = std::time::Instant::now() + Duration::from_millis(500);
+    while reap_orphans() < killed && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        if !has_unmanaged_children() {
+            break;
+        }
+    }
+}
+
+fn has_unmanaged_children() -> bool {
+    let me = std::process::id();
+    let managed = lock_managed().clone().unwrap_or_default();
+    all_pids()
+        .into_iter()
+        .any(|pid| !managed.contains(&pid) && stat(pid).is_some_and(|s| s.ppid == me))
+}
+
+/// Waits for every exited orphan re-parented to us (not tokio's children);
+/// returns how many were reaped.
+pub fn reap_orphans() -> usize {
+    let me = std::process::id();
+    let managed = lock_managed();
+    let spare = managed.as_ref();
+    let mut reaped = 0;
+    for pid in all_pids() {
+        if spare.is_some_and(|m| m.contains(&pid)) {
+            continue;
+        }
+        let Some(stat) = stat(pid) else { continue };
+        if stat.ppid != me || stat.state != b'Z' {
+            continue;
+        }
+        let Ok(raw) = i32::try_from(pid) else {
+            continue;
+        };
+        let mut status = 0;
+        // SAFETY: waitpid on a zombie child of ours that tokio does not
+        // manage; `status` is a valid out-pointer.
+        if unsafe { libc::waitpid(raw, &mut status, libc::WNOHANG) } == raw {
+            reaped += 1;
+        }
+    }
+    reaped
+}
+
+/// Reaps orphans whenever a child exits (SIGCHLD), until the runtime ends.
+pub fn spawn_orphan_reaper() {
+    let Ok(mut exits) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())
+    else {
+        return;
+    };
+    tokio::spawn(async move {
+        while exits.recv().await.is_some() {
+            let _ = tokio::task::spawn_blocking(reap_orphans).await;
+        }
+    });
+}
+
+/// How many live processes carry a mark of this aggregator: every server's
+/// processes, those that left their group included.
+pub fn marked_processes() -> usize {
+    let prefix = format!("{MARK_ENV}={}.", process_tag()).into_bytes();
+    all_pids()
+        .into_iter()
+        .filter(|&pid| stat(pid).is_some_and(|s| s.state != b'Z'))
+        .filter(|&pid| environ_has(pid, |entry| entry.starts_with(&prefix)))
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mark_is_found_in_a_childs_environment_and_its_descendants() {
+        let mark = Mark::new();
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & wait"])
+            .env(MARK_ENV, mark.value())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        let found = loop {
+            let found = family(&mark, None);
+            if found.len() >= 2 || std::time::Instant::now() > end {
+                break found;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(found.iter().any(|p| p.pid == pid), "{found:?}");
+        assert_eq!(found.len(), 2, "the shell and its sleep: {found:?}");
+        assert!(family(&Mark::new(), None).is_empty(), "another mark");
+        let linked = family(&Mark::new(), Some(pid));
+        assert_eq!(linked.len(), 1, "the sleep, by its parent: {linked:?}");
+        for p in &found {
+            signal(*p, libc::SIGKILL);
+        }
+        let _ = child.wait();
+    }
+}

@@ -1,0 +1,192 @@
+//! A server's processes are contained and its output bounded, on the real
+//! binary: a process that leaves the server's group (setsid, a second
+//! fork) and ignores SIGTERM ends when its server is removed, when its
+//! server crashes and is restarted, and when the daemon stops; `/metrics`
+//! counts it meanwhile; and a server flooding its stderr cannot flood the
+//! daemon's log.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::path::Path;
+use std::time::Duration;
+
+const UP: Duration = Duration::from_secs(30);
+
+/// Whether the pid is in `/proc` at all (a zombie not reaped still is).
+fn in_proc(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The process group of a live process.
+fn pgrp(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let (_, rest) = stat.rsplit_once(')').unwrap();
+    rest.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+async fn metric(d: &Daemon, name: &str) -> f64 {
+    let text = http()
+        .get(d.api("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics"))
+}
+
+async fn escape(d: &Daemon, server: &str) -> u32 {
+    let (status, body) = rest_call(d, &format!("{server}.escape"), json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    body["content"][0]["text"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("{body}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_that_leaves_its_group_ends_with_its_server_and_the_daemon() {
+    let temp = tempfile::tempdir().unwrap();
+    let pids = temp.path().join("escaped.pids");
+    let mut d = Daemon::start_in(&temp.path().join("data"), &[]);
+    let servers = temp.path().join("server.pids");
+    let args = [
+        "--escape-pids",
+        pids.to_str().unwrap(),
+        "--pid-file",
+        servers.to_str().unwrap(),
+    ];
+    register(&d, hostile_server("runaway", &args)).await;
+    wait_status(&d, "runaway", "CONNECTED", UP).await;
+    let escaped = escape(&d, "runaway").await;
+    assert!(process_alive(escaped));
+    let server = pids_in(&servers)[0];
+    assert_ne!(pgrp(escaped), pgrp(server), "it left the server's group");
+    // Counted among the servers' processes: the server and the escapee.
+    assert!(metric(&d, "mcp_aggregator_server_processes").await >= 2.0);
+
+    let status = http()
+        .delete(d.api("/api/v1/aggregator/servers/runaway"))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 204);
+    assert!(
+        wait_for(UP, || (!in_proc(escaped)).then_some(())).is_some(),
+        "removal left {escaped} (alive: {})",
+        process_alive(escaped)
+    );
+
+    // Another one, and the daemon stops.
+    register(&d, hostile_server("runaway2", &args)).await;
+    wait_status(&d, "runaway2", "CONNECTED", UP).await;
+    let escaped = escape(&d, "runaway2").await;
+    assert!(process_alive(escaped));
+    let status = d.terminate(UP).expect("the daemon exits on SIGTERM");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        wait_for(UP, || (!process_alive(escaped)).then_some(())).is_some(),
+        "the daemon's exit left {escaped} alive"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_looping_server_leaves_no_process_behind() {
+    let temp = tempfile::tempdir().unwrap();
+    let pids = temp.path().join("escaped.pids");
+    let d = Daemon::start_in(&temp.path().join("data"), &[]);
+    register(
+        &d,
+        hostile_server(
+            "crashy",
+            &[
+                "--escape-at-start",
+                "--exit-after-ms",
+                "300",
+                "--escape-pids",
+                pids.to_str().unwrap(),
+            ],
+        ),
+    )
+    .await;
+    // Three starts, each leaving a process that escaped.
+    let started = wait_for(Duration::from_secs(60), || {
+        let seen = pids_in(&pids);
+        (seen.len() >= 3).then_some(seen)
+    })
+    .expect("three starts");
+    // Each crash ends its escapee: at most the running instance's lives.
+    let leaked = wait_for(UP, || {
+        let alive: Vec<u32> = started[..started.len() - 1]
+            .iter()
+            .copied()
+            .filter(|p| in_proc(*p))
+            .collect();
+        alive.is_empty().then_some(())
+    });
+    assert!(
+        leaked.is_some(),
+        "earlier starts left {:?} (all: {started:?})",
+        started.iter().filter(|p| in_proc(**p)).collect::<Vec<_>>()
+    );
+    let status = http()
+        .delete(d.api("/api/v1/aggregator/servers/crashy"))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 204);
+    assert!(
+        wait_for(UP, || pids_in(&pids)
+            .iter()
+            .all(|p| !in_proc(*p))
+            .then_some(()))
+        .is_some(),
+        "left after removal: {:?}",
+        pids_in(&pids)
+            .into_iter()
+            .filter(|p| in_proc(*p))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_flooding_stderr_cannot_flood_the_log() {
+    let d = Daemon::start();
+    register(&d, hostile_server("noisy", &["--stderr-flood"])).await;
+    wait_status(&d, "noisy", "CONNECTED", UP).await;
+    // Wait until it has written far more than the log takes: 50,000 lines
+    // of 8 KB dropped is 400 MB.
+    let series = "mcp_aggregator_server_stderr_lines_dropped_total{server=\"noisy\"}";
+    let end = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        if metric(&d, series).await >= 50_000.0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "the flood was never dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = std::fs::read_to_string(log_path(&d.data_dir)).unwrap_or_default();
+    assert!(
+        log.len() < 16 * 1024 * 1024,
+        "the log grew to {} bytes",
+        log.len()
+    );
+    assert!(
+        log.contains("dropping lines, counted"),
+        "the drop was not said"
+    );
+    // The server is still served.
+    let (status, body) = rest_call(&d, "noisy.echo", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+}
