@@ -54,14 +54,81 @@ pub enum DaemonError {
     Serve(std::io::Error),
 }
 
+/// The exit status of a daemon whose store cannot be used as it is
+/// (damaged, emptied, of a newer version): starting it again does not
+/// help, so the shipped unit does not (`RestartPreventExitStatus=65`).
+pub const EXIT_STORE_UNUSABLE: u8 = 65;
+
 impl DaemonError {
-    /// 2 for bad input (the config file), 1 for everything else.
+    /// 2 for bad input (the config file), 65 for a store that cannot be
+    /// used as it is, 1 for everything else.
     pub fn exit_code(&self) -> u8 {
         match self {
             DaemonError::Config(_) | DaemonError::Registry(RegistryError::Invalid(_)) => 2,
+            DaemonError::Store(err) | DaemonError::Registry(RegistryError::Store(err))
+                if err.is_unusable() =>
+            {
+                EXIT_STORE_UNUSABLE
+            }
             _ => 1,
         }
     }
+
+    /// A blocking task of the start-up that panicked: damage in the store
+    /// when the panic hook found it there.
+    fn from_task(err: tokio::task::JoinError, data_dir: &Path) -> DaemonError {
+        match crate::store::health::damage() {
+            Some(detail) if err.is_panic() => DaemonError::Store(StoreError::Damaged {
+                path: data_dir.join("store.redb"),
+                detail,
+            }),
+            _ => DaemonError::Serve(std::io::Error::other(err)),
+        }
+    }
+}
+
+/// Reports panics as one logged error instead of the default text on
+/// stderr; one inside redb (how it meets a damaged page) is recorded as
+/// damage of the store, which stops a running daemon (exit 65) instead of
+/// letting every later request meet it again.
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("a panic");
+        let at = info
+            .location()
+            .map(|l| format!("{}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        if at.contains("/redb-") {
+            if crate::store::health::damage_is_news() {
+                tracing::error!(at, "the store's file made no sense to redb: {message}");
+                crate::store::health::report_damage(format!("{message} ({at})"));
+            } else {
+                tracing::debug!(at, "damage met: {message}");
+            }
+        } else {
+            tracing::error!(at, "internal error: {message}");
+        }
+        if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
+            eprintln!("{}", std::backtrace::Backtrace::force_capture());
+        }
+    }));
+}
+
+/// Resolves with the error to stop on once the store was found damaged
+/// while running: stopping is better than writing to a damaged file.
+async fn store_damaged(data_dir: &Path) -> DaemonError {
+    let detail = crate::store::health::damage_found().await;
+    let err = StoreError::Damaged {
+        path: data_dir.join("store.redb"),
+        detail,
+    };
+    tracing::error!("{err}; stopping");
+    DaemonError::Store(err)
 }
 
 /// What `serve` needs to run.
@@ -154,23 +221,35 @@ impl Stack {
         let dir = data_dir.to_path_buf();
         let store = tokio::task::spawn_blocking(move || Store::open(&dir))
             .await
-            .map_err(|err| DaemonError::Serve(std::io::Error::other(err)))??;
+            .map_err(|err| DaemonError::from_task(err, data_dir))??;
         let store = Arc::new(store);
         let reset = {
             let store = Arc::clone(&store);
             tokio::task::spawn_blocking(move || store.reset_statuses_after_restart())
                 .await
-                .map_err(|err| DaemonError::Serve(std::io::Error::other(err)))??
+                .map_err(|err| DaemonError::from_task(err, data_dir))?
         };
-        if reset > 0 {
-            tracing::info!(
-                servers = reset,
-                "statuses reset to DISCONNECTED after restart"
-            );
+        match reset {
+            Ok(0) => {}
+            Ok(servers) => {
+                tracing::info!(servers, "statuses reset to DISCONNECTED after restart")
+            }
+            // A full disk at start: serve what is stored; the statuses are
+            // put right as servers connect.
+            Err(StoreError::Disk { .. }) => {}
+            Err(err) => return Err(err.into()),
         }
         let registry = Registry::new(Arc::clone(&store));
         if let Some((path, loaded)) = config {
-            apply_config(&registry, path, loaded).await?;
+            match apply_config(&registry, path, loaded).await {
+                Err(DaemonError::Registry(RegistryError::Store(err @ StoreError::Disk { .. }))) => {
+                    tracing::warn!(
+                        config = %path.display(),
+                        "the config file could not be applied ({err}); the stored registrations are served"
+                    );
+                }
+                other => other?,
+            }
         }
         let catalog = Catalog::new(Arc::clone(&store), WireNameRules::default());
         let settings = SessionSettings {
@@ -193,7 +272,7 @@ impl Stack {
             let index =
                 tokio::task::spawn_blocking(move || SearchIndex::open_with(store, &dir, setting))
                     .await
-                    .map_err(|err| DaemonError::Serve(std::io::Error::other(err)))??;
+                    .map_err(|err| DaemonError::from_task(err, data_dir))??;
             index.set_graph_from(front_door.graph_from);
             index
         };
@@ -210,15 +289,25 @@ impl Stack {
         );
         skills.spawn_worker(background.clone());
         let key_path = data_dir.join(crate::paths::STATE_KEY_FILE);
-        let state_key = crate::paths::private_key(&key_path)
-            .map_err(|source| DaemonError::DataFile {
-                path: key_path.clone(),
-                source,
-            })?
-            .ok_or_else(|| DaemonError::DataFile {
-                path: key_path.clone(),
-                source: std::io::Error::other("not a 32-byte key: remove it, a new one is made"),
-            })?;
+        let data_file = |source| DaemonError::DataFile {
+            path: key_path.clone(),
+            source,
+        };
+        let state_key = match crate::paths::private_key(&key_path).map_err(data_file)? {
+            Some(key) => key,
+            // It only seals the states handed to clients for a retry: a
+            // damaged one is replaced, and those states are refused.
+            None => {
+                tracing::warn!(
+                    "{} is not a 32-byte key; replacing it (input-required retries issued before are refused)",
+                    key_path.display()
+                );
+                std::fs::remove_file(&key_path).map_err(data_file)?;
+                crate::paths::private_key(&key_path)
+                    .map_err(data_file)?
+                    .ok_or_else(|| data_file(std::io::Error::other("not a 32-byte key")))?
+            }
+        };
         let mcp = McpServer::new(
             router.clone(),
             search.clone(),
@@ -267,6 +356,21 @@ impl Stack {
     }
 }
 
+/// What `store check` and `store recover` found.
+pub use crate::store::recover::Report as StoreReport;
+
+/// `store check`: every page and table of the data dir's store, read
+/// through a copy.
+pub fn check_store(data_dir: &Path) -> Result<StoreReport, StoreError> {
+    crate::store::recover::check(data_dir)
+}
+
+/// `store recover`: what can be read, into a new store (in place of the
+/// damaged one, kept beside it, with `replace`).
+pub fn recover_store(data_dir: &Path, replace: bool) -> Result<StoreReport, StoreError> {
+    crate::store::recover::recover(data_dir, replace)
+}
+
 /// Runs the daemon until `shutdown` is cancelled.
 /// The search index over a data dir no daemon owns (for a reindex without
 /// one), with the model loaded. Blocking.
@@ -313,11 +417,14 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         pid: std::process::id(),
         url: format!("http://{bound}"),
     };
-    info.write(&options.data_dir)
-        .map_err(|source| DaemonError::DataFile {
-            path: options.data_dir.join(paths::DAEMON_FILE),
-            source,
-        })?;
+    // A full disk at start: serve anyway; only finding us by data dir fails.
+    if let Err(err) = info.write(&options.data_dir) {
+        tracing::warn!(
+            "cannot write {} ({err}); commands that find the daemon through its data dir need --url {} until it is written at the next start",
+            options.data_dir.join(paths::DAEMON_FILE).display(),
+            info.url
+        );
+    }
     tracing::info!(
         url = %info.url,
         data_dir = %options.data_dir.display(),
@@ -331,6 +438,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     let server = crate::listener::serve(listener, app, options.listener, shutdown.clone());
     let result = tokio::select! {
         () = server => Ok(()),
+        err = store_damaged(&options.data_dir) => Err(err),
         () = async {
             shutdown.cancelled().await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
@@ -381,15 +489,18 @@ pub async fn stdio(
         Err(err) => return Err(err),
     };
     stack.connect_in_background().await;
-    mcp::stdio::serve(
+    let served = mcp::stdio::serve(
         Arc::clone(&stack.mcp),
         mcp::stdio::stdin(),
         mcp::stdio::stdout(),
         shutdown,
-    )
-    .await;
+    );
+    let result = tokio::select! {
+        () = served => Ok(()),
+        err = store_damaged(&data_dir) => Err(err),
+    };
     stack.shutdown().await;
-    Ok(())
+    result
 }
 
 async fn apply_config(

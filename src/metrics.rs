@@ -178,6 +178,10 @@ pub struct Snapshot {
     pub cache_misses: u64,
     pub cache_evictions: u64,
     pub cache_entries: u64,
+    /// The store accepts writes.
+    pub storage_ok: bool,
+    /// Writes to the store's file that failed since start.
+    pub storage_write_errors: u64,
     pub process: ProcessFigures,
 }
 
@@ -293,6 +297,16 @@ pub fn render(snapshot: &Snapshot) -> String {
         "process_child_processes",
         "Live child processes (stdio servers, and orphans of theirs re-parented to us)",
         gauge(process.child_processes),
+    );
+    scraped.register(
+        "storage_healthy",
+        "1 while the store accepts writes, 0 while they fail (a full or failing disk)",
+        gauge(u64::from(snapshot.storage_ok)),
+    );
+    scraped.register(
+        "storage_write_errors",
+        "Writes to the store's file that failed (a full disk, an I/O error)",
+        ConstCounter::new(snapshot.storage_write_errors),
     );
     scraped.register(
         "server_processes",

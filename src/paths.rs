@@ -44,8 +44,13 @@ impl DaemonInfo {
         let tmp = data_dir.join(format!("{DAEMON_FILE}.{}.tmp", self.pid));
         let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
         let _ = std::fs::remove_file(&tmp);
-        write_private_file(&tmp, text.as_bytes())?;
-        std::fs::rename(&tmp, data_dir.join(DAEMON_FILE))
+        let written = write_private_file(&tmp, text.as_bytes())
+            .and_then(|()| std::fs::rename(&tmp, data_dir.join(DAEMON_FILE)));
+        // A full disk leaves no half-written file behind.
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written
     }
 
     /// Removes the daemon file if it is still ours.
@@ -77,8 +82,13 @@ pub fn write_private_file(path: &Path, contents: &[u8]) -> std::io::Result<()> {
         .create_new(true)
         .mode(0o600)
         .open(path)?;
-    std::io::Write::write_all(&mut file, contents)?;
-    file.sync_all()
+    let written = std::io::Write::write_all(&mut file, contents).and_then(|()| file.sync_all());
+    // A full disk leaves no empty or half-written file: the next start
+    // would take it for a damaged one.
+    if written.is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+    written
 }
 
 /// A 32-byte key kept in a private file: read, or drawn from the OS and

@@ -4,7 +4,7 @@
 use axum::http::StatusCode;
 
 pub use crate::http_error::{ErrorBody, HttpError};
-use crate::registry::RegistryError;
+use crate::registry::{RegistryError, StoreError};
 
 impl From<RegistryError> for HttpError {
     fn from(err: RegistryError) -> Self {
@@ -12,6 +12,14 @@ impl From<RegistryError> for HttpError {
             RegistryError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             RegistryError::Conflict(_) => StatusCode::CONFLICT,
             RegistryError::NotFound(_) => StatusCode::NOT_FOUND,
+            // Nothing is wrong with the request: the disk is full (507), or
+            // failing or damaged (503); said once in the log by the store.
+            RegistryError::Store(StoreError::Disk { full: true, .. }) => {
+                StatusCode::INSUFFICIENT_STORAGE
+            }
+            RegistryError::Store(StoreError::Disk { .. } | StoreError::Damaged { .. }) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             RegistryError::Store(_) | RegistryError::Task(_) => {
                 tracing::error!(error = %err, "request failed inside the store");
                 StatusCode::INTERNAL_SERVER_ERROR

@@ -26,6 +26,7 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
     let process = tokio::task::spawn_blocking(ProcessFigures::read)
         .await
         .unwrap_or_default();
+    let storage = state.registry.storage();
     let snapshot = Snapshot {
         tools: table.tools.len() as u64,
         resources: table.resources.len() as u64,
@@ -36,6 +37,8 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         cache_misses: cache.misses,
         cache_evictions: cache.evictions,
         cache_entries: cache.entries as u64,
+        storage_ok: storage.status == "ok",
+        storage_write_errors: storage.write_errors,
         process,
     };
     (

@@ -134,19 +134,36 @@ pub fn router(state: AppState, extra: Option<Router<AppState>>) -> Router {
 
 #[derive(Serialize, ToSchema)]
 pub struct Health {
+    /// `ok`, or `degraded` while the store cannot be written.
     status: &'static str,
     version: &'static str,
     uptime_seconds: u64,
+    /// The store's disk: `ok`, or `failing` with the error and since when.
+    #[schema(value_type = Object)]
+    storage: crate::registry::StorageStatus,
 }
 
-/// Liveness of the aggregator process itself (never needs a token).
-#[utoipa::path(get, path = "/healthz", tag = "process", responses((status = 200, body = Health)))]
-async fn healthz(State(state): State<AppState>) -> Json<Health> {
-    Json(Health {
-        status: "ok",
+/// Liveness of the aggregator process itself (never needs a token): 200,
+/// or 503 while its store cannot be written (a full or failing disk).
+#[utoipa::path(get, path = "/healthz", tag = "process", responses(
+    (status = 200, body = Health),
+    (status = 503, description = "The store cannot be written", body = Health)
+))]
+async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
+    let storage = state.registry.storage();
+    let failing = storage.status != "ok";
+    let health = Health {
+        status: if failing { "degraded" } else { "ok" },
         version: env!("CARGO_PKG_VERSION"),
         uptime_seconds: state.started.elapsed().as_secs(),
-    })
+        storage,
+    };
+    let status = if failing {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    (status, Json(health))
 }
 
 async fn not_found(uri: Uri) -> HttpError {

@@ -141,6 +141,7 @@ pub(super) async fn admin(command: Command) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Skills(command) => super::skills::run(command).await,
+        Command::Store(command) => super::store::run(command).await,
         Command::Serve(_) | Command::Stdio(_) => unreachable!("handled in run"),
     }
 }

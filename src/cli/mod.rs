@@ -5,6 +5,7 @@ pub mod client;
 mod commands;
 pub mod output;
 mod skills;
+mod store;
 
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
@@ -107,6 +108,9 @@ and rebuilds there. Cached embeddings are reused; only texts never embedded befo
     /// Skills: the categories tools are classified into, and classification.
     #[command(subcommand)]
     Skills(skills::SkillsCommand),
+    /// Check a store file for damage, and recover what can be read of a damaged one.
+    #[command(subcommand)]
+    Store(store::StoreCommand),
 }
 
 #[derive(Debug, Args)]
@@ -693,6 +697,7 @@ pub fn main() -> ExitCode {
     // started us left open must not reach the servers we start.
     crate::sessions::stdio::close_inherited_on_exec();
     crate::http_client::init();
+    daemon::install_panic_hook();
     // The stdio front door serves one client: a single-threaded runtime
     // keeps every hop of a call on one thread (no cross-thread wake-ups),
     // which is what per-call latency is made of. The daemon serves many

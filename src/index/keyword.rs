@@ -77,6 +77,16 @@ pub enum KeywordError {
     Open(#[from] tantivy::directory::error::OpenDirectoryError),
 }
 
+/// Removes whatever is at `path`: a folder with its files, or a file.
+fn remove_any(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Fields {
     id: Field,
@@ -144,20 +154,58 @@ fn analyzer(extra_stop_words: &[&str]) -> TextAnalyzer {
 
 impl KeywordIndex {
     /// Opens the index in `dir`, creating it (or recreating it, when the
-    /// schema changed or the files are unreadable) as needed. Returns the
-    /// store generation it was last committed at, if any.
+    /// schema changed or any of its files is unreadable or fails its
+    /// checksum) as needed. Returns the store generation it was last
+    /// committed at, if any. The index is derived from the store: damage
+    /// here is rebuilt, never a reason not to start.
     pub fn open(dir: &Path) -> Result<(KeywordIndex, Option<u64>), KeywordError> {
-        let (schema, fields) = schema();
+        match KeywordIndex::open_existing(dir) {
+            Ok(Some(opened)) => return Ok(opened),
+            Ok(None) => {}
+            Err(err) => tracing::warn!(
+                dir = %dir.display(),
+                "the keyword index is damaged ({err}); it is rebuilt from the store"
+            ),
+        }
+        // A file where a folder of ours belongs (`index` itself) goes too.
+        if let Some(parent) = dir.parent()
+            && parent.is_file()
+        {
+            std::fs::remove_file(parent)?;
+        }
+        remove_any(dir)?;
         std::fs::create_dir_all(dir)?;
-        let index = match Index::open_in_dir(dir) {
-            Ok(index) if index.schema() == schema => index,
-            Ok(_) | Err(_) => {
-                // Derived data: start over rather than fail.
-                std::fs::remove_dir_all(dir)?;
-                std::fs::create_dir_all(dir)?;
-                Index::create_in_dir(dir, schema)?
-            }
-        };
+        let (schema, _) = schema();
+        Index::create_in_dir(dir, schema)?;
+        match KeywordIndex::open_existing(dir)? {
+            Some(opened) => Ok(opened),
+            None => Err(KeywordError::Tantivy(tantivy::TantivyError::InternalError(
+                "a new keyword index could not be opened".into(),
+            ))),
+        }
+    }
+
+    /// The index in `dir` if there is a sound one of this schema; `None`
+    /// when there is none (or of another schema), an error when it is
+    /// damaged.
+    fn open_existing(dir: &Path) -> Result<Option<(KeywordIndex, Option<u64>)>, KeywordError> {
+        let (schema, fields) = schema();
+        if !dir.join("meta.json").is_file() {
+            return Ok(None);
+        }
+        let index = Index::open_in_dir(dir)?;
+        if index.schema() != schema {
+            return Ok(None);
+        }
+        // Every file's footer checksum: a damaged segment is found here,
+        // not by the first search or sync that reads it.
+        let damaged = index.validate_checksum()?;
+        if !damaged.is_empty() {
+            return Err(KeywordError::Io(std::io::Error::other(format!(
+                "{} file(s) fail their checksum",
+                damaged.len()
+            ))));
+        }
         index.tokenizers().register(ANALYZER, analyzer(&[]));
         let generation = index
             .load_metas()?
@@ -168,7 +216,7 @@ impl KeywordIndex {
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()?;
-        Ok((
+        Ok(Some((
             KeywordIndex {
                 index,
                 fields,
@@ -177,7 +225,7 @@ impl KeywordIndex {
                 query_analyzer: Mutex::new(analyzer(QUERY_FILLER)),
             },
             generation,
-        ))
+        )))
     }
 
     /// Every tool id in the index with its definition hash.

@@ -506,7 +506,16 @@ impl SearchIndex {
             }
         } else if first_sync {
             if inner.opened_at.is_some_and(|g| g == generation) {
-                on_disk = inner.keyword.documents()?.into_iter().collect();
+                match inner.keyword.documents() {
+                    Ok(documents) => on_disk = documents.into_iter().collect(),
+                    // Derived data: started over, never a reason to fail.
+                    Err(err) => {
+                        tracing::warn!(
+                            "the keyword index cannot be read ({err}); rebuilding it from the store"
+                        );
+                        inner.keyword.clear()?;
+                    }
+                }
             } else {
                 tracing::info!("the keyword index does not match the store; rebuilding it");
                 inner.keyword.clear()?;
@@ -1299,10 +1308,14 @@ impl SearchIndex {
                 index.inner.progress.send_modify(|p| p.synced = true);
                 return;
             }
+            // A keyword index found damaged while running is started over
+            // once, at once; a second failure waits for the next change.
+            let mut rebuild = false;
             loop {
                 let syncing = index.clone();
+                let starting_over = std::mem::take(&mut rebuild);
                 let result = tokio::select! {
-                    result = in_background("search-index", move || syncing.sync(false)) => result,
+                    result = in_background("search-index", move || syncing.sync(starting_over)) => result,
                     () = shutdown.cancelled() => return,
                 };
                 // Also when the sync failed part way, which leaves its
@@ -1319,6 +1332,13 @@ impl SearchIndex {
                         tracing::info!(changed, "search index updated")
                     }
                     Ok(Ok(_)) => {}
+                    Ok(Err(IndexError::Keyword(err))) if !starting_over => {
+                        tracing::warn!(
+                            "the keyword index failed ({err}); rebuilding it from the store"
+                        );
+                        rebuild = true;
+                        continue;
+                    }
                     Ok(Err(err)) => tracing::error!("search indexing failed: {err}"),
                     Err(err) => tracing::error!("search indexing task failed: {err}"),
                 }

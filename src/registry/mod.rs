@@ -15,8 +15,13 @@ use crate::model::{
     AuditEntry, AuditFilter, ConnectionHistoryEntry, ServerId, ServerRecord, ServerStatus,
     StatusTrigger, ToolRecord,
 };
-use crate::store::{Store, StoreError, UpsertOutcome};
+/// What the store answers; the front doors tell a full disk from the rest.
+pub use crate::store::StoreError;
+use crate::store::{Store, UpsertOutcome};
 pub use validate::{ServerSpec, ValidationError};
+
+/// How the store's disk is doing, as `/healthz` and `/metrics` show it.
+pub use crate::store::health::StorageStatus;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
@@ -98,6 +103,11 @@ impl Registry {
     pub fn new(store: Arc<Store>) -> Registry {
         let (events, _) = broadcast::channel(1024);
         Registry { store, events }
+    }
+
+    /// How the store's disk is doing (writes failing, since when, why).
+    pub fn storage(&self) -> StorageStatus {
+        self.store.storage_status()
     }
 
     pub fn store(&self) -> &Arc<Store> {
@@ -328,9 +338,16 @@ impl Registry {
         F: FnOnce(&Store) -> Result<T, RegistryError> + Send + 'static,
     {
         let store = Arc::clone(&self.store);
+        let path = store.path().to_path_buf();
         tokio::task::spawn_blocking(move || work(&store))
             .await
-            .map_err(|err| RegistryError::Task(err.to_string()))?
+            .map_err(|err| match crate::store::health::damage() {
+                // The panic hook found redb meeting a damaged page.
+                Some(detail) if err.is_panic() => {
+                    RegistryError::Store(StoreError::Damaged { path, detail })
+                }
+                _ => RegistryError::Task(err.to_string()),
+            })?
     }
 }
 

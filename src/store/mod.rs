@@ -6,8 +6,11 @@
 //! callers go through `tokio::task::spawn_blocking`. Every commit is
 //! `Durability::Immediate`, so an acknowledged write survives `kill -9`.
 
+mod backend;
 pub mod catalog;
 pub mod embeddings;
+pub mod health;
+pub mod recover;
 pub mod secrets;
 pub mod skills;
 
@@ -17,6 +20,7 @@ use redb::{
     TableDefinition, WriteTransaction,
 };
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 use crate::model::{
     AuditEntry, AuditFilter, ConnectionHistoryEntry, InvalidTransition, ServerId, ServerRecord,
@@ -83,15 +87,61 @@ pub enum StoreError {
         "a stored record is unreadable ({0}); the store may have been written by another version"
     )]
     Corrupt(String),
+    #[error(
+        "the store cannot be written ({reason}){}; nothing already stored is lost, and writes resume by themselves",
+        if *full { ": the disk holding the data dir is full" } else { "" }
+    )]
+    Disk { reason: String, full: bool },
+    #[error(
+        "the store {path} is damaged ({detail}); not started on it. `mcp-aggregator store check` shows what can be read, `mcp-aggregator store recover` copies it into a new store (the damaged file is kept)"
+    )]
+    Damaged { path: PathBuf, detail: String },
+    #[error(
+        "the store {path} is empty (0 bytes) although the data dir was in use ({evidence}): the registrations it held are gone from it. Put a backup back in its place, or move the empty file away to start with an empty store"
+    )]
+    Emptied { path: PathBuf, evidence: String },
     #[error("store error: {0}")]
-    Db(#[from] redb::Error),
+    Db(redb::Error),
+}
+
+impl StoreError {
+    /// A damaged or emptied store (or one of a newer version): the daemon
+    /// cannot run on it, and starting it again does not help.
+    pub fn is_unusable(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Damaged { .. }
+                | StoreError::Emptied { .. }
+                | StoreError::NewerSchema { .. }
+                | StoreError::Secrets(secrets::SecretError::BadKey { .. })
+        )
+    }
+}
+
+impl From<redb::Error> for StoreError {
+    /// An I/O error (the file could not be written or read) is the disk's
+    /// doing: `Disk`, which the front doors answer with 507/503.
+    fn from(err: redb::Error) -> Self {
+        match err {
+            redb::Error::Io(io) => StoreError::Disk {
+                full: health::is_disk_full(&io),
+                reason: io.to_string(),
+            },
+            redb::Error::PreviousIo => StoreError::Disk {
+                reason: "an earlier write failed".to_owned(),
+                full: false,
+            },
+            redb::Error::Corrupted(detail) => StoreError::Db(redb::Error::Corrupted(detail)),
+            other => StoreError::Db(other),
+        }
+    }
 }
 
 macro_rules! redb_error_into_store_error {
     ($($ty:ty),*) => {$(
         impl From<$ty> for StoreError {
             fn from(err: $ty) -> Self {
-                StoreError::Db(err.into())
+                redb::Error::from(err).into()
             }
         }
     )*};
@@ -113,7 +163,12 @@ pub enum UpsertOutcome {
 
 /// The embedded store.
 pub struct Store {
-    db: Database,
+    /// The open file; empty only while it is reopened after a failed
+    /// write (redb refuses everything after one until then).
+    db: RwLock<Option<Arc<Database>>>,
+    health: Arc<health::Health>,
+    /// Held while the file is reopened (one reopen at a time).
+    reopening: std::sync::Mutex<()>,
     cipher: Cipher,
     path: PathBuf,
     /// `AUDIT_MAX_BYTES`, smaller in tests.
@@ -122,31 +177,20 @@ pub struct Store {
 
 impl Store {
     /// Opens (creating if needed) the store in `data_dir`. Fails with
-    /// `AlreadyOpen` when another process holds it.
+    /// `AlreadyOpen` when another process holds it, `Emptied` when it was
+    /// truncated to nothing in a data dir that was in use, `Damaged` when
+    /// its file does not read as a redb store — never with a panic.
     pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
         create_private_dir(data_dir)?;
         let path = data_dir.join(STORE_FILE);
-        let warned = std::sync::atomic::AtomicBool::new(false);
-        let db = match redb::Builder::new()
-            .set_cache_size(STORE_CACHE_BYTES)
-            .set_repair_callback(move |_| {
-                // A full check of the file: seconds for a large catalog.
-                if !warned.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                    tracing::warn!(
-                        "the store was not closed cleanly last time (the process was killed, or the machine lost power); checking and repairing it"
-                    );
-                }
-            })
-            .create(&path)
-        {
-            Ok(db) => db,
-            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
-                return Err(StoreError::AlreadyOpen {
-                    path: data_dir.to_path_buf(),
-                });
-            }
-            Err(err) => return Err(StoreError::Db(err.into())),
-        };
+        refuse_emptied(data_dir, &path)?;
+        let health = Arc::new(health::Health::new(&path));
+        // A full check of a store of ordinary size: a file damaged while
+        // the daemon was stopped is found here, not by a read that panics
+        // later. Beyond the size, a check would add a second per start;
+        // damage is then found by the start's own reads.
+        let check = std::fs::metadata(&path).is_ok_and(|m| m.len() <= CHECK_AT_OPEN_BYTES);
+        let db = open_database(&path, &health, check, false)?;
         // Only the owner may read the store, whatever the umask.
         restrict_to_owner(&path, 0o600).map_err(|source| StoreError::DataDir {
             path: path.clone(),
@@ -154,13 +198,96 @@ impl Store {
         })?;
         let cipher = Cipher::load_or_create(&data_dir.join(KEY_FILE))?;
         let store = Store {
-            db,
+            db: RwLock::new(Some(Arc::new(db))),
+            health,
+            reopening: std::sync::Mutex::new(()),
             cipher,
             path,
             audit_max_bytes: AUDIT_MAX_BYTES,
         };
-        store.migrate()?;
+        guard_damage(&store.path, || store.migrate())?;
         Ok(store)
+    }
+
+    /// The open file. After a failed write it is reopened first (at most
+    /// every second): redb refuses everything after an I/O error until
+    /// then, reads included. While it cannot be, the last write error is
+    /// the answer.
+    fn db(&self) -> Result<Arc<Database>, StoreError> {
+        if self.health.is_failing() {
+            self.reopen();
+        }
+        let slot = match self.db.read() {
+            Ok(slot) => slot,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        slot.clone().ok_or_else(|| {
+            let (reason, full) = self
+                .health
+                .failure()
+                .unwrap_or_else(|| ("the store file is being reopened".to_owned(), false));
+            StoreError::Disk { reason, full }
+        })
+    }
+
+    /// Closes and opens the file again after failed writes (so reads work
+    /// again), then, when the disk has room, tries a small write: when it
+    /// goes through, the store is healthy again.
+    fn reopen(&self) {
+        let Ok(_one) = self.reopening.try_lock() else {
+            return;
+        };
+        if !self.health.reopen_due() {
+            return;
+        }
+        let old = match self.db.write() {
+            Ok(mut slot) => slot.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        // The file lock goes with the last handle (a transaction still
+        // running keeps it: the open below then fails and is tried again).
+        drop(old);
+        // The repair an open does after a failed write syncs what it
+        // wrote; only the probe below says writes work again.
+        self.health.hold_recovery(true);
+        let reopened = open_database(&self.path, &self.health, false, true);
+        self.health.hold_recovery(false);
+        let db = match reopened {
+            Ok(db) => Arc::new(db),
+            Err(err) => {
+                tracing::debug!(store = %self.path.display(), "reopening the store failed: {err}");
+                return;
+            }
+        };
+        let probe = (|| -> Result<(), StoreError> {
+            // On a disk with no room the write would fail and leave redb
+            // refusing reads too until the next reopen.
+            if !has_room(&self.path) {
+                return Err(StoreError::Disk {
+                    reason: "no space left on the disk".to_owned(),
+                    full: true,
+                });
+            }
+            let txn = db.begin_write()?;
+            txn.open_table(META)?
+                .insert(META_DISK_PROBE, Utc::now().timestamp_millis() as u64)?;
+            txn.commit()?;
+            Ok(())
+        })();
+        if let Ok(mut slot) = self.db.write() {
+            *slot = Some(Arc::clone(&db));
+        }
+        match probe {
+            Ok(()) => self.health.writes_work(),
+            Err(err) => {
+                tracing::debug!(store = %self.path.display(), "the store's probe write failed: {err}")
+            }
+        }
+    }
+
+    /// How the store's disk is doing.
+    pub fn storage_status(&self) -> health::StorageStatus {
+        self.health.status()
     }
 
     pub fn path(&self) -> &Path {
@@ -174,7 +301,12 @@ impl Store {
 
     /// Brings an older layout up to `SCHEMA_VERSION`, one step at a time.
     fn migrate(&self) -> Result<(), StoreError> {
-        let txn = self.db.begin_write()?;
+        // A store already at this version is not written to (a start on a
+        // full disk serves what is stored).
+        if self.schema_version()? == SCHEMA_VERSION {
+            return Ok(());
+        }
+        let txn = self.db()?.begin_write()?;
         let found = txn
             .open_table(META)?
             .get(META_SCHEMA_VERSION)?
@@ -246,8 +378,13 @@ impl Store {
     }
 
     fn meta(&self, key: &str) -> Result<u64, StoreError> {
-        let txn = self.db.begin_read()?;
-        let table = txn.open_table(META)?;
+        let txn = self.db()?.begin_read()?;
+        let table = match txn.open_table(META) {
+            Ok(table) => table,
+            // A new store, before its first migration.
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+            Err(err) => return Err(err.into()),
+        };
         Ok(table.get(key)?.map(|v| v.value()).unwrap_or(0))
     }
 
@@ -255,7 +392,7 @@ impl Store {
     /// name check and the insert share one write transaction, so two racing
     /// registrations of one name cannot both succeed.
     pub fn insert_server(&self, record: &ServerRecord, actor: &str) -> Result<(), StoreError> {
-        let txn = self.db.begin_write()?;
+        let txn = self.db()?.begin_write()?;
         {
             let mut names = txn.open_table(SERVER_NAMES)?;
             if names.get(record.name.as_str())?.is_some() {
@@ -287,7 +424,7 @@ impl Store {
         records: &[ServerRecord],
         actor: &str,
     ) -> Result<Vec<UpsertOutcome>, StoreError> {
-        let txn = self.db.begin_write()?;
+        let txn = self.db()?.begin_write()?;
         let mut outcomes = Vec::with_capacity(records.len());
         for incoming in records {
             let existing_id = txn
@@ -386,7 +523,7 @@ impl Store {
         details: Option<String>,
         update: impl FnOnce(&mut ServerRecord),
     ) -> Result<ServerRecord, StoreError> {
-        let txn = self.db.begin_write()?;
+        let txn = self.db()?.begin_write()?;
         let mut record = self
             .server_in(&txn, id.as_u128())?
             .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
@@ -430,7 +567,7 @@ impl Store {
     /// Resets every server to `DISCONNECTED` at start-up: no session survives
     /// the process. Returns how many records changed.
     pub fn reset_statuses_after_restart(&self) -> Result<usize, StoreError> {
-        let txn = self.db.begin_write()?;
+        let txn = self.db()?.begin_write()?;
         let stale: Vec<ServerRecord> = self
             .all_servers_in(&txn)?
             .into_iter()
@@ -474,7 +611,7 @@ impl Store {
 
     /// Deletes a server and everything that belongs to it (tools, history).
     pub fn remove_server(&self, id: ServerId, actor: &str) -> Result<ServerRecord, StoreError> {
-        let txn = self.db.begin_write()?;
+        let txn = self.db()?.begin_write()?;
         let key = id.as_u128();
         let record = self
             .server_in(&txn, key)?
@@ -505,7 +642,7 @@ impl Store {
         server: &str,
         result: &str,
     ) -> Result<(), StoreError> {
-        let txn = self.db.begin_write()?;
+        let txn = self.db()?.begin_write()?;
         append_audit(
             &txn,
             self.audit_max_bytes,
@@ -516,7 +653,7 @@ impl Store {
     }
 
     pub fn get_server(&self, id: ServerId) -> Result<Option<ServerRecord>, StoreError> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let table = txn.open_table(SERVERS)?;
         let found = table.get(id.as_u128())?;
         found
@@ -525,7 +662,7 @@ impl Store {
     }
 
     pub fn get_server_by_name(&self, name: &str) -> Result<Option<ServerRecord>, StoreError> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let Some(id) = txn.open_table(SERVER_NAMES)?.get(name)?.map(|v| v.value()) else {
             return Ok(None);
         };
@@ -538,7 +675,7 @@ impl Store {
 
     /// Every registration, ordered by name.
     pub fn list_servers(&self) -> Result<Vec<ServerRecord>, StoreError> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let names = txn.open_table(SERVER_NAMES)?;
         let servers = txn.open_table(SERVERS)?;
         let mut out = Vec::with_capacity(names.len()? as usize);
@@ -557,7 +694,7 @@ impl Store {
         id: ServerId,
         limit: usize,
     ) -> Result<Vec<ConnectionHistoryEntry>, StoreError> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let table = txn.open_table(HISTORY)?;
         let key = id.as_u128();
         let mut entries = Vec::new();
@@ -578,7 +715,7 @@ impl Store {
         before: Option<u64>,
         filter: &AuditFilter,
     ) -> Result<Vec<AuditEntry>, StoreError> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let table = txn.open_table(AUDIT)?;
         let mut entries = Vec::new();
         let upper = before.unwrap_or(u64::MAX);
@@ -673,6 +810,143 @@ impl Store {
         }
         Ok(record)
     }
+}
+
+/// A store file beyond this size is not checked whole at every open
+/// (~0.4 s per 500 MB on the 2-core machine this was measured on).
+const CHECK_AT_OPEN_BYTES: u64 = 256 * 1024 * 1024;
+/// Where a reopened store's probe write goes.
+const META_DISK_PROBE: &str = "disk_probe";
+
+/// Opens the file through the watched backend, a panic in redb (its
+/// answer to some damage) taken as `Damaged`.
+fn open_database(
+    path: &Path,
+    health: &Arc<health::Health>,
+    check: bool,
+    after_failed_write: bool,
+) -> Result<Database, StoreError> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|source| StoreError::DataDir {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let backend = backend::WatchedFile::new(file, Arc::clone(health))
+        .map_err(|err| StoreError::from(redb::Error::from(err)))?;
+    let warned = std::sync::atomic::AtomicBool::new(false);
+    let opened = guard_damage(path, || {
+        let mut db = redb::Builder::new()
+            .set_cache_size(STORE_CACHE_BYTES)
+            .set_repair_callback(move |_| {
+                // A full check of the file: seconds for a large catalog.
+                if after_failed_write || warned.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
+                tracing::warn!(
+                    "the store was not closed cleanly last time (the process was killed, or the machine lost power); checking and repairing it"
+                );
+            })
+            .create_with_backend(backend)
+            .map_err(|err| match err {
+                redb::DatabaseError::DatabaseAlreadyOpen => StoreError::AlreadyOpen {
+                    path: path.parent().unwrap_or(path).to_path_buf(),
+                },
+                err => StoreError::from(redb::Error::from(err)),
+            })?;
+        // Every page against its checksum (the open above trusts a file
+        // that was closed cleanly).
+        if check && !db.check_integrity().map_err(redb::Error::from)? {
+            tracing::warn!(
+                store = %path.display(),
+                "the store file had damage that redb repaired (back to its last sound commit)"
+            );
+        }
+        Ok(db)
+    });
+    match opened {
+        Err(StoreError::Db(redb::Error::Corrupted(detail))) => Err(StoreError::Damaged {
+            path: path.to_path_buf(),
+            detail,
+        }),
+        Err(StoreError::Disk { reason, .. }) if reason.contains("invalid data") => {
+            Err(StoreError::Damaged {
+                path: path.to_path_buf(),
+                detail: reason,
+            })
+        }
+        other => other,
+    }
+}
+
+/// Runs `work` on the store's file; a panic inside redb (how it meets some
+/// damage) becomes `Damaged` instead of unwinding further.
+pub(crate) fn guard_damage<T>(
+    path: &Path,
+    work: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
+        Ok(Err(StoreError::Db(redb::Error::Corrupted(detail)))) => Err(StoreError::Damaged {
+            path: path.to_path_buf(),
+            detail,
+        }),
+        Ok(outcome) => outcome,
+        Err(panic) => {
+            let detail = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "an internal check failed".to_owned());
+            Err(StoreError::Damaged {
+                path: path.to_path_buf(),
+                detail,
+            })
+        }
+    }
+}
+
+/// A store file of 0 bytes in a data dir whose other files show it was in
+/// use: its registrations are gone, and starting on it would say nothing.
+fn refuse_emptied(data_dir: &Path, path: &Path) -> Result<(), StoreError> {
+    if !std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+        return Ok(());
+    }
+    let evidence: Vec<&str> = [
+        KEY_FILE,
+        crate::paths::STATE_KEY_FILE,
+        crate::paths::TOKEN_FILE,
+        "index",
+    ]
+    .into_iter()
+    .filter(|name| data_dir.join(name).exists())
+    .collect();
+    if evidence.is_empty() {
+        return Ok(());
+    }
+    Err(StoreError::Emptied {
+        path: path.to_path_buf(),
+        evidence: evidence.join(", "),
+    })
+}
+
+/// Whether the disk holding `path` has room for a small write.
+fn has_room(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = path.parent().unwrap_or(path);
+    let Ok(c_path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return true;
+    };
+    // SAFETY: statvfs is plain data, for which all zeroes is a value.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a zeroed out-struct of the right type.
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
+        return true;
+    }
+    (stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64) >= 256 * 1024
 }
 
 /// Creates the data dir, or tightens an existing one, to 0700: it holds the

@@ -114,7 +114,7 @@ fn a_newer_schema_is_refused_without_touching_it() {
     let dir = tempfile::tempdir().unwrap();
     {
         let store = Store::open(dir.path()).unwrap();
-        let txn = store.db.begin_write().unwrap();
+        let txn = store.db().unwrap().begin_write().unwrap();
         txn.open_table(META)
             .unwrap()
             .insert(META_SCHEMA_VERSION, SCHEMA_VERSION + 1)

@@ -1,0 +1,327 @@
+//! `store check` and `store recover`: what can still be read of a store
+//! file, and a new store made of it. Both work on a copy, so the original
+//! file is never changed (redb repairs a file it opens); `recover` writes
+//! `store.recovered.redb` beside it and, when asked, swaps it in with the
+//! damaged file kept as `store.redb.damaged-<time>`. Registrations matter
+//! most (their secrets stay sealed with the data dir's key); the catalog
+//! is rediscovered and the derived indexes are rebuilt anyway.
+
+use redb::{Database, ReadableDatabase as _, ReadableTable as _, TableDefinition};
+use std::path::{Path, PathBuf};
+
+use super::{
+    AUDIT, HISTORY, META, META_CATALOG_GENERATION, META_GENERATION, SERVER_NAMES, SERVERS,
+    STORE_FILE, StoreError, catalog, embeddings, guard_damage, skills,
+};
+
+/// The file `recover` writes.
+pub const RECOVERED_FILE: &str = "store.recovered.redb";
+
+/// What was read of one table.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TableReport {
+    pub table: &'static str,
+    /// Entries read whole.
+    pub entries: u64,
+    /// Why reading stopped early, if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub damage: Option<String>,
+}
+
+/// What `check` or `recover` found.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    pub path: PathBuf,
+    /// redb's own check of every page (false: it found damage, or the
+    /// file could not be opened at all).
+    pub integrity_ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_error: Option<String>,
+    pub tables: Vec<TableReport>,
+    /// Where the recovered store was written (`recover` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovered: Option<PathBuf>,
+    /// Where the damaged file was moved, when the recovered one replaced it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub damaged_kept: Option<PathBuf>,
+}
+
+impl Report {
+    /// Nothing damaged was found.
+    pub fn sound(&self) -> bool {
+        self.integrity_ok
+            && self.open_error.is_none()
+            && self.tables.iter().all(|t| t.damage.is_none())
+    }
+}
+
+/// Reads every table of the store in `data_dir` (through a copy) and says
+/// what is sound.
+pub fn check(data_dir: &Path) -> Result<Report, StoreError> {
+    super::health::expect_damage();
+    let (path, copy) = copy_of(data_dir)?;
+    let report = examine(&path, &copy.0, None);
+    Ok(report)
+}
+
+/// Copies everything readable into `store.recovered.redb`; with `replace`,
+/// puts it in the store's place and keeps the damaged file beside it.
+pub fn recover(data_dir: &Path, replace: bool) -> Result<Report, StoreError> {
+    super::health::expect_damage();
+    let (path, copy) = copy_of(data_dir)?;
+    let target = data_dir.join(RECOVERED_FILE);
+    let _ = std::fs::remove_file(&target);
+    let mut report = examine(&path, &copy.0, Some(&target));
+    if report.recovered.is_none() {
+        return Ok(report);
+    }
+    super::restrict_to_owner(&target, 0o600).map_err(|source| StoreError::DataDir {
+        path: target.clone(),
+        source,
+    })?;
+    if replace {
+        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+        let kept = data_dir.join(format!("{STORE_FILE}.damaged-{stamp}"));
+        let io = |source| StoreError::DataDir {
+            path: path.clone(),
+            source,
+        };
+        std::fs::rename(&path, &kept).map_err(io)?;
+        std::fs::rename(&target, &path).map_err(io)?;
+        report.recovered = Some(path.clone());
+        report.damaged_kept = Some(kept);
+    }
+    Ok(report)
+}
+
+/// A copy of the store file that is removed when dropped.
+struct Copy(PathBuf);
+
+impl Drop for Copy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The store's path and a private copy of it, once no process holds it.
+fn copy_of(data_dir: &Path) -> Result<(PathBuf, Copy), StoreError> {
+    let path = data_dir.join(STORE_FILE);
+    if !path.is_file() {
+        return Err(StoreError::DataDir {
+            path,
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no store file here"),
+        });
+    }
+    // A running daemon holds the file: checking it under its feet would
+    // read a moving file.
+    if let Ok(Err(StoreError::AlreadyOpen { .. })) =
+        std::panic::catch_unwind(|| match redb::ReadOnlyDatabase::open(&path) {
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => Err(StoreError::AlreadyOpen {
+                path: data_dir.to_path_buf(),
+            }),
+            _ => Ok(()),
+        })
+    {
+        return Err(StoreError::AlreadyOpen {
+            path: data_dir.to_path_buf(),
+        });
+    }
+    let copy = Copy(data_dir.join(format!("{STORE_FILE}.check-{}", std::process::id())));
+    std::fs::copy(&path, &copy.0).map_err(|source| StoreError::DataDir {
+        path: copy.0.clone(),
+        source,
+    })?;
+    Ok((path, copy))
+}
+
+/// Opens the copy, checks it, reads every table; copies what it reads into
+/// a new store at `into` when given.
+fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
+    let mut report = Report {
+        path: path.to_path_buf(),
+        integrity_ok: false,
+        open_error: None,
+        tables: Vec::new(),
+        recovered: None,
+        damaged_kept: None,
+    };
+    // redb's own check of every page first, then a plain open to read
+    // what can be read whatever it found.
+    report.integrity_ok = guard_damage(copy, || {
+        let mut db = Database::create(copy).map_err(redb::Error::from)?;
+        Ok(db.check_integrity().map_err(redb::Error::from)?)
+    })
+    .unwrap_or(false);
+    let source = match guard_damage(copy, || {
+        Ok(Database::create(copy).map_err(redb::Error::from)?)
+    }) {
+        Ok(db) => db,
+        Err(err) => {
+            report.open_error = Some(match err {
+                StoreError::Damaged { detail, .. } => detail,
+                other => other.to_string(),
+            });
+            return report;
+        }
+    };
+    let target = match into.map(Database::create).transpose() {
+        Ok(target) => target,
+        Err(err) => {
+            report.open_error = Some(format!("cannot create the recovered store: {err}"));
+            return report;
+        }
+    };
+    let target = target.as_ref();
+    report.tables = vec![
+        copy_table(&source, target, "meta", META),
+        copy_table(&source, target, "servers", SERVERS),
+        copy_table(&source, target, "server_names", SERVER_NAMES),
+        copy_table(&source, target, "connection_history", HISTORY),
+        copy_table(&source, target, "audit_log", AUDIT),
+        copy_table(&source, target, "tools", catalog::TOOLS),
+        copy_table(&source, target, "wire_names", catalog::WIRE_NAMES),
+        copy_table(&source, target, "resources", catalog::RESOURCES),
+        copy_table(
+            &source,
+            target,
+            "resource_templates",
+            catalog::RESOURCE_TEMPLATES,
+        ),
+        copy_table(&source, target, "prompts", catalog::PROMPTS),
+        copy_table(&source, target, "embeddings", embeddings::EMBEDDINGS),
+        copy_table(&source, target, "skills", skills::SKILLS),
+        copy_table(&source, target, "skill_suggestions", skills::SUGGESTIONS),
+    ];
+    if let (Some(target), Some(into)) = (target, into) {
+        match finish(target) {
+            Ok(()) => report.recovered = Some(into.to_path_buf()),
+            Err(err) => {
+                report.open_error = Some(format!("cannot finish the recovered store: {err}"))
+            }
+        }
+    }
+    report
+}
+
+/// Entries read before they are written to the recovered store.
+const CHUNK: usize = 2048;
+
+/// Copies one table entry by entry; a panic or an error (damage) stops it
+/// there, and what was read before is kept. Entries are read in chunks and
+/// each chunk written in a transaction of its own, so no write is ever
+/// open while a damaged page is being read.
+fn copy_table<K: redb::Key + 'static, V: redb::Value + 'static>(
+    source: &Database,
+    target: Option<&Database>,
+    name: &'static str,
+    definition: TableDefinition<K, V>,
+) -> TableReport {
+    let mut entries = 0u64;
+    let mut chunk: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut write = |chunk: &mut Vec<(Vec<u8>, Vec<u8>)>| -> Result<(), StoreError> {
+        if let Some(target) = target {
+            let txn = target.begin_write()?;
+            {
+                let mut table = txn.open_table(definition)?;
+                for (key, value) in chunk.iter() {
+                    table.insert(K::from_bytes(key), V::from_bytes(value))?;
+                }
+            }
+            txn.commit()?;
+        }
+        entries += chunk.len() as u64;
+        chunk.clear();
+        Ok(())
+    };
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(
+        || -> Result<(), StoreError> {
+            let txn = source.begin_read()?;
+            let table = match txn.open_table(definition) {
+                Ok(table) => table,
+                // An older store without this table has nothing to copy.
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+                Err(err) => return Err(err.into()),
+            };
+            for entry in table.iter()? {
+                let (key, value) = entry?;
+                chunk.push((
+                    K::as_bytes(&key.value()).as_ref().to_vec(),
+                    V::as_bytes(&value.value()).as_ref().to_vec(),
+                ));
+                if chunk.len() >= CHUNK {
+                    write(&mut chunk)?;
+                }
+            }
+            Ok(())
+        },
+    ));
+    let damage = match read {
+        Ok(Ok(())) => None,
+        Ok(Err(err)) => Some(err.to_string()),
+        Err(panic) => Some(
+            panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "an internal check failed".to_owned()),
+        ),
+    };
+    // What was read before the damage (or the end).
+    let damage = match write(&mut chunk) {
+        Ok(()) => damage,
+        Err(err) => Some(damage.unwrap_or_else(|| format!("cannot write: {err}"))),
+    };
+    TableReport {
+        table: name,
+        entries,
+        damage,
+    }
+}
+
+/// Makes the recovered store whole: every table there, names that point at
+/// the servers actually recovered, and generations moved on so the derived
+/// indexes are rebuilt from it.
+fn finish(target: &Database) -> Result<(), StoreError> {
+    #[derive(serde::Deserialize)]
+    struct Named {
+        id: uuid::Uuid,
+        name: String,
+    }
+    let txn = target.begin_write()?;
+    {
+        // Every table exists, as a store of this version expects.
+        txn.open_table(SERVERS)?;
+        txn.open_table(HISTORY)?;
+        txn.open_table(AUDIT)?;
+        txn.open_table(catalog::TOOLS)?;
+        txn.open_table(catalog::WIRE_NAMES)?;
+        txn.open_table(catalog::RESOURCES)?;
+        txn.open_table(catalog::RESOURCE_TEMPLATES)?;
+        txn.open_table(catalog::PROMPTS)?;
+        txn.open_table(embeddings::EMBEDDINGS)?;
+        txn.open_table(skills::SKILLS)?;
+        txn.open_table(skills::SUGGESTIONS)?;
+        let mut servers: Vec<Named> = Vec::new();
+        for entry in txn.open_table(SERVERS)?.iter()? {
+            let (_, bytes) = entry?;
+            if let Ok(named) = serde_json::from_slice::<Named>(bytes.value()) {
+                servers.push(named);
+            }
+        }
+        let mut names = txn.open_table(SERVER_NAMES)?;
+        names.retain(|_, _| false)?;
+        for server in &servers {
+            names.insert(server.name.as_str(), server.id.as_u128())?;
+        }
+        let mut meta = txn.open_table(META)?;
+        if meta.get(super::META_SCHEMA_VERSION)?.is_none() {
+            meta.insert(super::META_SCHEMA_VERSION, super::SCHEMA_VERSION)?;
+        }
+        for key in [META_GENERATION, META_CATALOG_GENERATION] {
+            let next = meta.get(key)?.map(|v| v.value()).unwrap_or(0) + 1;
+            meta.insert(key, next)?;
+        }
+    }
+    txn.commit()?;
+    Ok(())
+}

@@ -1,0 +1,538 @@
+//! The disk under the data dir fails, on the real binary: a full disk
+//! refuses writes clearly and recovers by itself when space returns, with
+//! nothing acknowledged lost; a damaged store is refused with exit 65 (no
+//! panic, no restart loop) and `store check` / `store recover` read what
+//! can be read without touching the original; an emptied store is not
+//! started on in silence; damaged derived data (search index, vectors) is
+//! rebuilt; and every other file of the data dir, damaged, is survived.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const UP: Duration = Duration::from_secs(30);
+
+/// A small tmpfs mounted for one test, unmounted when dropped.
+struct SmallDisk {
+    mount: PathBuf,
+}
+
+impl SmallDisk {
+    /// Mounts `size` of tmpfs at `mount`; `None` (with the reason printed)
+    /// where this process may not mount.
+    fn mount(mount: &Path, size: &str) -> Option<SmallDisk> {
+        std::fs::create_dir_all(mount).unwrap();
+        // SAFETY: geteuid(2) has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: mounting a small filesystem needs root (CI runs as root)");
+            return None;
+        }
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(mount)
+            .status();
+        if !mounted.as_ref().is_ok_and(|s| s.success()) {
+            eprintln!("skipped: `mount -t tmpfs` failed here: {mounted:?}");
+            return None;
+        }
+        Some(SmallDisk {
+            mount: mount.to_path_buf(),
+        })
+    }
+
+    /// Fills what is left of the disk (a file written until ENOSPC).
+    fn fill(&self) -> PathBuf {
+        use std::io::Write as _;
+        let path = self.mount.join("filler");
+        let mut file = std::fs::File::create(&path).unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        while file.write_all(&chunk).is_ok() {}
+        let small = vec![0u8; 512];
+        while file.write_all(&small).is_ok() {}
+        let _ = file.sync_all();
+        path
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
+    }
+}
+
+/// `serve` on a known port with its log outside the data dir (a full data
+/// disk must not swallow it, and `daemon.json` may not be writable).
+fn serve_on(data_dir: &Path, log: &Path, extra: &[&str]) -> (Child, String) {
+    let port = free_port();
+    let child = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
+        .arg(data_dir)
+        .args(extra)
+        .env_remove("MCP_AGGREGATOR_TOKEN")
+        .env("RUST_LOG", "info")
+        .env("RUST_BACKTRACE", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let up = wait_for(UP, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    assert!(
+        up.is_some(),
+        "the daemon never listened: {}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+    (child, url)
+}
+
+async fn register_at(url: &str, name: &str) -> (u16, Value) {
+    let body = json!({"name": name, "transport_type": "STDIO",
+        "connection_config": {"command": "true", "env": {"PAD": "p".repeat(2000)}},
+        "auto_connect": false});
+    let response = http()
+        .post(format!("{url}/api/v1/aggregator/servers"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn names_at(url: &str) -> Vec<String> {
+    let servers: Vec<Value> = get_json(&format!("{url}/api/v1/aggregator/servers")).await;
+    servers
+        .iter()
+        .filter_map(|s| s["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn stop(child: &mut Child) -> std::process::ExitStatus {
+    signal(child.id() as i32, libc::SIGTERM);
+    wait_for(UP, || child.try_wait().ok().flatten()).expect("the daemon stops on SIGTERM")
+}
+
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|name| name.ends_with(".tmp") || name.contains(".check-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_refuses_writes_clearly_and_recovers_when_space_returns() {
+    let temp = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(&temp.path().join("disk"), "16m") else {
+        return;
+    };
+    let data = disk.mount.join("data");
+    let log = temp.path().join("daemon.log");
+    let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
+    let mut acked = Vec::new();
+    for n in 0..5 {
+        let name = format!("before{n}");
+        let (status, body) = register_at(&url, &name).await;
+        assert_eq!(status, 201, "{body}");
+        acked.push(name);
+    }
+    let filler = disk.fill();
+    // Writes are refused, each with a clear answer.
+    let mut refused = None;
+    for n in 0..50 {
+        let name = format!("during{n}");
+        match register_at(&url, &name).await {
+            (201, _) => acked.push(name),
+            (status, body) => {
+                refused = Some((status, body));
+                break;
+            }
+        }
+    }
+    let (status, body) = refused.expect("a full disk refused a registration");
+    assert_eq!(status, 507, "{body}");
+    let detail = body["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("full"), "{body}");
+    for n in 0..3 {
+        let (status, _) = register_at(&url, &format!("again{n}")).await;
+        assert!([503, 507].contains(&status), "{status}");
+    }
+    let health = http().get(format!("{url}/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 503);
+    let health: Value = health.json().await.unwrap();
+    assert_eq!(health["storage"]["status"], "failing", "{health}");
+    assert_eq!(health["storage"]["disk_full"], true, "{health}");
+    let metrics = http()
+        .get(format!("{url}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("mcp_aggregator_storage_healthy 0"),
+        "{metrics}"
+    );
+
+    // Space returns: writes work again within seconds, no restart.
+    std::fs::remove_file(filler).unwrap();
+    let end = Instant::now() + UP;
+    let mut n = 0;
+    loop {
+        n += 1;
+        let name = format!("after{n}");
+        if register_at(&url, &name).await.0 == 201 {
+            acked.push(name);
+            break;
+        }
+        assert!(Instant::now() < end, "writes never worked again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let health = http().get(format!("{url}/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    let listed = names_at(&url).await;
+    for name in &acked {
+        assert!(listed.contains(name), "{name} was acknowledged and is gone");
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let errors = text
+        .lines()
+        .filter(|l| l.contains("ERROR") && l.contains("cannot be written"))
+        .count();
+    assert_eq!(errors, 1, "the failure is said once at ERROR:\n{text}");
+    assert!(text.contains("accepts writes again"), "{text}");
+
+    // Nothing acknowledged is lost across a restart either.
+    assert!(stop(&mut child).success());
+    let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
+    let listed = names_at(&url).await;
+    for name in &acked {
+        assert!(listed.contains(name), "{name} is gone after a restart");
+    }
+    assert!(stop(&mut child).success());
+    assert!(leftovers(&data).is_empty(), "{:?}", leftovers(&data));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starting_on_a_full_disk_serves_and_leaves_no_temporary_file() {
+    let temp = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(&temp.path().join("disk"), "16m") else {
+        return;
+    };
+    let data = disk.mount.join("data");
+    let log = temp.path().join("daemon.log");
+    let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
+    assert_eq!(register_at(&url, "kept").await.0, 201);
+    assert!(stop(&mut child).success());
+    let filler = disk.fill();
+    let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
+    // It serves what is stored, and says why it cannot write.
+    assert!(names_at(&url).await.contains(&"kept".to_owned()));
+    let (status, body) = register_at(&url, "refused").await;
+    assert_eq!(status, 507, "{body}");
+    assert!(leftovers(&data).is_empty(), "{:?}", leftovers(&data));
+    std::fs::remove_file(filler).unwrap();
+    let end = Instant::now() + UP;
+    while register_at(&url, "later").await.0 != 201 {
+        assert!(Instant::now() < end, "writes never worked again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(stop(&mut child).success());
+    assert!(leftovers(&data).is_empty(), "{:?}", leftovers(&data));
+}
+
+/// A data dir with a few registrations, its daemon stopped cleanly.
+async fn used_data_dir(data: &Path) {
+    let mut d = Daemon::start_in(data, &["--search", "off"]);
+    for n in 0..20 {
+        register(&d, stdio_server(&format!("s{n}"))).await;
+    }
+    assert!(d.terminate(UP).is_some_and(|s| s.success()));
+}
+
+/// Runs `serve` until it exits on its own; its exit code and log.
+fn serve_until_exit(data: &Path) -> (i32, String) {
+    let mut child = spawn_serve_with_env(data, &[], &[("RUST_BACKTRACE", "0")]);
+    let status = wait_for(UP, || child.try_wait().ok().flatten()).unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!(
+            "the daemon kept running: {}",
+            std::fs::read_to_string(log_path(data)).unwrap_or_default()
+        )
+    });
+    (
+        status.code().unwrap_or(-1),
+        std::fs::read_to_string(log_path(data)).unwrap_or_default(),
+    )
+}
+
+/// Writes `bytes` of noise every `every` bytes of the file from `from`.
+fn damage(path: &Path, from: u64, every: u64, bytes: usize) {
+    use std::io::{Seek as _, SeekFrom, Write as _};
+    let len = std::fs::metadata(path).unwrap().len();
+    let mut file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    let mut offset = from;
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    while offset < len {
+        let noise: Vec<u8> = (0..bytes)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        file.seek(SeekFrom::Start(offset)).unwrap();
+        file.write_all(&noise).unwrap();
+        offset += every;
+    }
+}
+
+/// Writes noise over every 4 KiB page of the file that holds `needle`.
+fn damage_pages_holding(path: &Path, needle: &[u8]) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let pages: Vec<usize> = bytes
+        .windows(needle.len())
+        .enumerate()
+        .filter(|(_, w)| *w == needle)
+        .map(|(at, _)| at / 4096 * 4096)
+        .collect();
+    assert!(!pages.is_empty(), "nothing to damage");
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let len = bytes.len();
+    for page in pages {
+        for byte in &mut bytes[page..(page + 4096).min(len)] {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            *byte = state as u8;
+        }
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_store_is_refused_without_a_panic_and_recovered_without_touching_it() {
+    let temp = tempfile::tempdir().unwrap();
+    let data = temp.path().join("data");
+    used_data_dir(&data).await;
+    let store = data.join("store.redb");
+    // Noise over every page holding connection history (its entries say
+    // REGISTERED): that table does not read, the others do.
+    damage_pages_holding(&store, b"REGISTERED");
+    // Every start: a clear message and exit 65 (the unit's
+    // RestartPreventExitStatus), never a panic.
+    for _ in 0..2 {
+        let (code, log) = serve_until_exit(&data);
+        assert_eq!(code, 65, "{log}");
+        assert!(
+            log.contains("is damaged") && log.contains("store recover"),
+            "{log}"
+        );
+        assert!(!log.contains("panicked"), "{log}");
+    }
+    let before = sha256(&store);
+    let (code, out, err) = cli(&data, &["store", "check"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("damage found"), "{out}{err}");
+    assert!(out.contains("connection_history"), "{out}{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let (code, out, err) = cli(&data, &["store", "recover", "--replace", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    let kept = PathBuf::from(report["damaged_kept"].as_str().unwrap());
+    assert_eq!(sha256(&kept), before, "the damaged file was changed");
+    let servers = report["tables"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["table"] == "servers"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(servers["entries"], 20, "{report}");
+    // The daemon starts on what was recovered, every registration there.
+    let mut d = Daemon::start_in(&data, &["--search", "off"]);
+    let health = http().get(d.api("/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    let listed: Vec<Value> = get_json(&d.api("/api/v1/aggregator/servers")).await;
+    assert_eq!(listed.len(), 20);
+    assert!(d.terminate(UP).is_some_and(|s| s.success()));
+    assert!(leftovers(&data).is_empty(), "{:?}", leftovers(&data));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_recovered_from_a_sound_file_keeps_every_registration() {
+    let temp = tempfile::tempdir().unwrap();
+    let data = temp.path().join("data");
+    used_data_dir(&data).await;
+    let (code, out, err) = cli(&data, &["store", "check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("the store is sound"), "{out}");
+    let (code, out, err) = cli(&data, &["store", "recover", "--replace"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let d = Daemon::start_in(&data, &["--search", "off"]);
+    let servers: Vec<Value> = get_json(&d.api("/api/v1/aggregator/servers")).await;
+    assert_eq!(servers.len(), 20);
+    // Secrets still open with the data dir's key: the registration is whole.
+    let (code, out, _) = cli(&data, &["servers", "show", "s3"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("API_KEY"), "{out}");
+    // A running daemon's store is not checked under its feet.
+    let (code, _, err) = cli(&data, &["store", "check"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("in use"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_emptied_store_is_not_started_on_in_silence() {
+    let temp = tempfile::tempdir().unwrap();
+    let data = temp.path().join("data");
+    used_data_dir(&data).await;
+    std::fs::File::create(data.join("store.redb")).unwrap();
+    let (code, log) = serve_until_exit(&data);
+    assert_eq!(code, 65, "{log}");
+    assert!(log.contains("empty") && log.contains("move"), "{log}");
+    // Told to start fresh (the empty file moved away), it does.
+    std::fs::rename(data.join("store.redb"), data.join("store.redb.empty")).unwrap();
+    let d = Daemon::start_in(&data, &["--search", "off"]);
+    let servers: Vec<Value> = get_json(&d.api("/api/v1/aggregator/servers")).await;
+    assert!(servers.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damaged_derived_data_is_rebuilt_never_refused() {
+    const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
+    let temp = tempfile::tempdir().unwrap();
+    let data = temp.path().join("data");
+    // A graph past 10 vectors, so every derived file exists.
+    let args = ["--graph-from", "10"];
+    let find = async |d: &Daemon| {
+        let end = Instant::now() + Duration::from_secs(120);
+        loop {
+            let found: Value = post_json(
+                &d.api("/api/v1/search"),
+                &json!({"query": "generated tool number 7", "limit": 3}),
+            )
+            .await;
+            if found.to_string().contains("fx.tool_0007") {
+                return;
+            }
+            assert!(Instant::now() < end, "search never found it: {found}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    {
+        let mut d = Daemon::start_in(&data, &args);
+        register(
+            &d,
+            json!({"name": "fx", "transport_type": "STDIO", "connection_config": {"command": FIXTURE, "args": ["--tools", "40"]}, "auto_connect": true}),
+        )
+        .await;
+        wait_status(&d, "fx", "CONNECTED", UP).await;
+        wait_index_settled(&d).await;
+        find(&d).await;
+        assert!(d.terminate(UP).is_some_and(|s| s.success()));
+    }
+    let index = data.join("index");
+    // Each kind of derived file damaged in turn (their names change as
+    // they are rebuilt: listed afresh each round); then `index` a file.
+    type Kind = (&'static str, fn(&str) -> bool);
+    let kinds: [Kind; 6] = [
+        ("keyword", |name| name == "meta.json"),
+        ("keyword", |name| {
+            [".store", ".term", ".idx", ".pos", ".fast", ".fieldnorm"]
+                .iter()
+                .any(|ext| name.ends_with(ext))
+        }),
+        ("vectors", |name| name == "meta.json"),
+        ("vectors", |name| name.contains("graph")),
+        ("vectors", |name| name.ends_with(".f16")),
+        ("vectors", |name| name.ends_with(".i8")),
+    ];
+    let mut rounds = 0;
+    for (dir, kind) in kinds {
+        let damaged: Vec<PathBuf> = std::fs::read_dir(index.join(dir))
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .filter(|e| kind(&e.file_name().to_string_lossy()))
+                    .map(|e| e.path())
+                    .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() > 0))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if damaged.is_empty() {
+            continue;
+        }
+        rounds += 1;
+        for path in &damaged {
+            damage(path, 0, 64, 32);
+        }
+        let mut d = Daemon::start_in(&data, &args);
+        wait_index_settled(&d).await;
+        find(&d).await;
+        assert!(
+            d.terminate(UP).is_some_and(|s| s.success()),
+            "after damaging {damaged:?}"
+        );
+    }
+    assert!(
+        rounds >= 5,
+        "only {rounds} kinds of derived files were there"
+    );
+    std::fs::remove_dir_all(&index).unwrap();
+    std::fs::write(&index, b"not a folder").unwrap();
+    let mut d = Daemon::start_in(&data, &args);
+    wait_index_settled(&d).await;
+    find(&d).await;
+    assert!(d.terminate(UP).is_some_and(|s| s.success()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_other_file_of_the_data_dir_damaged_is_survived_or_named() {
+    let temp = tempfile::tempdir().unwrap();
+    let data = temp.path().join("data");
+    used_data_dir(&data).await;
+    // The daemon file of a daemon long gone, and a state key that is not
+    // one: replaced, the daemon starts.
+    std::fs::write(data.join("daemon.json"), b"{\"pid\": 1, \"url\": ").unwrap();
+    std::fs::write(data.join("state.key"), b"short").unwrap();
+    std::fs::write(data.join("admin.token"), b"\x00\x01 not a token \xff").unwrap();
+    let mut d = Daemon::start_in(&data, &["--search", "off"]);
+    let servers: Vec<Value> = get_json(&d.api("/api/v1/aggregator/servers")).await;
+    assert_eq!(servers.len(), 20);
+    assert!(d.terminate(UP).is_some_and(|s| s.success()));
+    let log = std::fs::read_to_string(log_path(&data)).unwrap_or_default();
+    assert!(log.contains("state.key"), "{log}");
+    // The key that seals the registrations' secrets cannot be replaced:
+    // named, and not restarted on.
+    std::fs::write(data.join("secret.key"), b"short").unwrap();
+    let (code, log) = serve_until_exit(&data);
+    assert_eq!(code, 65, "{log}");
+    assert!(log.contains("secret.key"), "{log}");
+    assert!(!log.contains("panicked"), "{log}");
+}
