@@ -83,11 +83,6 @@ impl Mark {
     pub fn value(&self) -> &str {
         &self.value
     }
-
-    /// The entry a marked process's environment holds.
-    fn needle(&self) -> Vec<u8> {
-        format!("{MARK_ENV}={}", self.value).into_bytes()
-    }
 }
 
 impl Default for Mark {
@@ -158,46 +153,89 @@ fn all_pids() -> Vec<u32> {
         .collect()
 }
 
-/// Whether the process's environment has an entry `matches` accepts (a
-/// process of another user, or one gone, has none).
-fn environ_has(pid: u32, matches: impl Fn(&[u8]) -> bool) -> bool {
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .is_ok_and(|environ| environ.split(|&b| b == 0).any(matches))
+/// One process as a scan of `/proc` saw it.
+#[derive(Debug, Clone)]
+struct Seen {
+    pid: u32,
+    ppid: u32,
+    start: u64,
+    /// Its `MARK_ENV` value, when it has one (readable: our user's).
+    mark: Option<Box<str>>,
+}
+
+/// How long a scan of `/proc` serves later callers: at shutdown, 200
+/// servers stopping at once share a few scans instead of making 400.
+const SCAN_FRESH: Duration = Duration::from_millis(100);
+
+/// Every live process (zombies left out), from a scan no older than
+/// `SCAN_FRESH`; one scan at a time.
+fn scan() -> std::sync::Arc<Vec<Seen>> {
+    static LAST: Mutex<Option<(std::time::Instant, std::sync::Arc<Vec<Seen>>)>> = Mutex::new(None);
+    let mut last = match LAST.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    if let Some((at, seen)) = last.as_ref()
+        && at.elapsed() < SCAN_FRESH
+    {
+        return std::sync::Arc::clone(seen);
+    }
+    let me = std::process::id();
+    let prefix = format!("{MARK_ENV}=").into_bytes();
+    let seen: Vec<Seen> = all_pids()
+        .into_iter()
+        .filter(|&pid| pid != me)
+        .filter_map(|pid| {
+            let stat = stat(pid)?;
+            if stat.state == b'Z' {
+                return None;
+            }
+            let mark = std::fs::read(format!("/proc/{pid}/environ"))
+                .ok()
+                .and_then(|environ| {
+                    environ
+                        .split(|&b| b == 0)
+                        .find_map(|entry| entry.strip_prefix(prefix.as_slice()))
+                        .map(|value| String::from_utf8_lossy(value).into())
+                });
+            Some(Seen {
+                pid,
+                ppid: stat.ppid,
+                start: stat.start,
+                mark,
+            })
+        })
+        .collect();
+    let seen = std::sync::Arc::new(seen);
+    *last = Some((std::time::Instant::now(), std::sync::Arc::clone(&seen)));
+    seen
 }
 
 /// Live processes carrying `mark`, and the descendants of `leader` (the
 /// server's own process, while it lives).
 pub fn family(mark: &Mark, leader: Option<u32>) -> HashSet<Process> {
-    let needle = mark.needle();
-    let me = std::process::id();
-    let mut parents = Vec::new();
-    let mut found = HashSet::new();
-    for pid in all_pids() {
-        if pid == me {
-            continue;
-        }
-        let Some(stat) = stat(pid) else { continue };
-        if stat.state == b'Z' {
-            continue;
-        }
-        if environ_has(pid, |entry| entry == needle.as_slice()) {
-            found.insert(Process {
-                pid,
-                start: stat.start,
-            });
-        }
-        parents.push((pid, stat.ppid, stat.start));
-    }
+    let seen = scan();
+    let mut found: HashSet<Process> = seen
+        .iter()
+        .filter(|p| p.mark.as_deref() == Some(mark.value()))
+        .map(|p| Process {
+            pid: p.pid,
+            start: p.start,
+        })
+        .collect();
     if let Some(leader) = leader {
         // Descendants still linked to the leader, whatever their
         // environment: walked down from it.
         let mut frontier = vec![leader];
-        let mut seen = HashSet::from([leader]);
+        let mut walked = HashSet::from([leader]);
         while let Some(parent) = frontier.pop() {
-            for &(pid, ppid, start) in &parents {
-                if ppid == parent && seen.insert(pid) {
-                    found.insert(Process { pid, start });
-                    frontier.push(pid);
+            for p in seen.iter().filter(|p| p.ppid == parent) {
+                if walked.insert(p.pid) {
+                    found.insert(Process {
+                        pid: p.pid,
+                        start: p.start,
+                    });
+                    frontier.push(p.pid);
                 }
             }
         }
@@ -249,22 +287,18 @@ pub async fn end(mark: &Mark, known: HashSet<Process>, grace: Duration) -> usize
 /// At exit: kills every process of every server this aggregator started
 /// (by mark), and every orphan re-parented to it, then reaps them.
 pub fn end_all() {
-    let prefix = format!("{MARK_ENV}={}.", process_tag()).into_bytes();
+    let tag = process_tag();
     let me = std::process::id();
     let managed = lock_managed().clone().unwrap_or_default();
     let mut killed = 0usize;
-    for pid in all_pids() {
-        let Some(stat) = stat(pid) else { continue };
-        if pid == me || stat.state == b'Z' {
-            continue;
-        }
-        let ours = environ_has(pid, |entry| entry.starts_with(&prefix));
-        let orphan = stat.ppid == me && !managed.contains(&pid);
+    for p in fresh_scan().iter() {
+        let ours = p.mark.as_deref().is_some_and(|m| is_ours(m, tag));
+        let orphan = p.ppid == me && !managed.contains(&p.pid);
         if (ours || orphan)
             && signal(
                 Process {
-                    pid,
-                    start: stat.start,
+                    pid: p.pid,
+                    start: p.start,
                 },
                 libc::SIGKILL,
             )
@@ -282,6 +316,18 @@ pub fn end_all() {
             break;
         }
     }
+}
+
+/// A scan made now (not one a moment old): at exit, every process counts.
+fn fresh_scan() -> std::sync::Arc<Vec<Seen>> {
+    std::thread::sleep(SCAN_FRESH);
+    scan()
+}
+
+/// Whether a mark's value was made by this process.
+fn is_ours(mark: &str, tag: &str) -> bool {
+    mark.strip_prefix(tag)
+        .is_some_and(|rest| rest.starts_with('.'))
 }
 
 fn has_unmanaged_children() -> bool {
@@ -336,11 +382,10 @@ pub fn spawn_orphan_reaper() {
 /// How many live processes carry a mark of this aggregator: every server's
 /// processes, those that left their group included.
 pub fn marked_processes() -> usize {
-    let prefix = format!("{MARK_ENV}={}.", process_tag()).into_bytes();
-    all_pids()
-        .into_iter()
-        .filter(|&pid| stat(pid).is_some_and(|s| s.state != b'Z'))
-        .filter(|&pid| environ_has(pid, |entry| entry.starts_with(&prefix)))
+    let tag = process_tag();
+    scan()
+        .iter()
+        .filter(|p| p.mark.as_deref().is_some_and(|m| is_ours(m, tag)))
         .count()
 }
 

@@ -607,12 +607,20 @@ async fn every_misbehaviour_leaves_the_aggregator_responsive_and_bounded() {
         ),
     )
     .await;
+    // And one whose pages of 20 MB definitions end past the discovery
+    // budget.
+    register(
+        &d,
+        hostile_server("lists", &["--huge-pages", "30", "--huge-mb", "20"]),
+    )
+    .await;
     register(
         &d,
         json!({"name": "good", "transport_type": "STDIO", "connection_config": {"command": FIXTURE}, "auto_connect": true}),
     )
     .await;
     wait_status(&d, "good", "CONNECTED", UP).await;
+    wait_status(&d, "lists", "CONNECTED", UP).await;
     let end = Instant::now() + UP;
     loop {
         let bad = wait_status(&d, "bad", "CONNECTED", UP).await;
@@ -629,13 +637,24 @@ async fn every_misbehaviour_leaves_the_aggregator_responsive_and_bounded() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     wait_index_settled(&d).await;
-    // The deep tool is refused alone, with its reason.
+    // The deep tool and the huge ones are refused alone, with their reasons.
     let tools: Vec<Value> = get_json(&d.api("/api/v1/aggregator/servers/bad/tools")).await;
     let deep = tools.iter().find(|t| t["original_name"] == "deep");
     assert!(
         deep.is_some_and(|t| t["rejected_reason"].as_str().is_some()),
         "{deep:?}"
     );
+    let end = Instant::now() + UP;
+    loop {
+        let tools: Vec<Value> = get_json(&d.api("/api/v1/aggregator/servers/lists/tools")).await;
+        let huge = tools.iter().find(|t| t["original_name"] == "huge_0");
+        if huge.is_some_and(|t| t["rejected_reason"].as_str().is_some()) {
+            assert!(tools.len() < 30, "past the budget nothing is read");
+            break;
+        }
+        assert!(Instant::now() < end, "the huge list was never discovered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     // Warm up what every call takes (threads, allocator arenas) before the
     // baseline.
     for _ in 0..3 {

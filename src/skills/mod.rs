@@ -543,7 +543,13 @@ impl Skills {
         let now = Utc::now();
         // Names, hashes and classifications are what a pass reads; the LLM
         // alone needs definitions (read below, for its tools only).
-        let tools = inner.store.all_tools_without_texts()?;
+        // A refused tool is offered to nobody: nothing to classify.
+        let tools: Vec<ToolRecord> = inner
+            .store
+            .all_tools_without_texts()?
+            .into_iter()
+            .filter(|t| t.refused.is_none())
+            .collect();
         let pending: Vec<&ToolRecord> = tools
             .iter()
             .filter(|t| {
