@@ -22,6 +22,9 @@ pub struct Health {
     failing: AtomicBool,
     /// A reopen is under way: its repair's syncs prove nothing yet.
     held: AtomicBool,
+    /// The open file met a failed write: redb refuses everything on it
+    /// until it is reopened.
+    latched: AtomicBool,
     write_errors: AtomicU64,
     state: Mutex<State>,
 }
@@ -65,6 +68,7 @@ impl Health {
             path: path.to_path_buf(),
             failing: AtomicBool::new(false),
             held: AtomicBool::new(false),
+            latched: AtomicBool::new(false),
             write_errors: AtomicU64::new(0),
             state: Mutex::new(State::default()),
         }
@@ -80,6 +84,7 @@ impl Health {
     /// A write to the file failed (the backend saw it before redb did).
     pub fn write_failed(&self, err: &std::io::Error) {
         self.write_errors.fetch_add(1, Ordering::Relaxed);
+        self.latched.store(true, Ordering::SeqCst);
         let full = is_disk_full(err);
         let now = Instant::now();
         let mut state = self.lock();
@@ -138,6 +143,16 @@ impl Health {
 
     pub fn is_failing(&self) -> bool {
         self.failing.load(Ordering::SeqCst)
+    }
+
+    /// Whether the open file met a failed write since it was opened.
+    pub fn is_latched(&self) -> bool {
+        self.latched.load(Ordering::SeqCst)
+    }
+
+    /// The file was opened again: redb takes requests on it.
+    pub fn reopened(&self) {
+        self.latched.store(false, Ordering::SeqCst);
     }
 
     /// The last write error and whether the disk is full, while failing.

@@ -216,6 +216,13 @@ impl Store {
     fn db(&self) -> Result<Arc<Database>, StoreError> {
         if self.health.is_failing() {
             self.reopen();
+            // Until the next reopen redb would only answer "previous I/O
+            // error": the error that caused it is the answer.
+            if self.health.is_latched()
+                && let Some((reason, full)) = self.health.failure()
+            {
+                return Err(StoreError::Disk { reason, full });
+            }
         }
         let slot = match self.db.read() {
             Ok(slot) => slot,
@@ -253,7 +260,10 @@ impl Store {
         let reopened = open_database(&self.path, &self.health, false, true);
         self.health.hold_recovery(false);
         let db = match reopened {
-            Ok(db) => Arc::new(db),
+            Ok(db) => {
+                self.health.reopened();
+                Arc::new(db)
+            }
             Err(err) => {
                 tracing::debug!(store = %self.path.display(), "reopening the store failed: {err}");
                 return;
