@@ -150,3 +150,37 @@ async fn a_servers_state_goes_back_only_to_the_tool_that_issued_it() {
     let done = call(&d, "a__ask_roots", json!({}), retry(&from_a, "file:///x")).await;
     assert_eq!(done["result"]["resultType"], "complete", "{done}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_issued_through_call_tool_resumes_that_call_only() {
+    let d = Daemon::start();
+    for name in ["a", "b"] {
+        register(
+            &d,
+            json!({"name": name, "transport_type": "STDIO", "connection_config": {
+                "command": FIXTURE, "args": ["--modern-only", "--extra-tool", "ask_roots"]}}),
+        )
+        .await;
+        wait_status(&d, name, "CONNECTED", UP).await;
+    }
+    let through = |tool: &str| json!({"name": tool, "arguments": {}});
+    let first = asked(&d, "call_tool", through("a__ask_roots")).await;
+    // The same meta-call for another tool does not take it.
+    let elsewhere = call(
+        &d,
+        "call_tool",
+        through("b__ask_roots"),
+        retry(&first, "file:///x"),
+    )
+    .await;
+    assert_eq!(elsewhere["error"]["code"], -32602, "{elsewhere}");
+    let done = call(
+        &d,
+        "call_tool",
+        through("a__ask_roots"),
+        retry(&first, "file:///x"),
+    )
+    .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert!(done.to_string().contains("file:///x"), "{done}");
+}

@@ -253,22 +253,26 @@ impl McpServer {
             .map(Payload::Tree)
             .map_err(|err| (INTERNAL_ERROR, format!("search failed: {err}"), None));
         }
+        // What a state handed out for this call is bound to: the request as
+        // the client made it (`call_tool` and the tool it names).
+        let mut target = super::relay::target("tools/call", &name, None);
         if name == super::meta::CALL_TOOL {
             // The named tool, called as if the client had called it.
             let mut inner = arguments.map(Arguments::into_tree).unwrap_or(Value::Null);
-            let Some(target) = inner.get("name").and_then(Value::as_str) else {
+            let Some(named) = inner.get("name").and_then(Value::as_str) else {
                 return Ok(super::meta::tool_error(
                     "call_tool needs `name`: the tool's name as search_tools returned it",
                 )
                 .into());
             };
-            if target == super::meta::CALL_TOOL || target == super::meta::SEARCH_TOOLS {
+            if named == super::meta::CALL_TOOL || named == super::meta::SEARCH_TOOLS {
                 return Ok(super::meta::tool_error(format!(
-                    "call {target} directly, not through call_tool"
+                    "call {named} directly, not through call_tool"
                 ))
                 .into());
             }
-            name = target.to_owned();
+            target = super::relay::target("tools/call", super::meta::CALL_TOOL, Some(named));
+            name = named.to_owned();
             let inner_arguments = inner.get_mut("arguments").map(Value::take);
             if inner_arguments
                 .as_ref()
@@ -300,7 +304,6 @@ impl McpServer {
         let mut first = Some((arguments, meta));
         let caller = client.caller();
         let retries = retry_copies.is_some();
-        let target = super::relay::target("tools/call", &name);
         self.with_input_rounds(client, &target, input, retries, |input| {
             let (arguments, meta) = first
                 .take()
@@ -447,7 +450,7 @@ impl McpServer {
                 let meta = params.get_mut("_meta").map(Value::take);
                 let input = take_input_round(&mut params);
                 let caller = client.caller();
-                let target = super::relay::target("prompts/get", &name);
+                let target = super::relay::target("prompts/get", &name, None);
                 self.with_input_rounds(client, &target, input, true, |input| {
                     let (name, arguments, meta, caller) =
                         (&name, arguments.clone(), meta.clone(), &caller);

@@ -598,7 +598,15 @@ fn relay_target(method: &str, params: Option<&Value>) -> String {
         .and_then(|p| p.get("name").or_else(|| p.get("uri")))
         .and_then(Value::as_str)
         .unwrap_or_default();
-    super::relay::target(method, name)
+    let inner = (method == "tools/call" && name == super::meta::CALL_TOOL)
+        .then(|| {
+            params
+                .and_then(|p| p.get("arguments"))
+                .and_then(|a| a.get("name"))
+                .and_then(Value::as_str)
+        })
+        .flatten();
+    super::relay::target(method, name, inner)
 }
 
 /// Removes what a modern request says about its own protocol from its

@@ -75,9 +75,13 @@ pub(super) enum State {
 }
 
 /// What a request is, for binding a state to it: its method and the name
-/// or URI it is for, as the client wrote them.
-pub(super) fn target(method: &str, name: &str) -> String {
-    format!("{method} {name}")
+/// or URI it is for, as the client wrote them, and the tool a `call_tool`
+/// meta-call names.
+pub(super) fn target(method: &str, name: &str, inner: Option<&str>) -> String {
+    match inner {
+        Some(inner) => format!("{method} {name} {inner}"),
+        None => format!("{method} {name}"),
+    }
 }
 
 pub(super) struct Relay {
