@@ -168,15 +168,15 @@ struct Seen {
 const SCAN_FRESH: Duration = Duration::from_millis(100);
 
 /// Every live process (zombies left out), from a scan no older than
-/// `SCAN_FRESH`; one scan at a time.
-fn scan() -> std::sync::Arc<Vec<Seen>> {
+/// `max_age`; one scan at a time.
+fn scan(max_age: Duration) -> std::sync::Arc<Vec<Seen>> {
     static LAST: Mutex<Option<(std::time::Instant, std::sync::Arc<Vec<Seen>>)>> = Mutex::new(None);
     let mut last = match LAST.lock() {
         Ok(guard) => guard,
         Err(poisoned) => poisoned.into_inner(),
     };
     if let Some((at, seen)) = last.as_ref()
-        && at.elapsed() < SCAN_FRESH
+        && at.elapsed() < max_age
     {
         return std::sync::Arc::clone(seen);
     }
@@ -214,7 +214,10 @@ fn scan() -> std::sync::Arc<Vec<Seen>> {
 /// Live processes carrying `mark`, and the descendants of `leader` (the
 /// server's own process, while it lives).
 pub fn family(mark: &Mark, leader: Option<u32>) -> HashSet<Process> {
-    let seen = scan();
+    family_in(&scan(SCAN_FRESH), mark, leader)
+}
+
+fn family_in(seen: &[Seen], mark: &Mark, leader: Option<u32>) -> HashSet<Process> {
     let mut found: HashSet<Process> = seen
         .iter()
         .filter(|p| p.mark.as_deref() == Some(mark.value()))
@@ -257,31 +260,49 @@ pub fn signal(process: Process, signal: i32) -> bool {
     same
 }
 
+/// Rounds of SIGKILL by mark after the grace: a process that forks anew
+/// when it is told to stop is found again (by a fresh scan) and killed.
+const KILL_ROUNDS: usize = 10;
+
 /// Ends a server instance's processes: SIGTERM, then SIGKILL to those left
-/// after `grace`; returns how many there were. `known` holds processes
-/// found earlier (while the leader lived) whose link may be gone now.
-pub async fn end(mark: &Mark, known: HashSet<Process>, grace: Duration) -> usize {
+/// after `grace`, then SIGKILL to whatever carries the mark still (fresh
+/// scans, until none is left or `KILL_ROUNDS`); returns how many there
+/// were. `known` holds processes found earlier (while the leader lived)
+/// whose link may be gone now. Blocking: reads `/proc` and waits.
+pub fn end(mark: &Mark, known: HashSet<Process>, grace: Duration) -> usize {
     let mut family = family(mark, None);
     family.extend(known);
     family.retain(|p| signal(*p, libc::SIGTERM));
     if family.is_empty() {
         return 0;
     }
-    let count = family.len();
-    let deadline = tokio::time::Instant::now() + grace;
+    let mut ended: HashSet<Process> = family.clone();
+    let deadline = std::time::Instant::now() + grace;
     loop {
         reap_orphans();
         family.retain(|p| stat(p.pid).is_some_and(|s| s.start == p.start && s.state != b'Z'));
-        if family.is_empty() || tokio::time::Instant::now() >= deadline {
+        if family.is_empty() || std::time::Instant::now() >= deadline {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        std::thread::sleep(Duration::from_millis(20));
     }
-    for process in family {
-        signal(process, libc::SIGKILL);
+    for process in &family {
+        signal(*process, libc::SIGKILL);
+    }
+    for _ in 0..KILL_ROUNDS {
+        let left = family_in(&scan(Duration::ZERO), mark, None);
+        if left.is_empty() {
+            break;
+        }
+        for process in &left {
+            signal(*process, libc::SIGKILL);
+        }
+        ended.extend(left);
+        reap_orphans();
+        std::thread::sleep(Duration::from_millis(10));
     }
     reap_orphans();
-    count
+    ended.len()
 }
 
 /// At exit: kills every process of every server this aggregator started
@@ -291,7 +312,7 @@ pub fn end_all() {
     let me = std::process::id();
     let managed = lock_managed().clone().unwrap_or_default();
     let mut killed = 0usize;
-    for p in fresh_scan().iter() {
+    for p in scan(Duration::ZERO).iter() {
         let ours = p.mark.as_deref().is_some_and(|m| is_ours(m, tag));
         let orphan = p.ppid == me && !managed.contains(&p.pid);
         if (ours || orphan)
@@ -318,12 +339,6 @@ pub fn end_all() {
     }
 }
 
-/// A scan made now (not one a moment old): at exit, every process counts.
-fn fresh_scan() -> std::sync::Arc<Vec<Seen>> {
-    std::thread::sleep(SCAN_FRESH);
-    scan()
-}
-
 /// Whether a mark's value was made by this process.
 fn is_ours(mark: &str, tag: &str) -> bool {
     mark.strip_prefix(tag)
@@ -342,15 +357,19 @@ fn has_unmanaged_children() -> bool {
 /// returns how many were reaped.
 pub fn reap_orphans() -> usize {
     let me = std::process::id();
+    // Zombie children of ours, found without holding the lock; each is
+    // checked again under it (tokio's children are spared) before waiting.
+    let zombies: Vec<u32> = all_pids()
+        .into_iter()
+        .filter(|&pid| stat(pid).is_some_and(|s| s.ppid == me && s.state == b'Z'))
+        .collect();
+    if zombies.is_empty() {
+        return 0;
+    }
     let managed = lock_managed();
-    let spare = managed.as_ref();
     let mut reaped = 0;
-    for pid in all_pids() {
-        if spare.is_some_and(|m| m.contains(&pid)) {
-            continue;
-        }
-        let Some(stat) = stat(pid) else { continue };
-        if stat.ppid != me || stat.state != b'Z' {
+    for pid in zombies {
+        if managed.as_ref().is_some_and(|m| m.contains(&pid)) {
             continue;
         }
         let Ok(raw) = i32::try_from(pid) else {
@@ -358,7 +377,8 @@ pub fn reap_orphans() -> usize {
         };
         let mut status = 0;
         // SAFETY: waitpid on a zombie child of ours that tokio does not
-        // manage; `status` is a valid out-pointer.
+        // manage (checked under the lock its spawns take); `status` is a
+        // valid out-pointer. WNOHANG: never blocks.
         if unsafe { libc::waitpid(raw, &mut status, libc::WNOHANG) } == raw {
             reaped += 1;
         }
@@ -383,7 +403,7 @@ pub fn spawn_orphan_reaper() {
 /// processes, those that left their group included.
 pub fn marked_processes() -> usize {
     let tag = process_tag();
-    scan()
+    scan(SCAN_FRESH)
         .iter()
         .filter(|p| p.mark.as_deref().is_some_and(|m| is_ours(m, tag)))
         .count()

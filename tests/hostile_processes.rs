@@ -190,3 +190,42 @@ async fn a_server_flooding_stderr_cannot_flood_the_log() {
     let (status, body) = rest_call(&d, "noisy.echo", json!({})).await;
     assert_eq!(status, 200, "{body}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_that_forks_when_told_to_stop_is_ended_too() {
+    let temp = tempfile::tempdir().unwrap();
+    let pids = temp.path().join("escaped.pids");
+    let d = Daemon::start_in(&temp.path().join("data"), &[]);
+    register(
+        &d,
+        hostile_server(
+            "hydra",
+            &["--fork-on-term", "--escape-pids", pids.to_str().unwrap()],
+        ),
+    )
+    .await;
+    wait_status(&d, "hydra", "CONNECTED", UP).await;
+    let escaped = escape(&d, "hydra").await;
+    assert!(process_alive(escaped));
+    let status = http()
+        .delete(d.api("/api/v1/aggregator/servers/hydra"))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 204);
+    // The SIGTERM made it fork; what it forked is ended as well.
+    let left = wait_for(UP, || {
+        let seen = pids_in(&pids);
+        (seen.len() >= 2 && seen.iter().all(|p| !in_proc(*p))).then_some(seen)
+    });
+    assert!(
+        left.is_some(),
+        "left alive: {:?} of {:?}",
+        pids_in(&pids)
+            .into_iter()
+            .filter(|p| in_proc(*p))
+            .collect::<Vec<_>>(),
+        pids_in(&pids)
+    );
+}

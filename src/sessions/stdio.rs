@@ -273,7 +273,10 @@ async fn supervise_child(
     crate::reaper::forget(pgid);
     drop(group);
     // Processes that left the group (and the leader's orphans, now ours).
-    let escaped = crate::reaper::end(&mark, known, escaped_grace).await;
+    let escaped =
+        tokio::task::spawn_blocking(move || crate::reaper::end(&mark, known, escaped_grace))
+            .await
+            .unwrap_or_default();
     if escaped > 0 {
         tracing::info!(
             server = %server,

@@ -29,6 +29,8 @@ Standard library only. Speaks newline-delimited JSON-RPC on stdio, or, with
   --escape-pids F   `escape` (and --escape-at-start) record the escaped
                     process's pid in F
   --escape-at-start start one escaped process (see `escape`) at start
+  --fork-on-term    an escaped process forks another (recorded too) each
+                    time it gets SIGTERM, instead of ignoring it
   --exit-after-ms N exit N ms after start (a server that crashes in a loop)
   --bad-header      offer one more tool, `bad_header`, whose x-mcp-header
                     annotation is used twice (invalid: clients must leave it out)
@@ -164,6 +166,16 @@ def start_grandchild():
     return pid
 
 
+def fork_again(*_):
+    """Told to stop: start another process like this one instead."""
+    if os.fork() == 0:
+        if ARGS.escape_pids:
+            with open(ARGS.escape_pids, "a") as f:
+                f.write(f"{os.getpid()}\n")
+        while True:
+            time.sleep(3600)
+
+
 def start_escapee():
     """setsid, fork again, ignore SIGTERM: what a daemonising helper (or a
     browser) does. Returns the escaped process's pid."""
@@ -172,7 +184,10 @@ def start_escapee():
     if pid == 0:
         os.setsid()
         if os.fork() == 0:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            if ARGS.fork_on_term:
+                signal.signal(signal.SIGTERM, fork_again)
+            else:
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
             os.close(read_end)
             os.write(write_end, str(os.getpid()).encode())
             os.close(write_end)
@@ -612,6 +627,7 @@ def main():
     parser.add_argument("--bad-header", action="store_true")
     parser.add_argument("--escape-pids")
     parser.add_argument("--escape-at-start", action="store_true")
+    parser.add_argument("--fork-on-term", action="store_true")
     parser.add_argument("--exit-after-ms", type=int, default=0)
     ARGS = parser.parse_args()
     record_pid(os.getpid())
