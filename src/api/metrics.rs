@@ -26,7 +26,7 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
     let process = tokio::task::spawn_blocking(ProcessFigures::read)
         .await
         .unwrap_or_default();
-    let storage = state.registry.storage();
+    let storage = state.registry.storage().await;
     let snapshot = Snapshot {
         tools: table.tools.len() as u64,
         resources: table.resources.len() as u64,

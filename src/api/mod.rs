@@ -150,7 +150,7 @@ pub struct Health {
     (status = 503, description = "The store cannot be written", body = Health)
 ))]
 async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
-    let storage = state.registry.storage();
+    let storage = state.registry.storage().await;
     let failing = storage.status != "ok";
     let health = Health {
         status: if failing { "degraded" } else { "ok" },

@@ -106,8 +106,14 @@ impl Registry {
     }
 
     /// How the store's disk is doing (writes failing, since when, why).
-    pub fn storage(&self) -> StorageStatus {
-        self.store.storage_status()
+    /// While writes fail, asking tries the disk again (blocking work, off
+    /// the async threads).
+    pub async fn storage(&self) -> StorageStatus {
+        let store = Arc::clone(&self.store);
+        match tokio::task::spawn_blocking(move || store.storage_status()).await {
+            Ok(status) => status,
+            Err(_) => self.store.storage_status_now(),
+        }
     }
 
     pub fn store(&self) -> &Arc<Store> {

@@ -113,7 +113,8 @@ impl Store {
         refused: &[RefusedItem],
         rules: &WireNameRules,
     ) -> Result<CatalogDiff, StoreError> {
-        let txn = self.db()?.begin_write()?;
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
         let key = server_id.as_u128();
         let mut server = self
             .server_in(&txn, key)?
@@ -274,7 +275,8 @@ impl Store {
         kind: CatalogKind,
         items: &[Value],
     ) -> Result<CatalogDiff, StoreError> {
-        let txn = self.db()?.begin_write()?;
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
         let key = server_id.as_u128();
         let mut diff = CatalogDiff::default();
         {
@@ -317,7 +319,8 @@ impl Store {
 
     /// A server's tools, ordered by original name.
     pub fn tools(&self, server_id: ServerId) -> Result<Vec<ToolRecord>, StoreError> {
-        let txn = self.db()?.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let table = txn.open_table(TOOLS)?;
         let key = server_id.as_u128();
         let mut out = Vec::new();
@@ -330,7 +333,8 @@ impl Store {
 
     /// One tool of a server, by its original name.
     pub fn tool(&self, server_id: ServerId, name: &str) -> Result<Option<ToolRecord>, StoreError> {
-        let txn = self.db()?.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let table = txn.open_table(TOOLS)?;
         table
             .get((server_id.as_u128(), name))?
@@ -340,7 +344,8 @@ impl Store {
 
     /// Every stored tool of every server.
     pub fn all_tools(&self) -> Result<Vec<ToolRecord>, StoreError> {
-        let txn = self.db()?.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let table = txn.open_table(TOOLS)?;
         let mut out = Vec::new();
         for entry in table.iter()? {
@@ -366,7 +371,8 @@ impl Store {
         &self,
         mut f: impl FnMut(&[u8]) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let txn = self.db()?.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let table = txn.open_table(TOOLS)?;
         for entry in table.iter()? {
             let (_, bytes) = entry?;
@@ -418,7 +424,8 @@ impl Store {
         tools: impl Iterator<Item = (ServerId, impl AsRef<str>)>,
         read: impl Fn(&[u8]) -> Result<T, StoreError>,
     ) -> Result<Vec<Option<T>>, StoreError> {
-        let txn = self.db()?.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let table = txn.open_table(TOOLS)?;
         let mut out = Vec::new();
         for (server_id, name) in tools {
@@ -483,7 +490,8 @@ impl Store {
 
     /// A server's resources, resource templates or prompts (raw).
     pub fn items(&self, server_id: ServerId, kind: CatalogKind) -> Result<Vec<Value>, StoreError> {
-        let txn = self.db()?.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let table = txn.open_table(table_for(kind))?;
         let key = server_id.as_u128();
         let mut out = Vec::new();
@@ -497,7 +505,8 @@ impl Store {
     /// Every server's resources, resource templates or prompts, with the
     /// owning server's id.
     pub fn all_items(&self, kind: CatalogKind) -> Result<Vec<(ServerId, Value)>, StoreError> {
-        let txn = self.db()?.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let table = txn.open_table(table_for(kind))?;
         let mut out = Vec::new();
         for entry in table.iter()? {
@@ -512,7 +521,8 @@ impl Store {
         &self,
         wire_name: &str,
     ) -> Result<Option<(ServerId, String)>, StoreError> {
-        let txn = self.db()?.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let table = txn.open_table(WIRE_NAMES)?;
         Ok(table.get(wire_name)?.map(|v| {
             let (id, tool) = v.value();

@@ -21,7 +21,8 @@ pub fn embedding_key(model: &str, text: &str) -> [u8; 32] {
 impl Store {
     /// The cached vector of each key, `None` where there is none.
     pub fn embeddings(&self, keys: &[[u8; 32]]) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
-        let txn = self.db()?.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let table = txn.open_table(EMBEDDINGS)?;
         keys.iter()
             .map(|key| {
@@ -41,7 +42,8 @@ impl Store {
         if entries.is_empty() {
             return Ok(());
         }
-        let txn = self.db()?.begin_write()?;
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
         {
             let mut table = txn.open_table(EMBEDDINGS)?;
             let mut bytes = Vec::new();
@@ -57,7 +59,8 @@ impl Store {
 
     /// Drops cached vectors no current text uses; returns how many.
     pub fn retain_embeddings(&self, keep: &HashSet<[u8; 32]>) -> Result<u64, StoreError> {
-        let txn = self.db()?.begin_write()?;
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
         let before;
         let after;
         {
@@ -74,7 +77,8 @@ impl Store {
 #[cfg(test)]
 impl Store {
     pub(crate) fn retain_embeddings_count(&self) -> Result<u64, StoreError> {
-        let txn = self.db()?.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         Ok(txn.open_table(EMBEDDINGS)?.len()?)
     }
 }

@@ -209,84 +209,99 @@ impl Store {
         Ok(store)
     }
 
-    /// The open file. After a failed write it is reopened first (at most
-    /// every second): redb refuses everything after an I/O error until
-    /// then, reads included. While it cannot be, the last write error is
-    /// the answer.
+    /// The open file, for reading. After a failed write redb refuses
+    /// everything on it, reads included, until it is reopened: that is
+    /// done first (at most every second, when no one else is using it);
+    /// until then the error that caused it is the answer.
     fn db(&self) -> Result<Arc<Database>, StoreError> {
         if self.health.is_failing() {
-            self.reopen();
-            // Until the next reopen redb would only answer "previous I/O
-            // error": the error that caused it is the answer.
-            if self.health.is_latched()
-                && let Some((reason, full)) = self.health.failure()
-            {
-                return Err(StoreError::Disk { reason, full });
+            self.recover();
+            if self.health.is_latched() {
+                return Err(self.failure());
             }
         }
         let slot = match self.db.read() {
             Ok(slot) => slot,
             Err(poisoned) => poisoned.into_inner(),
         };
-        slot.clone().ok_or_else(|| {
-            let (reason, full) = self
-                .health
-                .failure()
-                .unwrap_or_else(|| ("the store file is being reopened".to_owned(), false));
-            StoreError::Disk { reason, full }
-        })
+        slot.clone().ok_or_else(|| self.failure())
     }
 
-    /// Closes and opens the file again after failed writes (so reads work
-    /// again), then, when the disk has room, tries a small write: when it
-    /// goes through, the store is healthy again.
-    fn reopen(&self) {
+    /// The open file, for a write. While writes fail and the disk has no
+    /// room, a write is refused before it reaches redb: a write that fails
+    /// would make redb refuse reads too.
+    fn db_for_write(&self) -> Result<Arc<Database>, StoreError> {
+        if self.health.is_failing() && !has_room(&self.path) {
+            self.recover();
+            return Err(self.failure());
+        }
+        self.db()
+    }
+
+    /// Why the store cannot be used right now.
+    fn failure(&self) -> StoreError {
+        let (reason, full) = self
+            .health
+            .failure()
+            .unwrap_or_else(|| ("the store file is being reopened".to_owned(), false));
+        StoreError::Disk { reason, full }
+    }
+
+    /// After failed writes (at most every second, one caller at a time):
+    /// reopens a file redb refuses (only when no operation holds it, so the
+    /// reopen cannot fail on its lock), then, when the disk has room, tries
+    /// a small write — when it goes through, the store is healthy again.
+    fn recover(&self) {
         let Ok(_one) = self.reopening.try_lock() else {
             return;
         };
         if !self.health.reopen_due() {
             return;
         }
-        let old = match self.db.write() {
-            Ok(mut slot) => slot.take(),
-            Err(poisoned) => poisoned.into_inner().take(),
-        };
-        // The file lock goes with the last handle (a transaction still
-        // running keeps it: the open below then fails and is tried again).
-        drop(old);
-        // The repair an open does after a failed write syncs what it
-        // wrote; only the probe below says writes work again.
-        self.health.hold_recovery(true);
-        let reopened = open_database(&self.path, &self.health, false, true);
-        self.health.hold_recovery(false);
-        let db = match reopened {
-            Ok(db) => {
-                self.health.reopened();
-                Arc::new(db)
+        if self.health.is_latched() {
+            let old = {
+                let mut slot = match self.db.write() {
+                    Ok(slot) => slot,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                if slot.as_ref().is_some_and(|db| Arc::strong_count(db) > 1) {
+                    // An operation is running on it: next time.
+                    return;
+                }
+                slot.take()
+            };
+            drop(old);
+            // The repair an open does after a failed write syncs what it
+            // wrote; only the probe below says writes work again.
+            self.health.hold_recovery(true);
+            let reopened = open_database(&self.path, &self.health, false, true);
+            self.health.hold_recovery(false);
+            match reopened {
+                Ok(db) => {
+                    self.health.reopened();
+                    if let Ok(mut slot) = self.db.write() {
+                        *slot = Some(Arc::new(db));
+                    }
+                }
+                Err(err) => {
+                    tracing::debug!(store = %self.path.display(), "reopening the store failed: {err}");
+                    return;
+                }
             }
-            Err(err) => {
-                tracing::debug!(store = %self.path.display(), "reopening the store failed: {err}");
-                return;
-            }
+        }
+        if !has_room(&self.path) {
+            return;
+        }
+        let Some(db) = self.db.read().ok().and_then(|slot| slot.clone()) else {
+            return;
         };
         let probe = (|| -> Result<(), StoreError> {
-            // On a disk with no room the write would fail and leave redb
-            // refusing reads too until the next reopen.
-            if !has_room(&self.path) {
-                return Err(StoreError::Disk {
-                    reason: "no space left on the disk".to_owned(),
-                    full: true,
-                });
-            }
             let txn = db.begin_write()?;
             txn.open_table(META)?
                 .insert(META_DISK_PROBE, Utc::now().timestamp_millis() as u64)?;
             txn.commit()?;
             Ok(())
         })();
-        if let Ok(mut slot) = self.db.write() {
-            *slot = Some(Arc::clone(&db));
-        }
         match probe {
             Ok(()) => self.health.writes_work(),
             Err(err) => {
@@ -295,8 +310,18 @@ impl Store {
         }
     }
 
-    /// How the store's disk is doing.
+    /// How the store's disk is doing, as last seen (no I/O).
+    pub fn storage_status_now(&self) -> health::StorageStatus {
+        self.health.status()
+    }
+
+    /// How the store's disk is doing (while writes fail, asking is also
+    /// what tries them again: a daemon nobody writes to still recovers).
+    /// Blocking.
     pub fn storage_status(&self) -> health::StorageStatus {
+        if self.health.is_failing() {
+            self.recover();
+        }
         self.health.status()
     }
 
@@ -316,7 +341,8 @@ impl Store {
         if self.schema_version()? == SCHEMA_VERSION {
             return Ok(());
         }
-        let txn = self.db()?.begin_write()?;
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
         let found = txn
             .open_table(META)?
             .get(META_SCHEMA_VERSION)?
@@ -388,7 +414,8 @@ impl Store {
     }
 
     fn meta(&self, key: &str) -> Result<u64, StoreError> {
-        let txn = self.db()?.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let table = match txn.open_table(META) {
             Ok(table) => table,
             // A new store, before its first migration.
@@ -402,7 +429,8 @@ impl Store {
     /// name check and the insert share one write transaction, so two racing
     /// registrations of one name cannot both succeed.
     pub fn insert_server(&self, record: &ServerRecord, actor: &str) -> Result<(), StoreError> {
-        let txn = self.db()?.begin_write()?;
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
         {
             let mut names = txn.open_table(SERVER_NAMES)?;
             if names.get(record.name.as_str())?.is_some() {
@@ -434,7 +462,8 @@ impl Store {
         records: &[ServerRecord],
         actor: &str,
     ) -> Result<Vec<UpsertOutcome>, StoreError> {
-        let txn = self.db()?.begin_write()?;
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
         let mut outcomes = Vec::with_capacity(records.len());
         for incoming in records {
             let existing_id = txn
@@ -533,7 +562,8 @@ impl Store {
         details: Option<String>,
         update: impl FnOnce(&mut ServerRecord),
     ) -> Result<ServerRecord, StoreError> {
-        let txn = self.db()?.begin_write()?;
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
         let mut record = self
             .server_in(&txn, id.as_u128())?
             .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
@@ -577,7 +607,8 @@ impl Store {
     /// Resets every server to `DISCONNECTED` at start-up: no session survives
     /// the process. Returns how many records changed.
     pub fn reset_statuses_after_restart(&self) -> Result<usize, StoreError> {
-        let txn = self.db()?.begin_write()?;
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
         let stale: Vec<ServerRecord> = self
             .all_servers_in(&txn)?
             .into_iter()
@@ -621,7 +652,8 @@ impl Store {
 
     /// Deletes a server and everything that belongs to it (tools, history).
     pub fn remove_server(&self, id: ServerId, actor: &str) -> Result<ServerRecord, StoreError> {
-        let txn = self.db()?.begin_write()?;
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
         let key = id.as_u128();
         let record = self
             .server_in(&txn, key)?
@@ -652,7 +684,8 @@ impl Store {
         server: &str,
         result: &str,
     ) -> Result<(), StoreError> {
-        let txn = self.db()?.begin_write()?;
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
         append_audit(
             &txn,
             self.audit_max_bytes,
@@ -663,7 +696,8 @@ impl Store {
     }
 
     pub fn get_server(&self, id: ServerId) -> Result<Option<ServerRecord>, StoreError> {
-        let txn = self.db()?.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let table = txn.open_table(SERVERS)?;
         let found = table.get(id.as_u128())?;
         found
@@ -672,7 +706,8 @@ impl Store {
     }
 
     pub fn get_server_by_name(&self, name: &str) -> Result<Option<ServerRecord>, StoreError> {
-        let txn = self.db()?.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let Some(id) = txn.open_table(SERVER_NAMES)?.get(name)?.map(|v| v.value()) else {
             return Ok(None);
         };
@@ -685,7 +720,8 @@ impl Store {
 
     /// Every registration, ordered by name.
     pub fn list_servers(&self) -> Result<Vec<ServerRecord>, StoreError> {
-        let txn = self.db()?.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let names = txn.open_table(SERVER_NAMES)?;
         let servers = txn.open_table(SERVERS)?;
         let mut out = Vec::with_capacity(names.len()? as usize);
@@ -704,7 +740,8 @@ impl Store {
         id: ServerId,
         limit: usize,
     ) -> Result<Vec<ConnectionHistoryEntry>, StoreError> {
-        let txn = self.db()?.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let table = txn.open_table(HISTORY)?;
         let key = id.as_u128();
         let mut entries = Vec::new();
@@ -725,7 +762,8 @@ impl Store {
         before: Option<u64>,
         filter: &AuditFilter,
     ) -> Result<Vec<AuditEntry>, StoreError> {
-        let txn = self.db()?.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let table = txn.open_table(AUDIT)?;
         let mut entries = Vec::new();
         let upper = before.unwrap_or(u64::MAX);

@@ -32,7 +32,8 @@ pub struct ClassificationUpdate {
 impl Store {
     /// The stored skills: user skills and overrides of built-in ones.
     pub fn stored_skills(&self) -> Result<Vec<Skill>, StoreError> {
-        let txn = self.db()?.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let table = txn.open_table(SKILLS)?;
         let mut out = Vec::new();
         for entry in table.iter()? {
@@ -43,7 +44,8 @@ impl Store {
     }
 
     pub fn put_skill(&self, skill: &Skill) -> Result<(), StoreError> {
-        let txn = self.db()?.begin_write()?;
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
         txn.open_table(SKILLS)?
             .insert(skill.id.as_str(), encode(skill)?.as_slice())?;
         txn.commit()?;
@@ -52,7 +54,8 @@ impl Store {
 
     /// Removes a stored skill; whether there was one.
     pub fn delete_skill(&self, id: &str) -> Result<bool, StoreError> {
-        let txn = self.db()?.begin_write()?;
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
         let existed = txn.open_table(SKILLS)?.remove(id)?.is_some();
         txn.commit()?;
         Ok(existed)
@@ -66,7 +69,8 @@ impl Store {
         &self,
         updates: &[ClassificationUpdate],
     ) -> Result<Vec<ToolRecord>, StoreError> {
-        let txn = self.db()?.begin_write()?;
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
         let mut written = Vec::new();
         {
             let mut table = txn.open_table(TOOLS)?;
@@ -89,7 +93,8 @@ impl Store {
 
     /// The suggestion queue, oldest first.
     pub fn skill_suggestions(&self) -> Result<Vec<SkillSuggestion>, StoreError> {
-        let txn = self.db()?.begin_read()?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
         let table = txn.open_table(SUGGESTIONS)?;
         let mut out = Vec::new();
         for entry in table.iter()? {
@@ -107,7 +112,8 @@ impl Store {
         reason: &str,
         tool_ids: &[String],
     ) -> Result<SkillSuggestion, StoreError> {
-        let txn = self.db()?.begin_write()?;
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
         let suggestion = {
             let mut table = txn.open_table(SUGGESTIONS)?;
             let mut existing = None;
@@ -146,7 +152,8 @@ impl Store {
 
     /// Dismisses a suggestion; whether it was queued.
     pub fn delete_skill_suggestion(&self, id: u64) -> Result<bool, StoreError> {
-        let txn = self.db()?.begin_write()?;
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
         let existed = txn.open_table(SUGGESTIONS)?.remove(id)?.is_some();
         txn.commit()?;
         Ok(existed)
