@@ -26,7 +26,7 @@ pub async fn relay(
         headers.insert("Authorization".to_owned(), format!("Bearer {token}"));
     }
     let (inbound, mut from_daemon) = crate::sessions::session::inbound_channel();
-    let client = crate::http_client::builder().build().unwrap_or_default();
+    let client = crate::http_client::client(std::time::Duration::from_secs(10));
     let link = Arc::new(http::open("daemon", client, mcp_url, &headers, inbound)?);
     let (to_client, queue) = crate::mcp::outbound::Outbound::for_client();
     let to_client = Arc::new(to_client);

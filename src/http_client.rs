@@ -26,20 +26,26 @@ pub fn builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder().redirect(same_origin_redirects())
 }
 
-/// A client that gives up connecting after `connect_timeout`.
+/// A client that gives up connecting after `connect_timeout`. Only a
+/// broken TLS set-up makes building fail; the fallback then follows no
+/// redirect at all (never reqwest's default, which follows any).
 pub fn client(connect_timeout: Duration) -> reqwest::Client {
-    builder()
-        .connect_timeout(connect_timeout)
-        .build()
-        .unwrap_or_else(|err| {
-            // Only a broken TLS set-up fails here; a client without the
-            // redirect rule would be worse than none.
+    match builder().connect_timeout(connect_timeout).build() {
+        Ok(client) => client,
+        Err(err) => {
             tracing::error!("cannot build an HTTP client: {err}");
-            reqwest::Client::builder()
+            let fallback = reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .unwrap_or_default()
-        })
+                .connect_timeout(connect_timeout)
+                .build();
+            match fallback {
+                Ok(client) => client,
+                // Not reached: the same builder without our policy failed
+                // too, and nothing else is left to try.
+                Err(_) => reqwest::Client::new(),
+            }
+        }
+    }
 }
 
 /// Follows a redirect only to the origin (scheme, host, port) the request

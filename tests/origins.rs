@@ -21,9 +21,22 @@ fn hostile(args: &[&str]) -> Command {
     command
 }
 
-/// The other origin: records every request it gets.
+/// The other origin: records every request it gets (checked with one of
+/// ours, then forgotten, so an empty record means nothing reached it).
 fn capture(file: &Path) -> (Reaped, u16) {
-    http_test_server(hostile(&["--capture", file.to_str().unwrap()]))
+    let (server, port) = http_test_server(hostile(&["--capture", file.to_str().unwrap()]));
+    let (status, _) = raw_http(
+        &format!("http://127.0.0.1:{port}"),
+        &raw_request("GET", "/control", &[("Host", "127.0.0.1")], ""),
+    );
+    assert_eq!(status, 404);
+    let seen = captured(file);
+    assert!(
+        seen.len() == 1 && seen[0]["path"] == "/control",
+        "the capture server records what it gets: {seen:?}"
+    );
+    std::fs::remove_file(file).unwrap();
+    (server, port)
 }
 
 fn captured(file: &Path) -> Vec<Value> {

@@ -164,7 +164,7 @@ fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
             return report;
         }
     };
-    let target = match into.map(Database::create).transpose() {
+    let target = match into.map(create_private).transpose() {
         Ok(target) => target,
         Err(err) => {
             report.open_error = Some(format!("cannot create the recovered store: {err}"));
@@ -205,6 +205,18 @@ fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
 
 /// Entries read before they are written to the recovered store.
 const CHUNK: usize = 2048;
+
+/// A new store file, private (0600) from its first byte.
+fn create_private(path: &Path) -> Result<Database, redb::DatabaseError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    redb::Builder::new().create_with_backend(redb::backends::FileBackend::new(file)?)
+}
 
 /// Copies one table entry by entry; a panic or an error (damage) stops it
 /// there, and what was read before is kept. Entries are read in chunks and
