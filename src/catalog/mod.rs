@@ -51,17 +51,19 @@ impl Catalog {
     }
 
     /// Stores a server's freshly listed tools, and those discovery refused
-    /// (kept with the reason, offered to nobody).
+    /// (kept with the reason, offered to nobody). A list that is not
+    /// `complete` (cut off by a bound) removes nothing it did not reach.
     pub async fn apply_tools(
         &self,
         server_id: ServerId,
         tools: Vec<serde_json::Value>,
         refused: Vec<RefusedItem>,
+        complete: bool,
     ) -> Result<CatalogDiff, CatalogError> {
         let store = Arc::clone(&self.store);
         let rules = Arc::clone(&self.rules);
         let diff = tokio::task::spawn_blocking(move || {
-            store.replace_listed_tools(server_id, &tools, &refused, &rules)
+            store.replace_listed_tools(server_id, &tools, &refused, complete, &rules)
         })
         .await
         .map_err(|err| CatalogError::Task(err.to_string()))??;
@@ -74,18 +76,21 @@ impl Catalog {
         Ok(diff)
     }
 
-    /// Stores a server's freshly listed resources, templates or prompts.
+    /// Stores a server's freshly listed resources, templates or prompts
+    /// (not `complete`: what the list did not reach stays).
     pub async fn apply_items(
         &self,
         server_id: ServerId,
         kind: CatalogKind,
         items: Vec<serde_json::Value>,
+        complete: bool,
     ) -> Result<CatalogDiff, CatalogError> {
         let store = Arc::clone(&self.store);
-        let diff =
-            tokio::task::spawn_blocking(move || store.replace_items(server_id, kind, &items))
-                .await
-                .map_err(|err| CatalogError::Task(err.to_string()))??;
+        let diff = tokio::task::spawn_blocking(move || {
+            store.replace_items(server_id, kind, &items, complete)
+        })
+        .await
+        .map_err(|err| CatalogError::Task(err.to_string()))??;
         if diff.changed() {
             let _ = self.events.send(CatalogChanged {
                 server_id,

@@ -21,8 +21,12 @@ const REFUSED_NAME_CHARS: usize = 200;
 /// What one server's discovery may still read, all its lists together
 /// (`limits::max_catalog_bytes`): a server sending page after page of
 /// 20 MB definitions is cut off after the first ones, not after gigabytes.
+/// Resources, templates and prompts together may take half of it: a huge
+/// resource list never starves the tools, listed at the same time.
 pub struct Budget {
     left: AtomicUsize,
+    /// What the lists other than tools may still take.
+    others_left: AtomicUsize,
     total: usize,
     spent: AtomicBool,
 }
@@ -31,22 +35,28 @@ impl Budget {
     pub fn new(total: usize) -> Budget {
         Budget {
             left: AtomicUsize::new(total),
+            others_left: AtomicUsize::new(total / 2),
             total,
             spent: AtomicBool::new(false),
         }
     }
 
     /// Takes `bytes` from what is left; false (and logged once) when they
-    /// do not fit.
+    /// do not fit: that list stops there.
     fn take(&self, server: &str, method: &str, bytes: usize) -> bool {
-        let taken = self
-            .left
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
-                left.checked_sub(bytes)
-            })
-            .is_ok();
+        let take_from = |counter: &AtomicUsize| {
+            counter
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                    left.checked_sub(bytes)
+                })
+                .is_ok()
+        };
+        let others_fit = method == "tools/list" || take_from(&self.others_left);
+        let taken = others_fit && take_from(&self.left);
+        if others_fit && !taken && method != "tools/list" {
+            self.others_left.fetch_add(bytes, Ordering::Relaxed);
+        }
         if !taken {
-            self.left.store(0, Ordering::Relaxed);
             if !self.spent.swap(true, Ordering::Relaxed) {
                 tracing::warn!(
                     server,
@@ -60,11 +70,24 @@ impl Budget {
     }
 }
 
-/// One list as discovery keeps it: the items, and those refused.
-#[derive(Debug, Default)]
+/// One list as discovery keeps it: the items, those refused, and whether
+/// it was read to its end (a list cut off by a bound removes nothing from
+/// what is stored).
+#[derive(Debug)]
 pub struct Listed {
     pub items: Vec<Value>,
     pub refused: Vec<RefusedItem>,
+    pub complete: bool,
+}
+
+impl Default for Listed {
+    fn default() -> Self {
+        Listed {
+            items: Vec::new(),
+            refused: Vec::new(),
+            complete: true,
+        }
+    }
 }
 
 /// Lists every page of `method`, collecting the `field` arrays; `key` is
@@ -87,6 +110,7 @@ pub async fn list_all(
         let first_page = cursor.is_none();
         let result = session.request_raw(method, params).await?;
         if !budget.take(session.server(), method, result.get().len()) {
+            listed.complete = false;
             return Ok(listed);
         }
         let page = Page::read(&result).map_err(|err| {
@@ -108,6 +132,7 @@ pub async fn list_all(
                 "more than {MAX_ITEMS} items; the rest is ignored"
             );
             listed.items.truncate(MAX_ITEMS);
+            listed.complete = false;
             return Ok(listed);
         }
         match page.next_cursor {
@@ -118,6 +143,7 @@ pub async fn list_all(
                         method,
                         "the server repeated a cursor; stopping there"
                     );
+                    listed.complete = false;
                     return Ok(listed);
                 }
                 cursor = Some(next);
@@ -130,6 +156,7 @@ pub async fn list_all(
         method,
         "more than {MAX_PAGES} pages; the rest is ignored"
     );
+    listed.complete = false;
     Ok(listed)
 }
 
@@ -298,12 +325,20 @@ pub async fn discover(session: &Session, server_id: ServerId, catalog: &Catalog,
         .await;
     }
     match tools {
-        Some(Ok(Listed { items, refused })) => {
+        Some(Ok(Listed {
+            items,
+            refused,
+            complete,
+        })) => {
             if items.is_empty() && refused.is_empty() {
                 tracing::warn!(server, "the server offers no tools");
             }
+            say_refused(server, "tools/list", &refused);
             let count = items.len() + refused.len();
-            match catalog.apply_tools(server_id, items, refused).await {
+            match catalog
+                .apply_tools(server_id, items, refused, complete)
+                .await
+            {
                 // Servers often repeat list_changed; say so only when
                 // something changed.
                 Ok(diff) if diff.changed() => tracing::info!(
@@ -334,18 +369,38 @@ async fn store_items(
     listed: Result<Listed, RpcError>,
 ) {
     match listed {
-        Ok(Listed { items, refused }) => {
-            for item in &refused {
-                tracing::warn!(server, method, item = %item.name, "{}; left out", item.reason);
-            }
+        Ok(Listed {
+            items,
+            refused,
+            complete,
+        }) => {
+            say_refused(server, method, &refused);
             let count = items.len();
-            if let Err(err) = catalog.apply_items(server_id, kind, items).await {
+            if let Err(err) = catalog.apply_items(server_id, kind, items, complete).await {
                 tracing::error!(server, "cannot store the result of {method}: {err}");
             } else {
                 tracing::debug!(server, method, count, "discovered");
             }
         }
         Err(err) => tracing::warn!(server, "{method} failed: {err}"),
+    }
+}
+
+/// Says what a list refused: the first few by name, then a count (a
+/// server refused 50,000 times is one line, not 50,000).
+fn say_refused(server: &str, method: &str, refused: &[RefusedItem]) {
+    const NAMED: usize = 5;
+    for item in refused.iter().take(NAMED) {
+        tracing::warn!(server, method, item = %item.name, "{}; refused", item.reason);
+    }
+    if refused.len() > NAMED {
+        tracing::warn!(
+            server,
+            method,
+            refused = refused.len(),
+            "and {} more refused",
+            refused.len() - NAMED
+        );
     }
 }
 
@@ -365,5 +420,51 @@ async fn fetch(
     match list_all(session, method, field, key, budget).await {
         Err(err) if err.is_method_not_found() => Ok(Listed::default()),
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_keeps_half_for_the_tools() {
+        let budget = Budget::new(100);
+        assert!(budget.take("s", "resources/list", 40));
+        assert!(
+            !budget.take("s", "prompts/list", 20),
+            "past half for the others"
+        );
+        assert!(budget.take("s", "prompts/list", 10));
+        assert!(budget.take("s", "tools/list", 50), "the tools get the rest");
+        assert!(!budget.take("s", "tools/list", 1), "and no more");
+    }
+
+    #[test]
+    fn an_item_too_large_or_too_deep_is_refused_with_its_name() {
+        let deep = format!(
+            "{{\"name\": \"deep\", \"inputSchema\": {}1{}}}",
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let deep = RawValue::from_string(deep).unwrap();
+        let refused = admit(&deep, "name", 1 << 20).unwrap_err();
+        assert_eq!(refused.name, "deep");
+        assert!(refused.reason.contains("128 levels"), "{}", refused.reason);
+        let large = RawValue::from_string(format!(
+            "{{\"name\": \"{}\", \"d\": \"{}\"}}",
+            "n".repeat(500),
+            "x".repeat(2000)
+        ))
+        .unwrap();
+        let refused = admit(&large, "name", 1000).unwrap_err();
+        assert!(
+            refused.reason.contains("more than the 1000"),
+            "{}",
+            refused.reason
+        );
+        assert!(refused.name.chars().count() <= REFUSED_NAME_CHARS + 1);
+        let fine = RawValue::from_string("{\"name\": \"ok\"}".to_owned()).unwrap();
+        assert_eq!(admit(&fine, "name", 1000).unwrap()["name"], "ok");
     }
 }

@@ -100,17 +100,20 @@ impl Store {
         tools: &[Value],
         rules: &WireNameRules,
     ) -> Result<CatalogDiff, StoreError> {
-        self.replace_listed_tools(server_id, tools, &[], rules)
+        self.replace_listed_tools(server_id, tools, &[], true, rules)
     }
 
     /// `replace_tools`, with the tools discovery refused beside them: each
     /// is kept as its name and the reason (`ToolRecord::refused`), so it
-    /// shows where the others do and is offered to nobody.
+    /// shows where the others do and is offered to nobody. A list that is
+    /// not `complete` (cut off by a bound) removes nothing: what it did not
+    /// reach stays as it was stored.
     pub fn replace_listed_tools(
         &self,
         server_id: ServerId,
         tools: &[Value],
         refused: &[RefusedItem],
+        complete: bool,
         rules: &WireNameRules,
     ) -> Result<CatalogDiff, StoreError> {
         let db = self.db_for_write()?;
@@ -240,14 +243,18 @@ impl Store {
                 if record.wire_name.is_none() {
                     diff.rejected += 1;
                 }
+                // Discovery says which it refused; a refusal decided here
+                // (an x-mcp-header) is said here, when the tool changes.
                 if let Some(reason) = &record.refused {
                     diff.refused += 1;
-                    tracing::warn!(server = %server.name, tool = %name, "{reason}");
+                    if !refused.iter().any(|item| item.name == *name) {
+                        tracing::warn!(server = %server.name, tool = %name, "{reason}");
+                    }
                 }
                 table.insert((key, *name), encode(&record)?.as_slice())?;
             }
             for (name, old) in &existing {
-                if incoming.contains_key(name.as_str()) {
+                if !complete || incoming.contains_key(name.as_str()) {
                     continue;
                 }
                 diff.removed += 1;
@@ -257,7 +264,16 @@ impl Store {
                 }
             }
         }
-        server.tool_count = u32::try_from(incoming.len()).unwrap_or(u32::MAX);
+        let kept = if complete {
+            incoming.len()
+        } else {
+            incoming.len()
+                + existing
+                    .keys()
+                    .filter(|name| !incoming.contains_key(name.as_str()))
+                    .count()
+        };
+        server.tool_count = u32::try_from(kept).unwrap_or(u32::MAX);
         self.put_server(&txn, &server)?;
         if diff.changed() {
             bump_generation(&txn)?;
@@ -269,11 +285,13 @@ impl Store {
     }
 
     /// Replaces a server's resources, resource templates or prompts.
+    /// (Not `complete`: cut off by a bound; what it did not reach stays.)
     pub fn replace_items(
         &self,
         server_id: ServerId,
         kind: CatalogKind,
         items: &[Value],
+        complete: bool,
     ) -> Result<CatalogDiff, StoreError> {
         let db = self.db_for_write()?;
         let txn = db.begin_write()?;
@@ -303,7 +321,7 @@ impl Store {
                 table.insert((key, id), bytes.as_slice())?;
             }
             for id in existing.keys() {
-                if !seen.contains(id) {
+                if complete && !seen.contains(id) {
                     diff.removed += 1;
                     table.remove((key, id.as_str()))?;
                 }

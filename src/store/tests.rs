@@ -315,8 +315,8 @@ fn the_audit_log_is_bounded_in_bytes_and_each_entry_in_size() {
 
 mod catalog {
     use super::*;
-    use crate::model::CatalogKind;
     use crate::model::wire_name::WireNameRules;
+    use crate::model::{CatalogKind, RefusedItem};
     use serde_json::json;
 
     fn stored(store: &Store, name: &str) -> ServerRecord {
@@ -412,6 +412,40 @@ mod catalog {
     }
 
     #[test]
+    fn a_list_cut_off_keeps_what_it_did_not_reach_and_refused_tools_show_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let rules = WireNameRules::default();
+        let server = stored(&store, "srv");
+        let all = [
+            json!({"name": "a"}),
+            json!({"name": "b"}),
+            json!({"name": "c"}),
+        ];
+        store.replace_tools(server.id, &all, &rules).unwrap();
+        // Cut off after "a" (a bound): "b" and "c" stay; "d" is refused.
+        let refused = [RefusedItem {
+            name: "d".to_owned(),
+            reason: "too large".to_owned(),
+        }];
+        let diff = store
+            .replace_listed_tools(server.id, &all[..1], &refused, false, &rules)
+            .unwrap();
+        assert_eq!((diff.removed, diff.refused), (0, 1));
+        let tools = store.tools(server.id).unwrap();
+        let names: Vec<_> = tools.iter().map(|t| t.original_name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c", "d"]);
+        let d = tools.iter().find(|t| t.original_name == "d").unwrap();
+        assert_eq!(d.withheld_because(), Some("too large"));
+        assert_eq!(store.get_server(server.id).unwrap().unwrap().tool_count, 4);
+        // Read whole, the list removes what it no longer holds.
+        let diff = store
+            .replace_listed_tools(server.id, &all[..1], &[], true, &rules)
+            .unwrap();
+        assert_eq!(diff.removed, 3);
+    }
+
+    #[test]
     fn a_colliding_wire_name_rejects_only_that_tool_and_removal_cleans_up() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
@@ -447,6 +481,7 @@ mod catalog {
                 x.id,
                 CatalogKind::Prompt,
                 &[json!({"name": "p"}), json!({"name": "p"})],
+                true,
             )
             .unwrap();
         assert_eq!(
