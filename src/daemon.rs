@@ -123,6 +123,20 @@ pub fn install_panic_hook() {
 /// while running: stopping is better than writing to a damaged file.
 async fn store_damaged(data_dir: &Path) -> DaemonError {
     let detail = crate::store::health::damage_found().await;
+    // A panic inside redb is not proof: a copy of the file is checked, and
+    // a sound one is a failure to restart from (exit 1), not damage (65).
+    let dir = data_dir.to_path_buf();
+    let sound = tokio::task::spawn_blocking(move || crate::store::recover::confirmed_sound(&dir))
+        .await
+        .unwrap_or(false);
+    if sound {
+        tracing::error!(
+            "redb failed ({detail}) on a store file that checks out sound; stopping, a restart takes over"
+        );
+        return DaemonError::Serve(std::io::Error::other(format!(
+            "the store failed ({detail}); its file checks out sound"
+        )));
+    }
     let err = StoreError::Damaged {
         path: data_dir.join("store.redb"),
         detail,

@@ -909,9 +909,11 @@ fn open_database(
         // Every page against its checksum (the open above trusts a file
         // that was closed cleanly).
         if check && !db.check_integrity().map_err(redb::Error::from)? {
-            tracing::warn!(
+            // Its last commit did not check out, and redb went back to
+            // the one before: said loudly; the rest is served.
+            tracing::error!(
                 store = %path.display(),
-                "the store file had damage that redb repaired (back to its last sound commit)"
+                "the store file was damaged and redb repaired it by going back to its last sound commit: the last change made before this start may be lost"
             );
         }
         Ok(db)
