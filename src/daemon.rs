@@ -110,8 +110,10 @@ pub fn install_panic_hook() {
             } else {
                 tracing::debug!(at, "damage met: {message}");
             }
-        } else {
+        } else if tracing::dispatcher::has_been_set() {
             tracing::error!(at, "internal error: {message}");
+        } else {
+            eprintln!("error: internal error at {at}: {message}");
         }
         if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
             eprintln!("{}", std::backtrace::Backtrace::force_capture());
