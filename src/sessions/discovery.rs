@@ -56,15 +56,13 @@ impl Budget {
         if others_fit && !taken && method != "tools/list" {
             self.others_left.fetch_add(bytes, Ordering::Relaxed);
         }
-        if !taken {
-            if !self.spent.swap(true, Ordering::Relaxed) {
-                tracing::warn!(
-                    server,
-                    method,
-                    "the server's lists passed {} bytes (--max-catalog-bytes); the rest is ignored",
-                    self.total
-                );
-            }
+        if !taken && !self.spent.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                server,
+                method,
+                "the server's lists passed their share of {} bytes (--max-catalog-bytes); the rest is ignored",
+                self.total
+            );
         }
         taken
     }
