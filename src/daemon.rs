@@ -93,12 +93,7 @@ impl DaemonError {
 /// letting every later request meet it again.
 pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
-        let message = info
-            .payload()
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| info.payload().downcast_ref::<&str>().copied())
-            .unwrap_or("a panic");
+        let message = crate::store::panic_message(info.payload());
         let at = info
             .location()
             .map(|l| format!("{}:{}", l.file(), l.line()))

@@ -945,18 +945,20 @@ pub(crate) fn guard_damage<T>(
             detail,
         }),
         Ok(outcome) => outcome,
-        Err(panic) => {
-            let detail = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                .unwrap_or_else(|| "an internal check failed".to_owned());
-            Err(StoreError::Damaged {
-                path: path.to_path_buf(),
-                detail,
-            })
-        }
+        Err(panic) => Err(StoreError::Damaged {
+            path: path.to_path_buf(),
+            detail: panic_message(panic.as_ref()),
+        }),
     }
+}
+
+/// What a panic said (its payload is a `String` or a `&str` in practice).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "an internal check failed".to_owned())
 }
 
 /// A store file of 0 bytes in a data dir whose other files show it was in

@@ -283,13 +283,7 @@ fn copy_table<K: redb::Key + 'static, V: redb::Value + 'static>(
     let damage = match read {
         Ok(Ok(())) => None,
         Ok(Err(err)) => Some(err.to_string()),
-        Err(panic) => Some(
-            panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                .unwrap_or_else(|| "an internal check failed".to_owned()),
-        ),
+        Err(panic) => Some(super::panic_message(panic.as_ref())),
     };
     // What was read before the damage (or the end).
     let damage = match write(&mut chunk) {
