@@ -397,9 +397,7 @@ async fn oversized_messages_are_refused_without_being_held() {
     );
     let pid = d.pid() as u32;
     register(&d, hostile_server("big", &[])).await;
-    let mut http_server = std::process::Command::new("python3");
-    http_server.arg(hostile_py());
-    let (_http_server, port) = common::http_test_server(http_server);
+    let (_http_server, port) = common::hostile_listening(&[], "--http");
     register(
         &d,
         json!({"name": "bighttp", "transport_type": "HTTP", "connection_config": {"base_url": format!("http://127.0.0.1:{port}/mcp")}, "auto_connect": true}),

@@ -9,22 +9,15 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const UP: Duration = Duration::from_secs(30);
 const SECRETS: [&str; 3] = ["Bearer tok-a1b2c3", "key-d4e5f6", "pt-g7h8i9"];
 
-fn hostile(args: &[&str]) -> Command {
-    let mut command = Command::new("python3");
-    command.arg(hostile_py()).args(args);
-    command
-}
-
 /// The other origin: records every request it gets (checked with one of
 /// ours, then forgotten, so an empty record means nothing reached it).
 fn capture(file: &Path) -> (Reaped, u16) {
-    let (server, port) = http_test_server(hostile(&["--capture", file.to_str().unwrap()]));
+    let (server, port) = hostile_listening(&["--capture", file.to_str().unwrap()], "--http");
     let (status, _) = raw_http(
         &format!("http://127.0.0.1:{port}"),
         &raw_request("GET", "/control", &[("Host", "127.0.0.1")], ""),
@@ -77,9 +70,10 @@ async fn a_redirect_to_another_origin_is_never_followed() {
     let (_capture, other) = capture(&file);
     let steal = format!("http://localhost:{other}/steal");
     // Every request redirected, the handshake included.
-    let (_all, all_port) = http_test_server(hostile(&["--redirect-to", &steal, "--redirect-all"]));
+    let (_all, all_port) =
+        hostile_listening(&["--redirect-to", &steal, "--redirect-all"], "--http");
     // Only the calls (and the GET stream) redirected: the handshake works.
-    let (_calls, calls_port) = http_test_server(hostile(&["--redirect-to", &steal]));
+    let (_calls, calls_port) = hostile_listening(&["--redirect-to", &steal], "--http");
     let d = Daemon::start_in(&temp.path().join("data"), &["--health-interval", "1"]);
     register(
         &d,
@@ -142,10 +136,10 @@ async fn a_legacy_sse_endpoint_on_another_origin_is_refused() {
     let file = temp.path().join("captured.jsonl");
     let (_capture, other) = capture(&file);
     let steal = format!("http://localhost:{other}/steal");
-    let (_sse, port) = test_server_on(hostile(&["--endpoint", &steal]), "--sse");
+    let (_sse, port) = hostile_listening(&["--endpoint", &steal], "--sse");
     // The same server naming its own endpoint works: the refusal is about
     // the origin, not the transport.
-    let (_good, good_port) = test_server_on(hostile(&[]), "--sse");
+    let (_good, good_port) = hostile_listening(&[], "--sse");
     let d = Daemon::start_in(&temp.path().join("data"), &[]);
     for (name, port) in [("sse", port), ("ssegood", good_port)] {
         register(
@@ -174,7 +168,7 @@ async fn a_legacy_sse_endpoint_on_another_origin_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_classifier_answering_endless_bodies_costs_bounded_memory() {
     let temp = tempfile::tempdir().unwrap();
-    let (_chat, chat_port) = http_test_server(hostile(&["--chat-mb", "300"]));
+    let (_chat, chat_port) = hostile_listening(&["--chat-mb", "300"], "--http");
     let d = Daemon::start_in(
         &temp.path().join("data"),
         &[

@@ -337,16 +337,10 @@ impl Drop for Reaped {
 
 /// Starts an HTTP test server — `command` with `--http PORT` added, on a
 /// free loopback port — and waits until it listens. Reaped when dropped.
-pub fn http_test_server(command: Command) -> (Reaped, u16) {
-    test_server_on(command, "--http")
-}
-
-/// Starts a test server given its port with `flag` (`--http`, `--sse`) on
-/// a free loopback port, and waits until it listens. Reaped when dropped.
-pub fn test_server_on(mut command: Command, flag: &str) -> (Reaped, u16) {
+pub fn http_test_server(mut command: Command) -> (Reaped, u16) {
     let port = free_port();
     let child = command
-        .args([flag, &port.to_string()])
+        .args(["--http", &port.to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -356,6 +350,38 @@ pub fn test_server_on(mut command: Command, flag: &str) -> (Reaped, u16) {
         std::net::TcpStream::connect(("127.0.0.1", port)).ok()
     })
     .expect("the HTTP test server listens");
+    (server, port)
+}
+
+/// The hostile fixture server serving HTTP (`flag` `--http`) or legacy SSE
+/// (`--sse`) with `args`, on a port it picks itself and announces (so
+/// servers started at once never race for one). Reaped when dropped.
+pub fn hostile_listening(args: &[&str], flag: &str) -> (Reaped, u16) {
+    use std::io::BufRead as _;
+    let mut child = Command::new("python3")
+        .arg(hostile_py())
+        .args(args)
+        .args([flag, "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the hostile server");
+    let stdout = child.stdout.take().expect("its stdout");
+    let server = Reaped(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the hostile server says where it listens");
+    let port = line
+        .trim()
+        .strip_prefix("listening ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("the hostile server said {line:?}"));
     (server, port)
 }
 

@@ -10,7 +10,8 @@ Standard library only. Speaks newline-delimited JSON-RPC on stdio, or, with
   --silent          never answer anything (not even initialize)
   --tools N         offer N extra tools (a huge list)
   --wait-for FILE   answer initialize only once FILE exists (a slow start)
-  --http PORT       serve Streamable HTTP instead of stdio
+  --http PORT       serve Streamable HTTP instead of stdio (0: a free port;
+                    "listening PORT" is printed on stdout either way)
   --stateless       (HTTP) no session id, and 404 to GET, as stateless
                     TypeScript SDK deployments answer
   --redirect-to URL (HTTP) answer every GET and every tools/call with a 307
@@ -545,7 +546,14 @@ def serve_http(port):
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
+    announce(server)
     server.serve_forever()
+
+
+def announce(server):
+    """Says on stdout which port it listens on (asked for port 0: the
+    system's choice, so two servers never race for one port)."""
+    print(f"listening {server.server_address[1]}", flush=True)
 
 
 def serve_sse(port):
@@ -577,7 +585,8 @@ def serve_sse(port):
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
             self.end_headers()
-            endpoint = ARGS.endpoint or f"http://127.0.0.1:{port}/messages"
+            own = self.server.server_address[1]
+            endpoint = ARGS.endpoint or f"http://127.0.0.1:{own}/messages"
             try:
                 self.wfile.write(f"event: endpoint\ndata: {endpoint}\n\n".encode())
                 self.wfile.flush()
@@ -601,6 +610,7 @@ def serve_sse(port):
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
+    announce(server)
     server.serve_forever()
 
 
@@ -645,9 +655,9 @@ def main():
                 except OSError:
                     return
         threading.Thread(target=flood, daemon=True).start()
-    if ARGS.sse:
+    if ARGS.sse is not None:
         serve_sse(ARGS.sse)
-    elif ARGS.http:
+    elif ARGS.http is not None:
         serve_http(ARGS.http)
     else:
         serve_stdio()
