@@ -244,13 +244,7 @@ async fn no_child_process_outlives_its_server() {
         "timed-out attempts left processes: {:?}",
         alive(&pids_in(&silent_pids))
     );
-    let status = http()
-        .delete(d.api("/api/v1/aggregator/servers/silent"))
-        .send()
-        .await
-        .unwrap()
-        .status();
-    assert_eq!(status, 204);
+    assert_eq!(remove(&d, "silent").await, 204);
     assert!(
         wait_for(UP, || alive(&pids_in(&silent_pids))
             .is_empty()
@@ -688,13 +682,7 @@ async fn every_misbehaviour_leaves_the_aggregator_responsive_and_bounded() {
         );
     }
     // No process of the hostile server (nor its grandchild) outlives it.
-    let status = http()
-        .delete(d.api("/api/v1/aggregator/servers/bad"))
-        .send()
-        .await
-        .unwrap()
-        .status();
-    assert_eq!(status, 204);
+    assert_eq!(remove(&d, "bad").await, 204);
     let alive = || {
         pids_in(&pids)
             .into_iter()

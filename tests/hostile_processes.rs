@@ -71,13 +71,7 @@ async fn a_process_that_leaves_its_group_ends_with_its_server_and_the_daemon() {
     // Counted among the servers' processes: the server and the escapee.
     assert!(metric(&d, "mcp_aggregator_server_processes").await >= 2.0);
 
-    let status = http()
-        .delete(d.api("/api/v1/aggregator/servers/runaway"))
-        .send()
-        .await
-        .unwrap()
-        .status();
-    assert_eq!(status, 204);
+    assert_eq!(remove(&d, "runaway").await, 204);
     assert!(
         wait_for(UP, || (!in_proc(escaped)).then_some(())).is_some(),
         "removal left {escaped} (alive: {})",
@@ -136,13 +130,7 @@ async fn a_crash_looping_server_leaves_no_process_behind() {
         "earlier starts left {:?} (all: {started:?})",
         started.iter().filter(|p| in_proc(**p)).collect::<Vec<_>>()
     );
-    let status = http()
-        .delete(d.api("/api/v1/aggregator/servers/crashy"))
-        .send()
-        .await
-        .unwrap()
-        .status();
-    assert_eq!(status, 204);
+    assert_eq!(remove(&d, "crashy").await, 204);
     assert!(
         wait_for(UP, || pids_in(&pids)
             .iter()
@@ -207,13 +195,7 @@ async fn a_process_that_forks_when_told_to_stop_is_ended_too() {
     wait_status(&d, "hydra", "CONNECTED", UP).await;
     let escaped = escape(&d, "hydra").await;
     assert!(process_alive(escaped));
-    let status = http()
-        .delete(d.api("/api/v1/aggregator/servers/hydra"))
-        .send()
-        .await
-        .unwrap()
-        .status();
-    assert_eq!(status, 204);
+    assert_eq!(remove(&d, "hydra").await, 204);
     // The SIGTERM made it fork; what it forked is ended as well.
     let left = wait_for(UP, || {
         let seen = pids_in(&pids);

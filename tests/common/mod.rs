@@ -222,6 +222,17 @@ pub async fn wait_status(d: &Daemon, server: &str, status: &str, deadline: Durat
 }
 
 /// Registers a server through the API; panics unless 201.
+/// Removes a registration through the API; its HTTP status.
+pub async fn remove(d: &Daemon, name: &str) -> u16 {
+    http()
+        .delete(d.api(&format!("/api/v1/aggregator/servers/{name}")))
+        .send()
+        .await
+        .expect("DELETE a server")
+        .status()
+        .as_u16()
+}
+
 pub async fn register(d: &Daemon, body: Value) -> Value {
     let response = http()
         .post(d.api("/api/v1/aggregator/servers"))
