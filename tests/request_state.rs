@@ -128,8 +128,9 @@ async fn a_used_state_replayed_after_a_restart_resumes_nothing() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_servers_state_goes_back_only_to_the_tool_that_issued_it() {
+/// A daemon with two 2026-07-28 servers, `a` and `b`, whose `ask_roots`
+/// asks the client for its roots.
+async fn two_asking_servers() -> Daemon {
     let d = Daemon::start();
     for name in ["a", "b"] {
         register(
@@ -140,6 +141,12 @@ async fn a_servers_state_goes_back_only_to_the_tool_that_issued_it() {
         .await;
         wait_status(&d, name, "CONNECTED", UP).await;
     }
+    d
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_state_goes_back_only_to_the_tool_that_issued_it() {
+    let d = two_asking_servers().await;
     let from_a = asked(&d, "a__ask_roots", json!({})).await;
     let sent_to_b = call(&d, "b__ask_roots", json!({}), retry(&from_a, "file:///x")).await;
     assert_eq!(
@@ -153,16 +160,7 @@ async fn a_servers_state_goes_back_only_to_the_tool_that_issued_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_state_issued_through_call_tool_resumes_that_call_only() {
-    let d = Daemon::start();
-    for name in ["a", "b"] {
-        register(
-            &d,
-            json!({"name": name, "transport_type": "STDIO", "connection_config": {
-                "command": FIXTURE, "args": ["--modern-only", "--extra-tool", "ask_roots"]}}),
-        )
-        .await;
-        wait_status(&d, name, "CONNECTED", UP).await;
-    }
+    let d = two_asking_servers().await;
     let through = |tool: &str| json!({"name": tool, "arguments": {}});
     let first = asked(&d, "call_tool", through("a__ask_roots")).await;
     // The same meta-call for another tool does not take it.
