@@ -3,7 +3,7 @@
 //! what kind a message is, and its framing on a line (reading a line is
 //! bounded by `limits::read_line`). A server's message arrives as checked
 //! JSON text (`RawValue`); only its envelope is read (`Envelope`), and an
-//! answer's result goes back out as the server wrote it (`Payload::Raw`,
+//! answer's result goes back out as the server wrote it (`Json::Text`,
 //! `Outgoing::Answer`): a call's result is never parsed into a tree and
 //! serialised again. Everything else is a `serde_json::Value`.
 
@@ -121,34 +121,69 @@ pub fn line(message: &Value) -> serde_json::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// A tool call's arguments: as the client wrote them (checked JSON text,
-/// sent on as written), or built here.
+/// JSON kept as the text it came in (checked, passed on as written: a
+/// call's arguments as the client wrote them, a server's result on its way
+/// to a client), or a tree built or read here.
 #[derive(Debug, Clone)]
-pub enum Arguments {
-    Written(Box<RawValue>),
-    Built(Value),
+pub enum Json {
+    Text(Box<RawValue>),
+    Tree(Value),
 }
 
-impl Arguments {
-    /// As a tree, for the few who read them (meta-tools, arguments
-    /// mirrored into headers). Checked text always reads.
-    pub fn into_tree(self) -> Value {
+impl From<Value> for Json {
+    fn from(value: Value) -> Json {
+        Json::Tree(value)
+    }
+}
+
+impl From<Box<RawValue>> for Json {
+    fn from(text: Box<RawValue>) -> Json {
+        Json::Text(text)
+    }
+}
+
+impl Json {
+    /// As a tree (parsed if it is still text).
+    pub fn into_tree(self) -> serde_json::Result<Value> {
         match self {
-            Arguments::Written(text) => serde_json::from_str(text.get()).unwrap_or(Value::Null),
-            Arguments::Built(tree) => tree,
+            Json::Tree(value) => Ok(value),
+            Json::Text(text) => parse(&text),
         }
     }
 
+    /// As a tree, for the few who read a call's arguments (meta-tools,
+    /// arguments mirrored into headers): checked text always reads.
     pub fn to_tree(&self) -> Value {
-        self.clone().into_tree()
+        match self {
+            Json::Tree(value) => value.clone(),
+            Json::Text(text) => parse(text).unwrap_or(Value::Null),
+        }
+    }
+
+    /// A 2026-07-28 result's `resultType`, read without building the rest
+    /// of a passed-through result.
+    pub fn result_type(&self) -> Option<String> {
+        #[derive(Deserialize)]
+        struct Typed {
+            #[serde(rename = "resultType")]
+            result_type: Option<Value>,
+        }
+        let typed = match self {
+            Json::Tree(value) => value.get("resultType").cloned(),
+            Json::Text(text) => serde_json::from_str::<Typed>(text.get()).ok()?.result_type,
+        };
+        match typed? {
+            Value::String(kind) => Some(kind),
+            _ => None,
+        }
     }
 }
 
-impl Serialize for Arguments {
+impl Serialize for Json {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
-            Arguments::Written(text) => text.serialize(serializer),
-            Arguments::Built(tree) => tree.serialize(serializer),
+            Json::Text(text) => text.serialize(serializer),
+            Json::Tree(tree) => tree.serialize(serializer),
         }
     }
 }
@@ -321,48 +356,6 @@ pub fn to_raw(value: &impl Serialize) -> serde_json::Result<Box<RawValue>> {
     serde_json::value::to_raw_value(value)
 }
 
-/// A request's result on its way to a client: built here, or a server's
-/// result passed through as it wrote it.
-#[derive(Debug)]
-pub enum Payload {
-    Tree(Value),
-    Raw(Box<RawValue>),
-}
-
-impl From<Value> for Payload {
-    fn from(value: Value) -> Payload {
-        Payload::Tree(value)
-    }
-}
-
-impl Payload {
-    /// The result as a tree (parsed if it is still text).
-    pub fn into_tree(self) -> serde_json::Result<Value> {
-        match self {
-            Payload::Tree(value) => Ok(value),
-            Payload::Raw(raw) => parse(&raw),
-        }
-    }
-
-    /// A 2026-07-28 result's `resultType`, read without building the rest
-    /// of a passed-through result.
-    pub fn result_type(&self) -> Option<String> {
-        #[derive(Deserialize)]
-        struct Typed {
-            #[serde(rename = "resultType")]
-            result_type: Option<Value>,
-        }
-        let typed = match self {
-            Payload::Tree(value) => value.get("resultType").cloned(),
-            Payload::Raw(raw) => serde_json::from_str::<Typed>(raw.get()).ok()?.result_type,
-        };
-        match typed? {
-            Value::String(kind) => Some(kind),
-            _ => None,
-        }
-    }
-}
-
 /// A checked JSON text as a tree.
 pub fn parse(raw: &RawValue) -> serde_json::Result<Value> {
     serde_json::from_str(raw.get())
@@ -436,10 +429,10 @@ impl Outgoing {
 }
 
 /// The answer to request `id`.
-pub fn answer(id: Value, payload: Payload) -> Outgoing {
+pub fn answer(id: Value, payload: Json) -> Outgoing {
     match payload {
-        Payload::Tree(value) => Outgoing::Tree(result(id, value)),
-        Payload::Raw(result) => Outgoing::Answer { id, result },
+        Json::Tree(value) => Outgoing::Tree(result(id, value)),
+        Json::Text(result) => Outgoing::Answer { id, result },
     }
 }
 
@@ -484,7 +477,7 @@ mod tests {
         // The result passes through as written: number spelling, escapes.
         let result = envelope.result.unwrap().to_owned();
         assert_eq!(result.get(), r#"{"text": "a\nb", "n": 1.50}"#);
-        let answer = answer(json!("x"), Payload::Raw(result));
+        let answer = answer(json!("x"), Json::Text(result));
         assert_eq!(
             answer.to_string(),
             r#"{"jsonrpc":"2.0","id":"x","result":{"text": "a\nb", "n": 1.50}}"#
@@ -502,7 +495,7 @@ mod tests {
             "control characters in strings are refused"
         );
 
-        let raw = |text: &str| Payload::Raw(RawValue::from_string(text.to_owned()).unwrap());
+        let raw = |text: &str| Json::Text(RawValue::from_string(text.to_owned()).unwrap());
         assert_eq!(
             raw(r#"{"resultType": "input_required", "x": [1]}"#)
                 .result_type()
@@ -530,7 +523,7 @@ mod tests {
         assert_eq!(result.get().len(), 2 * depth);
         assert!(parse(&result).is_err());
         assert!(Members::read(&result).is_err());
-        assert!(Payload::Raw(result).result_type().is_none());
+        assert!(Json::Text(result).result_type().is_none());
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub async fn call_tool(
         .router
         .call_tool(crate::router::ToolCall {
             name: &request.name,
-            arguments: request.arguments.map(crate::router::Arguments::Built),
+            arguments: request.arguments.map(crate::jsonrpc::Json::Tree),
             meta: None,
             server: request.server_id.as_deref(),
             sink: None,

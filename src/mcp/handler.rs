@@ -18,7 +18,7 @@ pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-2
 /// latest we speak, as the specification asks.
 pub const DEFAULT_VERSION: &str = "2025-11-25";
 
-use crate::jsonrpc::{self, Arguments, INTERNAL_ERROR, Outgoing, Payload};
+use crate::jsonrpc::{self, INTERNAL_ERROR, Json, Outgoing};
 pub(super) use crate::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND};
 
 /// A JSON-RPC error: code, message, data.
@@ -181,20 +181,20 @@ impl McpServer {
         method: &str,
         params: Option<Value>,
         arguments: Option<Box<RawValue>>,
-    ) -> Result<Payload, RpcFailure> {
+    ) -> Result<Json, RpcFailure> {
         match method {
             "tools/call" => self.call_tool(client, params, arguments).await,
             "tools/list" => self.list_tools().await,
             _ => self
                 .answer_here(client, method, params)
                 .await
-                .map(Payload::Tree),
+                .map(Json::Tree),
         }
     }
 
     /// `tools/list`: the whole list in one page (some clients, the MCP
     /// Inspector CLI among them, do not follow cursors).
-    async fn list_tools(&self) -> Result<Payload, RpcFailure> {
+    async fn list_tools(&self) -> Result<Json, RpcFailure> {
         self.router.settle_startup().await;
         let table = self.router.table();
         let meta = super::meta::meta_tools().iter();
@@ -218,7 +218,7 @@ impl McpServer {
             tools: Vec<&'a RawValue>,
         }
         jsonrpc::to_raw(&ToolList { tools })
-            .map(Payload::Raw)
+            .map(Json::Text)
             .map_err(|err| (INTERNAL_ERROR, err.to_string(), None))
     }
 
@@ -229,7 +229,7 @@ impl McpServer {
         client: &Arc<ClientConnection>,
         params: Option<Value>,
         written: Option<Box<RawValue>>,
-    ) -> Result<Payload, RpcFailure> {
+    ) -> Result<Json, RpcFailure> {
         let mut params = params.ok_or_else(|| invalid("tools/call needs params"))?;
         let mut name = params
             .get("name")
@@ -237,20 +237,17 @@ impl McpServer {
             .ok_or_else(|| invalid("tools/call needs a string `name`"))?
             .to_owned();
         let mut arguments = match written {
-            Some(text) => Some(Arguments::Written(text)),
-            None => params
-                .get_mut("arguments")
-                .map(Value::take)
-                .map(Arguments::Built),
+            Some(text) => Some(Json::Text(text)),
+            None => params.get_mut("arguments").map(Value::take).map(Json::Tree),
         };
         if name == super::meta::SEARCH_TOOLS {
             let (search, table) = (self.search.clone(), self.router.table());
-            let arguments = arguments.map(Arguments::into_tree);
+            let arguments = arguments.as_ref().map(Json::to_tree);
             return tokio::task::spawn_blocking(move || {
                 super::meta::search_tools(&search, &table, arguments.as_ref())
             })
             .await
-            .map(Payload::Tree)
+            .map(Json::Tree)
             .map_err(|err| (INTERNAL_ERROR, format!("search failed: {err}"), None));
         }
         // What a state handed out for this call is bound to: the request as
@@ -258,7 +255,7 @@ impl McpServer {
         let mut target = super::relay::target("tools/call", &name, None);
         if name == super::meta::CALL_TOOL {
             // The named tool, called as if the client had called it.
-            let mut inner = arguments.map(Arguments::into_tree).unwrap_or(Value::Null);
+            let mut inner = arguments.as_ref().map(Json::to_tree).unwrap_or(Value::Null);
             let Some(named) = inner.get("name").and_then(Value::as_str) else {
                 return Ok(super::meta::tool_error(
                     "call_tool needs `name`: the tool's name as search_tools returned it",
@@ -280,7 +277,7 @@ impl McpServer {
             {
                 return Ok(super::meta::tool_error("`arguments` must be an object").into());
             }
-            arguments = inner_arguments.map(Arguments::Built);
+            arguments = inner_arguments.map(Json::Tree);
         }
         let meta = params.get_mut("_meta").map(Value::take);
         let sink: Option<Arc<dyn crate::router::CallSink>> = Some(client.clone());
@@ -321,8 +318,8 @@ impl McpServer {
                     caller,
                 };
                 match self.router.call_tool(call).await {
-                    Ok(outcome) => Ok(Payload::Raw(outcome.result)),
-                    Err(err) => tool_call_error(err).map(Payload::Tree),
+                    Ok(outcome) => Ok(Json::Text(outcome.result)),
+                    Err(err) => tool_call_error(err).map(Json::Tree),
                 }
             }
         })
@@ -458,7 +455,7 @@ impl McpServer {
                         self.router
                             .get_prompt(name, arguments, meta, input, caller)
                             .await
-                            .map(Payload::Tree)
+                            .map(Json::Tree)
                             .map_err(rpc_error)
                     }
                 })
@@ -472,7 +469,7 @@ impl McpServer {
 
 /// A result as a tree (a passed-through result that is not JSON after
 /// all is the server's fault).
-pub(super) fn tree(payload: Payload) -> Result<Value, RpcFailure> {
+pub(super) fn tree(payload: Json) -> Result<Value, RpcFailure> {
     payload.into_tree().map_err(|err| {
         (
             INTERNAL_ERROR,

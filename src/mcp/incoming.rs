@@ -133,7 +133,7 @@ pub fn with_arguments(params: Option<Value>, arguments: Option<Box<RawValue>>) -
     let Some(arguments) = arguments else {
         return params;
     };
-    let arguments = crate::jsonrpc::Arguments::Written(arguments).into_tree();
+    let arguments = crate::jsonrpc::Json::Text(arguments).to_tree();
     match params {
         Some(Value::Object(mut tree)) => {
             tree.insert("arguments".to_owned(), arguments);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::client::ClientConnection;
 use super::handler::{METHOD_NOT_FOUND, McpServer, RpcFailure};
-use crate::jsonrpc::Payload;
+use crate::jsonrpc::Json;
 
 /// How many input-required rounds a 2025 client's call may go through.
 const MAX_INPUT_ROUNDS: usize = 10;
@@ -28,10 +28,10 @@ impl McpServer {
         first: Option<crate::router::InputRound>,
         retries: bool,
         mut attempt: F,
-    ) -> Result<Payload, RpcFailure>
+    ) -> Result<Json, RpcFailure>
     where
         F: FnMut(Option<crate::router::InputRound>) -> Fut,
-        Fut: std::future::Future<Output = Result<Payload, RpcFailure>>,
+        Fut: std::future::Future<Output = Result<Json, RpcFailure>>,
     {
         let mut input = first;
         let mut rounds = 0;

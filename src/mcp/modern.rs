@@ -22,7 +22,7 @@ const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 use crate::jsonrpc::{
-    self, Members, Outgoing, Payload, RESOURCE_NOT_FOUND as LEGACY_RESOURCE_NOT_FOUND,
+    self, Json, Members, Outgoing, RESOURCE_NOT_FOUND as LEGACY_RESOURCE_NOT_FOUND,
 };
 pub use crate::jsonrpc::{
     HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION,
@@ -154,7 +154,7 @@ impl McpServer {
         id: &Value,
         method: &str,
         params: Option<Value>,
-    ) -> Result<Payload, RpcFailure> {
+    ) -> Result<Json, RpcFailure> {
         let meta = request_meta(params.as_ref())?;
         if method == "subscriptions/listen" {
             let result = self.listen(transport, id, params.as_ref()).await;
@@ -195,7 +195,7 @@ impl McpServer {
         meta: RequestMeta,
         method: &str,
         params: Option<Value>,
-    ) -> Result<Payload, RpcFailure> {
+    ) -> Result<Json, RpcFailure> {
         let target = relay_target(method, params.as_ref());
         let mut params = params;
         if let Some(state) = params
@@ -210,7 +210,7 @@ impl McpServer {
                         .relay
                         .resume(&target, state, responses)
                         .await
-                        .map(Payload::Tree);
+                        .map(Json::Tree);
                 }
                 // The server's own state goes back to it as it gave it,
                 // for the request it came with only.
@@ -274,7 +274,7 @@ impl McpServer {
                 super::relay::AbortOnDrop(Some(running.abort_handle())),
             )
             .await
-            .map(Payload::Tree)
+            .map(Json::Tree)
     }
 
     /// `subscriptions/listen`: acknowledges what of the client's filter it
@@ -417,17 +417,17 @@ impl McpServer {
     /// (0 while servers are still starting: the lists are about to grow).
     /// Only the top level is touched: a server's result passes through as
     /// it wrote it below that.
-    fn complete(&self, result: Payload, cacheable: bool) -> Payload {
+    fn complete(&self, result: Json, cacheable: bool) -> Json {
         let raw = match result {
-            Payload::Raw(raw) => raw,
-            Payload::Tree(tree) => match jsonrpc::to_raw(&tree) {
+            Json::Text(raw) => raw,
+            Json::Tree(tree) => match jsonrpc::to_raw(&tree) {
                 Ok(raw) => raw,
-                Err(_) => return Payload::Tree(tree),
+                Err(_) => return Json::Tree(tree),
             },
         };
         let Ok(mut members) = Members::read(&raw) else {
             // Not an object: nothing to add to.
-            return Payload::Raw(raw);
+            return Json::Text(raw);
         };
         let text = |value: &Value| jsonrpc::to_raw(value).ok();
         let complete = match members.get("resultType") {
@@ -463,8 +463,8 @@ impl McpServer {
             members.set(META, meta);
         }
         match members.to_raw() {
-            Ok(completed) => Payload::Raw(completed),
-            Err(_) => Payload::Raw(raw),
+            Ok(completed) => Json::Text(completed),
+            Err(_) => Json::Text(raw),
         }
     }
 }

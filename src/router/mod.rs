@@ -19,7 +19,7 @@ use crate::sessions::{Session, SessionManager};
 // The parts of the sessions' interface the front doors use: they reach live
 // servers only through the router.
 /// A call's arguments, as `ToolCall` takes them.
-pub use crate::jsonrpc::Arguments;
+use crate::jsonrpc::Json;
 pub use crate::sessions::{
     CallSink, Caller, ConnectOutcome, RpcError, ServerNotice, ServerRequestHandler, SessionsError,
 };
@@ -103,7 +103,7 @@ pub struct InputRound {
 pub struct ToolCall<'a> {
     /// The name the client used (wire name, tool id or bare name).
     pub name: &'a str,
-    pub arguments: Option<Arguments>,
+    pub arguments: Option<Json>,
     pub meta: Option<Value>,
     /// The server the client named, if it did.
     pub server: Option<&'a str>,
@@ -119,7 +119,7 @@ pub struct ToolCall<'a> {
 struct CallParams<'a> {
     name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    arguments: Option<&'a Arguments>,
+    arguments: Option<&'a Json>,
     #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
     meta: Option<&'a Value>,
     #[serde(rename = "inputResponses", skip_serializing_if = "Option::is_none")]
@@ -580,7 +580,7 @@ impl Router {
             let headers = if route.header_params.is_empty() {
                 Vec::new()
             } else {
-                let arguments = arguments.as_ref().map(Arguments::to_tree);
+                let arguments = arguments.as_ref().map(Json::to_tree);
                 crate::model::param_headers::call_headers(&route.header_params, arguments.as_ref())
             };
             let params = serde_json::to_value(&params).map_err(|err| {
