@@ -25,7 +25,7 @@ pub async fn relay(
     if let Some(token) = token {
         headers.insert("Authorization".to_owned(), format!("Bearer {token}"));
     }
-    let (inbound, mut from_daemon) = crate::sessions::session::inbound_channel();
+    let (inbound, mut from_daemon) = crate::sessions::inbound_channel();
     let client = crate::http_client::client(std::time::Duration::from_secs(10));
     let link = Arc::new(http::open("daemon", client, mcp_url, &headers, inbound)?);
     let (to_client, queue) = crate::mcp::outbound::Outbound::for_client();

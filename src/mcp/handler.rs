@@ -296,7 +296,7 @@ impl McpServer {
         // 2025 client's call is then retried here: keep copies for
         // the retry just then (arguments can be large).
         let retry_copies = (!client.is_modern()
-            && server_id.is_some_and(|id| self.router.speaks_modern(id)))
+            && server_id.is_some_and(|id| self.router.asks_in_results(id)))
         .then(|| (arguments.clone(), meta.clone()));
         let mut first = Some((arguments, meta));
         let caller = client.caller();

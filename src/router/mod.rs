@@ -239,12 +239,12 @@ impl Router {
         self.sessions.is_starting()
     }
 
-    /// Whether the server speaks 2026-07-28 (then only it can ask a client
-    /// for input in an input-required result).
-    pub fn speaks_modern(&self, id: ServerId) -> bool {
+    /// Whether the server may ask its client for input inside a result
+    /// (an input-required result), as its revision does.
+    pub fn asks_in_results(&self, id: ServerId) -> bool {
         self.sessions
             .session(id)
-            .is_some_and(|session| session.is_modern())
+            .is_some_and(|session| session.asks_in_results())
     }
 
     /// Many clients list once when they start and ignore `list_changed`:
@@ -574,31 +574,22 @@ impl Router {
             input_responses: input.as_ref().map(|input| &input.responses),
             request_state: input.as_ref().and_then(|input| input.state.as_ref()),
         };
-        let mut result = if session.is_modern() {
-            // The arguments the tool mirrors into headers (sent to a
-            // 2026-07-28 server over HTTP).
-            let headers = if route.header_params.is_empty() {
-                Vec::new()
-            } else {
-                let arguments = arguments.as_ref().map(Json::to_tree);
-                crate::model::param_headers::call_headers(&route.header_params, arguments.as_ref())
-            };
-            let params = serde_json::to_value(&params).map_err(|err| {
-                self.call_failure(&route.server_name, RpcError::Malformed(err.to_string()))
-            })?;
-            session
-                .request_for(caller, "tools/call", Some(params), &headers)
-                .await
+        // The arguments the tool mirrors into headers, for a revision that
+        // sends them.
+        let headers = if route.header_params.is_empty() || !session.mirrors_param_headers() {
+            Vec::new()
         } else {
-            // Written once, the arguments as the client wrote them.
-            let params = serde_json::value::to_raw_value(&params).map_err(|err| {
-                self.call_failure(&route.server_name, RpcError::Malformed(err.to_string()))
-            })?;
-            session
-                .request_text_for(caller, "tools/call", params, &[])
-                .await
-        }
-        .map_err(|err| self.call_failure(&route.server_name, err))?;
+            let arguments = arguments.as_ref().map(Json::to_tree);
+            crate::model::param_headers::call_headers(&route.header_params, arguments.as_ref())
+        };
+        // Written once, the arguments as the client wrote them.
+        let params = serde_json::value::to_raw_value(&params).map_err(|err| {
+            self.call_failure(&route.server_name, RpcError::Malformed(err.to_string()))
+        })?;
+        let mut result = session
+            .request_for(caller, "tools/call", Some(Json::Text(params)), &headers)
+            .await
+            .map_err(|err| self.call_failure(&route.server_name, err))?;
         if table
             .server(route.server_id)
             .is_some_and(|s| s.status == ServerStatus::Degraded)
@@ -676,7 +667,7 @@ impl Router {
                 }
                 let result = crate::sessions::Session::tree(
                     session
-                        .request_for(caller, "resources/read", Some(params), &[])
+                        .request_for(caller, "resources/read", Some(Json::Tree(params)), &[])
                         .await,
                 )
                 .map_err(|err| self.call_failure(session.server(), err))?;
@@ -733,7 +724,7 @@ impl Router {
         }
         crate::sessions::Session::tree(
             session
-                .request_for(caller, "prompts/get", Some(params), &[])
+                .request_for(caller, "prompts/get", Some(Json::Tree(params)), &[])
                 .await,
         )
         .map_err(|err| self.call_failure(session.server(), err))

@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use super::session::{RpcError, Session};
+use super::rpc_error::RpcError;
+use super::session::Session;
 use crate::catalog::Catalog;
 use crate::jsonrpc::Members;
 use crate::model::{CatalogKind, RefusedItem, ServerId};

@@ -11,9 +11,11 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::session::{
-    CallRoutes, EventSender, Pending, RpcError, ServerRequestHandler, SessionEvent, Waiter, line,
-};
+use super::calls::CallRoutes;
+use super::events::{EventSender, ServerRequestHandler, SessionEvent};
+use super::pending::{Pending, Waiter};
+use super::rpc_error::RpcError;
+use crate::jsonrpc::line;
 
 /// Routes the server's messages: responses to their waiting requests,
 /// list-changed notifications to the supervisor, the server's own requests
@@ -73,7 +75,7 @@ impl Dispatcher {
                 };
                 // The server ended the subscription we keep open for list
                 // changes (a result; an error means it has none).
-                if id == super::session::LISTEN_ID {
+                if id == super::revision::LISTEN_ID {
                     if envelope.result.is_some() {
                         events.send(SessionEvent::ListenEnded);
                     }
@@ -146,7 +148,7 @@ impl Dispatcher {
                 Kind::Notification {
                     method: "notifications/progress",
                 } => {
-                    if !route_progress(&calls, &message) {
+                    if !calls.deliver_progress(&message) {
                         events.send(SessionEvent::Notification(message));
                     }
                 }
@@ -156,7 +158,7 @@ impl Dispatcher {
                 Kind::Notification {
                     method: "notifications/message",
                 } => {
-                    if !route_log(&calls, &message) {
+                    if !calls.deliver_log(&message) {
                         events.send(SessionEvent::Notification(message));
                     }
                 }
@@ -203,43 +205,4 @@ fn server_error(error: &RawValue) -> RpcError {
             .to_owned(),
         data: error.get("data").cloned(),
     }
-}
-
-/// Hands a progress notification to the call it is for, with the client's
-/// token; false if no call under way has that token.
-fn route_progress(calls: &CallRoutes, message: &Value) -> bool {
-    let Some(token) = message
-        .get("params")
-        .and_then(|p| p.get("progressToken"))
-        .and_then(Value::as_str)
-    else {
-        return false;
-    };
-    let Some(key) = super::session::call_key(token) else {
-        return false;
-    };
-    let Some((client_token, sink)) = calls.lock().ok().and_then(|routes| {
-        let route = routes.get(&key)?;
-        let (_, client) = route.progress.as_ref()?;
-        Some((client.clone(), Arc::clone(&route.sink)))
-    }) else {
-        return false;
-    };
-    let mut message = message.clone();
-    message["params"]["progressToken"] = client_token;
-    // Full: the client is behind; progress is dropped.
-    sink.send(message);
-    true
-}
-
-/// Hands a log message to every call under way; false if there is none.
-fn route_log(calls: &CallRoutes, message: &Value) -> bool {
-    let sinks: Vec<_> = match calls.lock() {
-        Ok(routes) => routes.values().map(|r| Arc::clone(&r.sink)).collect(),
-        Err(_) => return false,
-    };
-    for sink in &sinks {
-        sink.send(message.clone());
-    }
-    !sinks.is_empty()
 }

@@ -10,7 +10,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::session::{RpcError, Session};
+use super::rpc_error::RpcError;
+use super::session::Session;
 use crate::metrics::{self, ServerLabel};
 use crate::model::ServerStatus;
 use crate::model::health::{CallRules, CallSignals, CheckOutcome, HealthFigures, ResponseTimes};
@@ -407,11 +408,7 @@ pub async fn check(
             ))),
         };
     }
-    let method = if session.is_modern() {
-        "server/discover"
-    } else {
-        "ping"
-    };
+    let method = session.liveness_method();
     match session.request_with_timeout(method, None, timeout).await {
         Ok(_) | Err(RpcError::Server { .. }) => CheckOutcome::Passed,
         Err(RpcError::Timeout(_)) => {

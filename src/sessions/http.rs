@@ -189,7 +189,12 @@ impl Inner {
         self.protocol_version
             .read()
             .ok()
-            .and_then(|v| v.as_ref().map(|v| v == super::session::MODERN_VERSION))
+            .and_then(|v| {
+                v.as_ref().map(|v| {
+                    v.to_str()
+                        .is_ok_and(super::revision::mirrors_method_headers)
+                })
+            })
             .unwrap_or(false)
     }
 

@@ -7,12 +7,17 @@
 //! typed client: the aggregator passes definitions and results through, and
 //! rmcp's typed model drops fields it does not know.
 
+mod calls;
 pub mod discovery;
 mod dispatch;
+mod events;
 pub mod health;
 pub mod http;
 pub mod link;
-pub mod session;
+mod pending;
+mod revision;
+mod rpc_error;
+mod session;
 pub mod sse;
 pub mod stdio;
 mod supervisor;
@@ -26,7 +31,19 @@ use tokio::task::JoinHandle;
 use crate::catalog::Catalog;
 use crate::model::{ServerId, ServerStatus, StatusTrigger};
 use crate::registry::{Registry, RegistryError, RegistryEvent};
-pub use session::{CallSink, Caller, RpcError, ServerRequestHandler, Session, SessionEvent};
+pub use calls::{CallGuard, CallSink};
+pub use events::{ServerRequestHandler, SessionEvent};
+pub use revision::Caller;
+pub use rpc_error::RpcError;
+pub use session::Session;
+
+/// A fresh channel for what a link receives.
+pub fn inbound_channel() -> (
+    mpsc::Sender<Box<serde_json::value::RawValue>>,
+    mpsc::Receiver<Box<serde_json::value::RawValue>>,
+) {
+    mpsc::channel(link::INBOUND_CAPACITY)
+}
 
 /// Timeouts and retry policy (design §4).
 #[derive(Debug, Clone)]
@@ -111,7 +128,7 @@ pub(crate) struct Shared {
     settings: SessionSettings,
     http: reqwest::Client,
     notices: tokio::sync::broadcast::Sender<ServerNotice>,
-    request_handler: std::sync::RwLock<Option<Arc<dyn session::ServerRequestHandler>>>,
+    request_handler: std::sync::RwLock<Option<Arc<dyn ServerRequestHandler>>>,
     /// `auto_connect` servers whose first attempt has not ended yet (neither
     /// connected and discovered, nor failed), and servers connected whose
     /// lists are being discovered: what a client that lists right after
@@ -233,7 +250,7 @@ impl SessionManager {
 
     /// Where servers' own requests (sampling, elicitation, roots) go from now
     /// on (sessions opened later use it).
-    pub fn set_request_handler(&self, handler: Arc<dyn session::ServerRequestHandler>) {
+    pub fn set_request_handler(&self, handler: Arc<dyn ServerRequestHandler>) {
         if let Ok(mut slot) = self.shared.request_handler.write() {
             *slot = Some(handler);
         }

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 use super::discovery::{self, What};
+use super::events::{EventSender, SessionEvent, event_channel};
 use super::health::{self, Vitals};
+use super::inbound_channel;
 use super::link::Link;
-use super::session::{
-    Era, EventSender, Handshake, Session, SessionEvent, event_channel, inbound_channel,
-};
+use super::revision::RevisionId;
+use super::session::{Handshake, Session};
 use super::{Command, Shared, http, sse, stdio};
 use crate::model::health::{CheckOutcome, Verdict};
 use crate::model::{ServerId, ServerRecord, ServerStatus, StatusTrigger, Transport};
@@ -77,14 +78,14 @@ pub(super) async fn run(
             set_status(&shared, id, ServerStatus::Connecting, trigger, None).await;
         }
 
-        // The era the server spoke at its last connect (kept in the store)
-        // is tried first; a server never connected is probed.
-        let era = record
+        // The revision the server spoke at its last connect (kept in the
+        // store) is tried first; a server never connected is probed.
+        let first = record
             .protocol_version
             .as_deref()
-            .map_or(Era::Modern, Era::of_version);
+            .map_or(RevisionId::Rev2026, RevisionId::of_version);
         let (events_tx, mut events) = event_channel();
-        let attempt = open_session(&shared, &record, events_tx, era);
+        let attempt = open_session(&shared, &record, events_tx, first);
         tokio::pin!(attempt);
         let mut stop_reply = None;
         let result = loop {
@@ -543,9 +544,10 @@ impl Monitor {
 }
 
 /// Opens the transport and runs the handshake, within the connect timeout.
-/// `Era::Modern` probes with `server/discover` and falls back to
-/// `initialize` on the same link (the spec's compatibility section);
-/// `Era::Legacy` (a server that spoke 2025 last time) goes straight to
+/// From `RevisionId::Rev2026` it probes with `server/discover` and falls
+/// back to `initialize` on the same link (the spec's compatibility
+/// section); from `Rev2025` (a server that spoke 2025 last time) it goes
+/// straight to
 /// `initialize`, and if the server now refuses it (a JSON-RPC error, an
 /// HTTP 4xx) it is probed at once on a fresh link — it may have been
 /// upgraded to a 2026-07-28-only server.
@@ -553,16 +555,17 @@ async fn open_session(
     shared: &Shared,
     record: &ServerRecord,
     events: EventSender,
-    era: Era,
+    first: RevisionId,
 ) -> Result<Arc<Session>, String> {
     let timeout = shared.settings.connect_timeout;
     let attempt = async {
-        match open_in(shared, record, events.clone(), era).await {
+        match open_in(shared, record, events.clone(), first).await {
             Err(Attempt::Refused(reason))
-                if era == Era::Legacy && !matches!(record.transport, Transport::Sse { .. }) =>
+                if first == RevisionId::Rev2025
+                    && !matches!(record.transport, Transport::Sse { .. }) =>
             {
                 tracing::info!(server = %record.name, "the server refused initialize ({reason}); probing for 2026-07-28");
-                open_in(shared, record, events, Era::Modern)
+                open_in(shared, record, events, RevisionId::Rev2026)
                     .await
                     .map_err(|failed| match failed {
                         Attempt::Refused(later) => format!("{reason}; then {later}"),
@@ -587,18 +590,18 @@ enum Attempt {
     Failed(String),
 }
 
-/// One handshake in one era on a fresh link.
+/// One opening from one revision on a fresh link.
 async fn open_in(
     shared: &Shared,
     record: &ServerRecord,
     events: EventSender,
-    era: Era,
+    first: RevisionId,
 ) -> Result<Arc<Session>, Attempt> {
     let timeout = shared.settings.connect_timeout;
     // The 2024 HTTP+SSE transport predates the 2026-07-28 revision.
-    let era = match record.transport {
-        Transport::Sse { .. } => Era::Legacy,
-        _ => era,
+    let first = match record.transport {
+        Transport::Sse { .. } => RevisionId::Rev2025,
+        _ => first,
     };
     let (inbound_tx, inbound_rx) = inbound_channel();
     let name = record.name.as_str();
@@ -629,7 +632,7 @@ async fn open_in(
         ),
     };
     let handshake = Handshake {
-        era,
+        first,
         connect_timeout: timeout,
         request_timeout: shared.settings.request_timeout,
         requests: shared
@@ -640,10 +643,7 @@ async fn open_in(
             .map(|h| (record.id, h)),
         vitals: Some(shared.vitals(record)),
     };
-    let opening = match era {
-        Era::Legacy => "initialize",
-        Era::Modern => "server/discover, then initialize",
-    };
+    let opening = first.opening();
     Session::start(name, link, inbound_rx, events, handshake)
         .await
         .map_err(|err| match err {
