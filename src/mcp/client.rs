@@ -121,12 +121,12 @@ impl ClientConnection {
         })
     }
 
-    /// A connection for one modern (2026-07-28) request on this transport:
+    /// A connection for one 2026-07-28 request on this transport:
     /// the same queue, the request's capabilities and log level (none: no
-    /// log messages). Modern clients are never sent requests: a server's
+    /// log messages). Such a client is never sent requests: a server's
     /// questions go to `inputs`, to come back to the client as an
     /// input-required result (without it, they are refused).
-    pub(super) fn for_modern_request(
+    pub(super) fn for_one_request(
         &self,
         capabilities: Value,
         log_level: Option<&str>,
@@ -165,14 +165,15 @@ impl ClientConnection {
         self.initialized.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Whether this is a 2026-07-28 request's connection (never sent
-    /// requests).
-    pub fn is_modern(&self) -> bool {
+    /// Whether the client takes a server's questions inside a result (an
+    /// input-required result) rather than as requests of its own — a
+    /// 2026-07-28 request's connection, never sent requests.
+    pub fn takes_input_results(&self) -> bool {
         self.inputs.is_some()
     }
 
     /// Whether the client asked for log messages (`logging/setLevel`, or a
-    /// modern request's log level).
+    /// 2026-07-28 request's log level).
     pub fn hears_logs(&self) -> bool {
         self.log_level.load(std::sync::atomic::Ordering::Relaxed) < LOG_LEVELS.len()
     }

@@ -18,10 +18,10 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::handler::{ClientConnection, McpServer};
 use super::incoming::Incoming;
 use super::outbound::Outbound;
 use super::session_table::{InUse, SessionLimits, SessionTable, TableFull};
+use super::{ClientConnection, McpServer, revision};
 use crate::http_error::HttpError;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -215,20 +215,20 @@ pub async fn post(
         };
         return axum::Json(body).into_response();
     }
-    let says_modern = requests
+    let says_stateless = requests
         .iter()
-        .any(|(_, _, params, _)| super::modern::is_modern(params.as_ref()));
-    let is_initialize = !says_modern
+        .any(|(_, _, params, _)| revision::is_stateless(params.as_ref()));
+    let is_initialize = !says_stateless
         && requests
             .iter()
             .any(|(_, method, _, _)| method == "initialize");
     // A request that says it speaks the 2026-07-28 revision, or one with no
     // session that is not an initialize: served statelessly, as that
     // revision asks.
-    let modern =
-        !batch && (says_modern || (!is_initialize && headers.get(SESSION_HEADER).is_none()));
-    if modern {
-        return modern_post(&mcp, &headers, requests, others, answers).await;
+    let stateless =
+        !batch && (says_stateless || (!is_initialize && headers.get(SESSION_HEADER).is_none()));
+    if stateless {
+        return stateless_post(&mcp, &headers, requests, others, answers).await;
     }
     // `in_use` keeps the session from expiring or being evicted while
     // this request runs (and, for a stream, while the stream is open).
@@ -337,10 +337,10 @@ pub async fn post(
     with_session(response, session_id)
 }
 
-/// One modern (2026-07-28) POST: a single request answered as JSON, or as
+/// One POST without a session (2026-07-28): a single request answered as JSON, or as
 /// an SSE stream when it will carry progress or log messages; a
 /// notification is accepted (202). Headers are checked against the body.
-async fn modern_post(
+async fn stateless_post(
     mcp: &McpHttp,
     headers: &HeaderMap,
     requests: Vec<RequestParts>,
@@ -355,26 +355,14 @@ async fn modern_post(
         drop(others);
         return StatusCode::ACCEPTED.into_response();
     };
-    // Its checks read the arguments.
-    let params = super::incoming::with_arguments(params, arguments);
-    let mut checked = super::modern::check_headers(headers, &method, params.as_ref());
-    if checked.is_ok()
-        && method == "tools/call"
-        && super::modern::is_modern(params.as_ref())
-        && let Some(name) = params
-            .as_ref()
-            .and_then(|p| p.get("name"))
-            .and_then(Value::as_str)
-    {
-        let router = mcp.server.router();
-        if let Ok(route) = router.resolve(&router.table(), name, None) {
-            checked = super::modern::check_param_headers(
-                headers,
-                &route,
-                params.as_ref().and_then(|p| p.get("arguments")),
-            );
-        }
-    }
+    let revision = revision::stateless();
+    let checked = revision.check_headers(
+        &mcp.server,
+        headers,
+        &method,
+        params.as_ref(),
+        arguments.as_deref(),
+    );
     if let Err(mismatch) = checked {
         let answer = crate::jsonrpc::error(id, crate::jsonrpc::HEADER_MISMATCH, &mismatch);
         return (StatusCode::BAD_REQUEST, axum::Json(answer)).into_response();
@@ -386,14 +374,14 @@ async fn modern_post(
     let (tx, rx) = Outbound::for_client();
     let tx = Arc::new(tx);
     let transport = ClientConnection::new(Arc::clone(&tx));
-    if wants_stream && super::modern::may_notify(&method, params.as_ref()) {
+    if wants_stream && revision.may_notify(&method, params.as_ref()) {
         // Closing the stream cancels the request.
         let cancelled = tokio_util::sync::CancellationToken::new();
         let on_close = cancelled.clone().drop_guard();
         let server = Arc::clone(&mcp.server);
         tokio::spawn(async move {
             let answer = tokio::select! {
-                answer = server.handle_modern(&transport, id, &method, params) => answer,
+                answer = server.handle_in(revision, &transport, id, &method, params, arguments) => answer,
                 () = cancelled.cancelled() => return,
             };
             tx.deliver(answer).await;
@@ -414,9 +402,9 @@ async fn modern_post(
     }
     let answer = mcp
         .server
-        .handle_modern(&transport, id, &method, params)
+        .handle_in(revision, &transport, id, &method, params, arguments)
         .await;
-    (super::modern::http_status(&answer), axum::Json(answer)).into_response()
+    (revision.http_status(&answer), axum::Json(answer)).into_response()
 }
 
 /// `GET /mcp`: the session's notification stream.

@@ -1,5 +1,5 @@
 //! Multi-round-trip requests (2026-07-28 `input_required`) for the
-//! clients of either era: a modern client gets a server's questions as
+//! clients of every revision: a 2026-07-28 client gets a server's questions as
 //! they are (the server's state sealed in ours); a 2025 client is asked
 //! them as its own sampling, elicitation and roots requests, and the
 //! request made again with its answers.
@@ -7,16 +7,18 @@
 use serde_json::{Value, json};
 use std::sync::Arc;
 
+use super::McpServer;
 use super::client::ClientConnection;
-use super::handler::{METHOD_NOT_FOUND, McpServer, RpcFailure};
+use super::failure::{RpcFailure, tree};
 use crate::jsonrpc::Json;
+use crate::jsonrpc::METHOD_NOT_FOUND;
 
 /// How many input-required rounds a 2025 client's call may go through.
 const MAX_INPUT_ROUNDS: usize = 10;
 
 impl McpServer {
     /// Runs a request a 2026-07-28 server may answer with an input-required
-    /// result. A modern client gets the questions as they are, with the
+    /// result. A client that takes them in results (2026-07-28) gets the questions as they are, with the
     /// server's state sealed in ours (so every state a client brings back
     /// is checked, and opens only for `target`, this request); a 2025
     /// client is asked the 2025 way, and the request
@@ -41,8 +43,8 @@ impl McpServer {
             if result.result_type().as_deref() != Some("input_required") {
                 return Ok(result);
             }
-            let mut result = super::handler::tree(result)?;
-            if client.is_modern() {
+            let mut result = tree(result)?;
+            if client.takes_input_results() {
                 if let Some(state) = result.get("requestState").and_then(Value::as_str) {
                     result["requestState"] =
                         Value::String(self.relay.wrap_downstream(target, state));
@@ -54,10 +56,9 @@ impl McpServer {
             }
             rounds += 1;
             if rounds > MAX_INPUT_ROUNDS {
-                return Err((
-                    -32603,
+                return Err(RpcFailure::new(
+                    crate::jsonrpc::INTERNAL_ERROR,
                     format!("the server asked for input more than {MAX_INPUT_ROUNDS} times"),
-                    None,
                 ));
             }
             input = Some(self.answer_input_requests(client, &result).await);

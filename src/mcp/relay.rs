@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
-use super::handler::{INVALID_PARAMS, RpcFailure};
+use super::failure::RpcFailure;
 
 /// How long a parked request waits for the client's retry.
 pub const PARK_TTL: Duration = Duration::from_secs(600);
@@ -171,10 +171,9 @@ impl Relay {
                     self.add_question(&mut questions, method, params, reply);
                 }
                 None => {
-                    return Err((
-                        -32603,
-                        "the request ended without an answer".to_owned(),
-                        None,
+                    return Err(RpcFailure::new(
+                        crate::jsonrpc::INTERNAL_ERROR,
+                        "the request ended without an answer",
                     ));
                 }
             }
@@ -227,7 +226,7 @@ impl Relay {
         state: &str,
         responses: Option<&Value>,
     ) -> Result<Value, RpcFailure> {
-        let refused = |why: &str| (INVALID_PARAMS, format!("requestState refused: {why}"), None);
+        let refused = |why: &str| RpcFailure::invalid(format!("requestState refused: {why}"));
         let id = self
             .open(state)
             .ok_or_else(|| refused("it was not issued by this aggregator, or was altered"))?;

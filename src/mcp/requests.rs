@@ -8,7 +8,8 @@
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-use super::handler::{ClientConnection, METHOD_NOT_FOUND, McpServer};
+use super::{ClientConnection, McpServer};
+use crate::jsonrpc::METHOD_NOT_FOUND;
 
 /// Registers a client as working with a server for the length of a call.
 pub(super) struct CallerGuard<'a> {

@@ -7,9 +7,9 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::handler::{ClientConnection, McpServer};
 use super::incoming::Incoming;
 use super::outbound::Outbound;
+use super::{ClientConnection, McpServer};
 use crate::jsonrpc::Outgoing;
 use crate::limits::{self, Line};
 

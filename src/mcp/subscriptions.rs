@@ -7,8 +7,8 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use super::McpServer;
 use super::client::ClientConnection;
-use super::handler::McpServer;
 use crate::router::Router;
 
 /// A client subscribed to a resource, and the URI it used.

@@ -1,17 +1,26 @@
-//! The 2026-07-28 era of the front door ("modern" MCP): no `initialize` and
-//! no session; every request carries its protocol version and the client's
-//! capabilities in `_meta`; every result says its `resultType`; lists and
-//! reads carry caching hints; `server/discover` describes the aggregate. The
-//! router and the method table are the 2025 era's: this module adapts the
-//! envelopes around them (request metadata in, result and error shapes out).
+//! The 2026-07-28 revision at the front door: no `initialize` and no
+//! session; every request carries its protocol version and the client's
+//! capabilities in `_meta` (checked here, and over HTTP against the
+//! headers that mirror them); every result says its `resultType`; lists
+//! and reads carry caching hints; `server/discover` describes the
+//! aggregate and `subscriptions/listen` streams its changes; a server's
+//! questions come back to the client as an input-required result. The
+//! shared method table runs each request with a connection scoped to it
+//! (its capabilities, its log level).
 
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
-use super::handler::{ClientConnection, INVALID_PARAMS, METHOD_NOT_FOUND, McpServer, RpcFailure};
+use axum::http::{HeaderMap, StatusCode};
+use futures_util::future::BoxFuture;
+use serde_json::value::RawValue;
 
-/// Modern protocol revisions the front door speaks, newest first.
-pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
+use super::{Request, Revision};
+use crate::mcp::failure::{RpcFailure, tree};
+use crate::mcp::{ClientConnection, McpServer, meta, outbound, relay};
+
+/// The versions of this revision the front door speaks, newest first.
+pub const VERSIONS: &[&str] = &["2026-07-28"];
 
 const META: &str = "_meta";
 const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -22,17 +31,15 @@ const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 use crate::jsonrpc::{
-    self, Json, Members, Outgoing, RESOURCE_NOT_FOUND as LEGACY_RESOURCE_NOT_FOUND,
-};
-pub use crate::jsonrpc::{
-    HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION,
+    self, HEADER_MISMATCH, INVALID_PARAMS, Json, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY,
+    Members, Outgoing, RESOURCE_NOT_FOUND as RESOURCE_NOT_FOUND_2025, UNSUPPORTED_PROTOCOL_VERSION,
 };
 
 /// How long, by default, a client may keep a list (`ttlMs`) when nothing
 /// is starting; list changes are announced on `subscriptions/listen`.
 pub const LIST_TTL_MS: u64 = 60_000;
 
-/// Methods of the 2025 revisions that the modern revision removed.
+/// Methods of the 2025 revisions that this revision removed.
 const REMOVED: &[&str] = &[
     "initialize",
     "ping",
@@ -41,17 +48,17 @@ const REMOVED: &[&str] = &[
     "resources/unsubscribe",
 ];
 
-/// Whether a request speaks the modern revision: its `_meta` names a
-/// protocol version.
-pub fn is_modern(params: Option<&Value>) -> bool {
+/// Whether a request speaks this revision: its `_meta` names a protocol
+/// version.
+pub(super) fn names_version(params: Option<&Value>) -> bool {
     params
         .and_then(|p| p.get(META))
         .and_then(|m| m.get(PROTOCOL_VERSION))
         .is_some()
 }
 
-/// What a modern request says about itself.
-pub struct RequestMeta {
+/// What a request says about itself.
+struct RequestMeta {
     pub version: String,
     pub capabilities: Value,
     /// The least severe log level the client wants for this request; none
@@ -59,9 +66,9 @@ pub struct RequestMeta {
     pub log_level: Option<String>,
 }
 
-/// Reads and checks a modern request's `_meta` (missing or malformed
-/// required fields are -32602; an unknown version -32022).
-pub fn request_meta(params: Option<&Value>) -> Result<RequestMeta, RpcFailure> {
+/// Reads and checks a request's `_meta` (missing or malformed required
+/// fields are -32602; an unknown version -32022).
+fn request_meta(params: Option<&Value>) -> Result<RequestMeta, RpcFailure> {
     let meta = params.and_then(|p| p.get(META)).ok_or_else(|| {
         failure(
             INVALID_PARAMS,
@@ -90,18 +97,18 @@ pub fn request_meta(params: Option<&Value>) -> Result<RequestMeta, RpcFailure> {
                 format!("`_meta` needs an object `{CLIENT_CAPABILITIES}`"),
             )
         })?;
-    if !MODERN_VERSIONS.contains(&version.as_str()) {
-        let mut supported: Vec<&str> = MODERN_VERSIONS.to_vec();
-        supported.extend_from_slice(super::handler::SUPPORTED_VERSIONS);
-        return Err((
+    if !VERSIONS.contains(&version.as_str()) {
+        let mut supported: Vec<&str> = VERSIONS.to_vec();
+        supported.extend_from_slice(super::rev2025::SUPPORTED_VERSIONS);
+        return Err(RpcFailure::with_data(
             UNSUPPORTED_PROTOCOL_VERSION,
             format!("Unsupported protocol version: {version}"),
-            Some(json!({"supported": supported, "requested": version})),
+            json!({"supported": supported, "requested": version}),
         ));
     }
     let log_level = match meta.get(LOG_LEVEL) {
         None | Some(Value::Null) => None,
-        Some(Value::String(level)) if super::client::log_level_index(level).is_some() => {
+        Some(Value::String(level)) if crate::mcp::client::log_level_index(level).is_some() => {
             Some(level.clone())
         }
         Some(other) => {
@@ -119,41 +126,118 @@ pub fn request_meta(params: Option<&Value>) -> Result<RequestMeta, RpcFailure> {
 }
 
 fn failure(code: i64, message: String) -> RpcFailure {
-    (code, message, None)
+    RpcFailure::new(code, message)
 }
 
-impl McpServer {
-    /// Serves one modern request: checks its metadata, runs it through the
-    /// same method table as a 2025 request (with a connection scoped to
-    /// this request: its capabilities, its log level), and answers in the
-    /// modern shapes.
-    pub async fn handle_modern(
-        &self,
-        transport: &Arc<ClientConnection>,
-        id: Value,
-        method: &str,
-        params: Option<Value>,
-    ) -> Outgoing {
-        let answer = self.modern_result(transport, &id, method, params).await;
-        match answer {
-            Ok(result) => jsonrpc::answer(id, result),
-            Err((code, message, data)) => {
-                let code = if code == LEGACY_RESOURCE_NOT_FOUND {
-                    INVALID_PARAMS
-                } else {
-                    code
-                };
-                jsonrpc::error_answer(id, jsonrpc::error_object(code, &message, data)).into()
+pub(super) struct Rev2026;
+
+impl Revision for Rev2026 {
+    fn serve<'a>(
+        &'a self,
+        server: &'a McpServer,
+        client: &'a Arc<ClientConnection>,
+        request: Request<'a>,
+    ) -> BoxFuture<'a, Outgoing> {
+        Box::pin(async move {
+            let Request {
+                id,
+                method,
+                params,
+                arguments,
+            } = request;
+            match server
+                .result_2026(client, &id, method, params, arguments)
+                .await
+            {
+                Ok(result) => jsonrpc::answer(id, result),
+                // This revision has no resource-not-found code of its own.
+                Err(mut failure) => {
+                    if failure.code == RESOURCE_NOT_FOUND_2025 {
+                        failure.code = INVALID_PARAMS;
+                    }
+                    failure.answer(id)
+                }
             }
+        })
+    }
+
+    /// Malformed requests and unsupported versions are 400, an unknown
+    /// method 404.
+    fn http_status(&self, answer: &Outgoing) -> StatusCode {
+        match answer.error_code() {
+            Some(METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
+            Some(
+                INVALID_PARAMS
+                | HEADER_MISMATCH
+                | MISSING_CLIENT_CAPABILITY
+                | UNSUPPORTED_PROTOCOL_VERSION
+                | jsonrpc::INVALID_REQUEST
+                | jsonrpc::PARSE_ERROR,
+            ) => StatusCode::BAD_REQUEST,
+            _ => StatusCode::OK,
         }
     }
 
-    async fn modern_result(
+    /// Progress asked for, or log messages at some level.
+    fn may_notify(&self, method: &str, params: Option<&Value>) -> bool {
+        if method == "subscriptions/listen" {
+            return true;
+        }
+        let meta = params.and_then(|p| p.get(META));
+        meta.and_then(|m| m.get("progressToken")).is_some()
+            || meta
+                .and_then(|m| m.get(LOG_LEVEL))
+                .is_some_and(|level| !level.is_null())
+    }
+
+    /// The headers a request mirrors from its body must agree with it (a
+    /// proxy routing on the header must see what we execute), and so must
+    /// a call's `Mcp-Param-*` headers with its arguments.
+    fn check_headers(
+        &self,
+        server: &McpServer,
+        headers: &HeaderMap,
+        method: &str,
+        params: Option<&Value>,
+        arguments: Option<&RawValue>,
+    ) -> Result<(), String> {
+        check_headers(headers, method, params)?;
+        if method != "tools/call" || !names_version(params) {
+            return Ok(());
+        }
+        let Some(name) = params.and_then(|p| p.get("name")).and_then(Value::as_str) else {
+            return Ok(());
+        };
+        let router = server.router();
+        let Ok(route) = router.resolve(&router.table(), name, None) else {
+            return Ok(());
+        };
+        if route.header_params.is_empty() {
+            return Ok(());
+        }
+        // Only now are the arguments read as a tree.
+        let arguments = call_arguments(params, arguments);
+        check_param_headers(headers, &route, arguments.as_ref())
+    }
+}
+
+/// A call's arguments as a tree: split off as the client wrote them, or
+/// still in its params.
+fn call_arguments(params: Option<&Value>, written: Option<&RawValue>) -> Option<Value> {
+    match written {
+        Some(text) => jsonrpc::parse(text).ok(),
+        None => params.and_then(|p| p.get("arguments")).cloned(),
+    }
+}
+
+impl McpServer {
+    async fn result_2026(
         &self,
         transport: &Arc<ClientConnection>,
         id: &Value,
         method: &str,
         params: Option<Value>,
+        arguments: Option<Box<RawValue>>,
     ) -> Result<Json, RpcFailure> {
         let meta = request_meta(params.as_ref())?;
         if method == "subscriptions/listen" {
@@ -180,7 +264,8 @@ impl McpServer {
         let result = if method == "server/discover" {
             self.discover().into()
         } else {
-            self.run_relayed(transport, meta, method, params).await?
+            self.run_relayed(transport, meta, method, params, arguments)
+                .await?
         };
         Ok(self.complete(result, cacheable || method == "server/discover"))
     }
@@ -195,8 +280,9 @@ impl McpServer {
         meta: RequestMeta,
         method: &str,
         params: Option<Value>,
+        arguments: Option<Box<RawValue>>,
     ) -> Result<Json, RpcFailure> {
-        let target = relay_target(method, params.as_ref());
+        let target = relay_target(method, params.as_ref(), arguments.as_deref());
         let mut params = params;
         if let Some(state) = params
             .as_ref()
@@ -204,7 +290,7 @@ impl McpServer {
             .and_then(Value::as_str)
         {
             match self.relay.open_state(state) {
-                Some(super::relay::State::Parked(_)) => {
+                Some(relay::State::Parked(_)) => {
                     let responses = params.as_ref().and_then(|p| p.get("inputResponses"));
                     return self
                         .relay
@@ -214,15 +300,13 @@ impl McpServer {
                 }
                 // The server's own state goes back to it as it gave it,
                 // for the request it came with only.
-                Some(super::relay::State::Downstream {
+                Some(relay::State::Downstream {
                     target: issued_for,
                     state: original,
                 }) => {
                     if issued_for != target {
-                        return Err((
-                            INVALID_PARAMS,
-                            "requestState refused: it belongs to another request".to_owned(),
-                            None,
+                        return Err(RpcFailure::invalid(
+                            "requestState refused: it belongs to another request",
                         ));
                     }
                     if let Some(Value::Object(params)) = params.as_mut() {
@@ -230,32 +314,28 @@ impl McpServer {
                     }
                 }
                 None => {
-                    return Err((
-                        INVALID_PARAMS,
-                        "requestState refused: it was not issued by this aggregator, or was altered"
-                            .to_owned(),
-                        None,
+                    return Err(RpcFailure::invalid(
+                        "requestState refused: it was not issued by this aggregator, or was altered",
                     ));
                 }
             }
         }
         let Some(me) = self.me.upgrade() else {
-            return Err((
+            return Err(RpcFailure::new(
                 jsonrpc::INTERNAL_ERROR,
-                "the aggregator is shutting down".to_owned(),
-                None,
+                "the aggregator is shutting down",
             ));
         };
         strip_protocol_meta(&mut params);
         let (inputs, mut steps) = tokio::sync::mpsc::channel(16);
-        let connection = transport.for_modern_request(
+        let connection = transport.for_one_request(
             meta.capabilities,
             meta.log_level.as_deref(),
             Some(inputs.clone()),
         );
         let method = method.to_owned();
         let mut call =
-            Box::pin(async move { me.dispatch(&connection, &method, params, None).await });
+            Box::pin(async move { me.dispatch(&connection, &method, params, arguments).await });
         let first = tokio::select! {
             outcome = &mut call => return outcome,
             step = steps.recv() => step,
@@ -263,15 +343,15 @@ impl McpServer {
         // The server is waiting for the client: the request goes on in the
         // background while the client gathers the answers.
         let running = tokio::spawn(async move {
-            let outcome = call.await.and_then(super::handler::tree);
-            let _ = inputs.send(super::relay::Step::Done(outcome)).await;
+            let outcome = call.await.and_then(tree);
+            let _ = inputs.send(relay::Step::Done(outcome)).await;
         });
         self.relay
             .next(
                 target,
                 first,
                 steps,
-                super::relay::AbortOnDrop(Some(running.abort_handle())),
+                relay::AbortOnDrop(Some(running.abort_handle())),
             )
             .await
             .map(Json::Tree)
@@ -299,7 +379,7 @@ impl McpServer {
             wants("promptsListChanged"),
             wants("resourcesListChanged"),
         );
-        let (updates_tx, mut updates) = super::outbound::Outbound::for_client();
+        let (updates_tx, mut updates) = outbound::Outbound::for_client();
         let listener = ClientConnection::new(Arc::new(updates_tx));
         let mut guard = ListenGuard {
             server: self,
@@ -403,16 +483,16 @@ impl McpServer {
 
     /// `server/discover`: the versions and capabilities of the aggregate.
     fn discover(&self) -> Value {
-        let mut supported: Vec<&str> = MODERN_VERSIONS.to_vec();
-        supported.extend_from_slice(super::handler::SUPPORTED_VERSIONS);
+        let mut supported: Vec<&str> = VERSIONS.to_vec();
+        supported.extend_from_slice(super::rev2025::SUPPORTED_VERSIONS);
         json!({
             "supportedVersions": supported,
-            "capabilities": super::handler::server_capabilities(),
-            "instructions": super::handler::INSTRUCTIONS,
+            "capabilities": crate::mcp::server_capabilities(),
+            "instructions": crate::mcp::INSTRUCTIONS,
         })
     }
 
-    /// Gives a result its modern envelope: `resultType`, the server's
+    /// Gives a result this revision's envelope: `resultType`, the server's
     /// identity, and for lists and reads how long a client may cache them
     /// (0 while servers are still starting: the lists are about to grow).
     /// Only the top level is touched: a server's result passes through as
@@ -458,7 +538,7 @@ impl McpServer {
             Some(Ok(Value::Object(meta))) => meta,
             _ => Map::new(),
         };
-        meta.insert(SERVER_INFO.to_owned(), super::handler::server_info());
+        meta.insert(SERVER_INFO.to_owned(), crate::mcp::server_info());
         if let Some(meta) = text(&Value::Object(meta)) {
             members.set(META, meta);
         }
@@ -469,43 +549,11 @@ impl McpServer {
     }
 }
 
-/// Whether answering the request may involve notifications before the
-/// result (progress asked for, or log messages at some level): then the
-/// answer is worth an SSE stream.
-pub fn may_notify(method: &str, params: Option<&Value>) -> bool {
-    if method == "subscriptions/listen" {
-        return true;
-    }
-    let meta = params.and_then(|p| p.get(META));
-    meta.and_then(|m| m.get("progressToken")).is_some()
-        || meta
-            .and_then(|m| m.get(LOG_LEVEL))
-            .is_some_and(|level| !level.is_null())
-}
-
-/// The HTTP status a modern answer goes out with: malformed requests and
-/// unsupported versions are 400, an unknown method 404.
-pub fn http_status(answer: &Outgoing) -> axum::http::StatusCode {
-    use axum::http::StatusCode;
-    match answer.error_code() {
-        Some(METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
-        Some(
-            INVALID_PARAMS
-            | HEADER_MISMATCH
-            | MISSING_CLIENT_CAPABILITY
-            | UNSUPPORTED_PROTOCOL_VERSION
-            | jsonrpc::INVALID_REQUEST
-            | jsonrpc::PARSE_ERROR,
-        ) => StatusCode::BAD_REQUEST,
-        _ => StatusCode::OK,
-    }
-}
-
-/// The Streamable HTTP headers a modern request mirrors from its body
+/// The Streamable HTTP headers a request mirrors from its body
 /// (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) must be there and
 /// agree with it: a proxy routing on the header must see what we execute.
-/// A request without modern `_meta` is left to the `_meta` check.
-pub fn check_headers(
+/// A request whose `_meta` names no version is left to the `_meta` check.
+fn check_headers(
     headers: &axum::http::HeaderMap,
     method: &str,
     params: Option<&Value>,
@@ -593,26 +641,25 @@ impl Drop for ListenGuard<'_> {
 
 /// What a retry must name to resume a parked request: the method and its
 /// target (tool, prompt or resource).
-fn relay_target(method: &str, params: Option<&Value>) -> String {
+fn relay_target(method: &str, params: Option<&Value>, arguments: Option<&RawValue>) -> String {
     let name = params
         .and_then(|p| p.get("name").or_else(|| p.get("uri")))
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let inner = (method == "tools/call" && name == super::meta::CALL_TOOL)
-        .then(|| {
-            params
-                .and_then(|p| p.get("arguments"))
-                .and_then(|a| a.get("name"))
-                .and_then(Value::as_str)
-        })
+    let arguments = (method == "tools/call" && name == meta::CALL_TOOL)
+        .then(|| call_arguments(params, arguments))
         .flatten();
-    super::relay::target(method, name, inner)
+    let inner = arguments
+        .as_ref()
+        .and_then(|a| a.get("name"))
+        .and_then(Value::as_str);
+    relay::target(method, name, inner)
 }
 
-/// Removes what a modern request says about its own protocol from its
+/// Removes what a request says about its own protocol from its
 /// `_meta`: the aggregator speaks to each server in that server's era, and
 /// a server shown the client's 2026-07-28 metadata on a 2025 session would
-/// take the request for a modern one. Everything else (`progressToken`,
+/// take the request for a 2026-07-28 one. Everything else (`progressToken`,
 /// trace context, vendor keys) passes through.
 fn strip_protocol_meta(params: &mut Option<Value>) {
     let Some(Value::Object(params)) = params else {
@@ -641,7 +688,7 @@ fn strip_protocol_meta(params: &mut Option<Value>) {
 /// argument the tool's schema mirrors into a header (`x-mcp-header`) and
 /// that the call carries must come with that header, holding the same value
 /// (base64 sentinel decoded, numbers compared as numbers).
-pub fn check_param_headers(
+fn check_param_headers(
     headers: &axum::http::HeaderMap,
     route: &crate::router::table::Route,
     arguments: Option<&Value>,
