@@ -1,6 +1,7 @@
 //! Domain types shared by every layer: what a registered server is, how it is
 //! reached, and the status state machine. Nothing here does I/O.
 
+pub mod backoff;
 pub mod health;
 pub mod param_headers;
 pub mod redact;
@@ -10,6 +11,7 @@ pub mod status;
 pub mod tool;
 pub mod wire_name;
 
+pub use backoff::Backoff;
 pub use server::{
     AuditEntry, AuditFilter, AuditResult, ConnectionHistoryEntry, ServerId, ServerRecord,
     ServerSource, Transport, TransportType,

@@ -29,7 +29,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::catalog::Catalog;
-use crate::model::{ServerId, ServerStatus, StatusTrigger};
+use crate::model::{Backoff, ServerId, ServerStatus, StatusTrigger};
 use crate::registry::{Registry, RegistryError, RegistryEvent};
 pub use calls::{CallGuard, CallSink};
 pub use events::{ServerRequestHandler, SessionEvent};
@@ -51,10 +51,8 @@ pub struct SessionSettings {
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
     pub drain_timeout: Duration,
-    /// Delays between the first failed attempts.
-    pub backoff: Vec<Duration>,
-    /// Delay between attempts once the backoff is used up (never gives up).
-    pub retry_interval: Duration,
+    /// Delays between failed attempts (never gives up).
+    pub backoff: Backoff,
     /// How long a call waits for a server that is connecting (or asked to
     /// reconnect by the call) before it fails.
     pub call_wait: Duration,
@@ -67,11 +65,10 @@ impl Default for SessionSettings {
             connect_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(60),
             drain_timeout: Duration::from_secs(30),
-            backoff: [1, 2, 4, 8, 16]
-                .into_iter()
-                .map(Duration::from_secs)
-                .collect(),
-            retry_interval: Duration::from_secs(30),
+            backoff: Backoff {
+                first: Duration::from_secs(1),
+                ceiling: Duration::from_secs(30),
+            },
             call_wait: Duration::from_secs(10),
             health: health::HealthSettings::default(),
         }
@@ -79,12 +76,10 @@ impl Default for SessionSettings {
 }
 
 impl SessionSettings {
-    /// The delay before retry number `attempt` (0-based).
+    /// The delay before retry number `attempt` (0-based), drawn afresh.
     pub fn retry_delay(&self, attempt: usize) -> Duration {
-        self.backoff
-            .get(attempt)
-            .copied()
-            .unwrap_or(self.retry_interval)
+        let failures = u32::try_from(attempt).unwrap_or(u32::MAX).saturating_add(1);
+        self.backoff.delay(failures, fastrand::u64(..))
     }
 }
 
