@@ -12,7 +12,7 @@ use crate::catalog::Catalog;
 use crate::config::{self, ConfigError};
 use crate::index::{IndexError, SearchIndex};
 use crate::mcp::meta::Expose;
-use crate::mcp::{self, McpServer, http::McpHttp};
+use crate::mcp::{self, FrontDoor, http::McpHttp};
 use crate::model::ServerSource;
 use crate::model::wire_name::WireNameRules;
 use crate::paths::{self, DaemonInfo};
@@ -211,7 +211,7 @@ pub struct Stack {
     pub registry: Registry,
     pub sessions: SessionManager,
     pub router: Router,
-    pub mcp: Arc<McpServer>,
+    pub mcp: Arc<FrontDoor>,
     pub search: SearchIndex,
     pub skills: Skills,
     /// Stops the search index's background work.
@@ -319,7 +319,7 @@ impl Stack {
                     .ok_or_else(|| data_file(std::io::Error::other("not a 32-byte key")))?
             }
         };
-        let mcp = McpServer::new(
+        let mcp = FrontDoor::new(
             router.clone(),
             search.clone(),
             front_door.expose,

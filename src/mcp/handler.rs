@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use super::failure::{RpcFailure, tool_call_error, tree};
 use super::input::take_input_round;
-use super::{ClientConnection, McpServer};
+use super::{ClientConnection, FrontDoor};
 use crate::jsonrpc::{self, INTERNAL_ERROR, Json, METHOD_NOT_FOUND};
 
-impl McpServer {
+impl FrontDoor {
     /// Handles a notification (or a response) from the client.
     pub fn handle_other(&self, client: &ClientConnection, message: &Value) {
         if message.get("method").is_none() {

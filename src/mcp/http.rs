@@ -21,7 +21,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::incoming::Incoming;
 use super::outbound::Outbound;
 use super::session_table::{InUse, SessionLimits, SessionTable, TableFull};
-use super::{ClientConnection, McpServer, revision};
+use super::{ClientConnection, FrontDoor, revision};
 use crate::http_error::HttpError;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -54,12 +54,12 @@ pub fn routes<S: Clone + Send + Sync + 'static>(mcp: McpHttp) -> axum::Router<S>
 /// The `/mcp` endpoint's state.
 #[derive(Clone)]
 pub struct McpHttp {
-    server: Arc<McpServer>,
+    server: Arc<FrontDoor>,
     sessions: Arc<SessionTable<HttpSession>>,
 }
 
 impl McpHttp {
-    pub fn new(server: Arc<McpServer>, limits: SessionLimits) -> McpHttp {
+    pub fn new(server: Arc<FrontDoor>, limits: SessionLimits) -> McpHttp {
         McpHttp {
             server,
             sessions: Arc::new(SessionTable::new(limits)),

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-use super::McpServer;
+use super::FrontDoor;
 use super::client::ClientConnection;
 use super::failure::{RpcFailure, tree};
 use crate::jsonrpc::Json;
@@ -16,7 +16,7 @@ use crate::jsonrpc::METHOD_NOT_FOUND;
 /// How many input-required rounds a 2025 client's call may go through.
 const MAX_INPUT_ROUNDS: usize = 10;
 
-impl McpServer {
+impl FrontDoor {
     /// Runs a request a 2026-07-28 server may answer with an input-required
     /// result. A client that takes them in results (2026-07-28) gets the questions as they are, with the
     /// server's state sealed in ours (so every state a client brings back

@@ -46,8 +46,9 @@ pub(crate) fn server_info() -> Value {
     json!({"name": "mcp-aggregator", "version": env!("CARGO_PKG_VERSION")})
 }
 
-/// The aggregated MCP server; shared by every client connection.
-pub struct McpServer {
+/// The front door: the one MCP server clients see, aggregating every
+/// server behind it; shared by every client connection.
+pub struct FrontDoor {
     router: Router,
     search: crate::index::SearchIndex,
     expose: meta::Expose,
@@ -65,10 +66,10 @@ pub struct McpServer {
     /// questions.
     relay: relay::Relay,
     /// Itself, for work that outlives the request that started it.
-    me: std::sync::Weak<McpServer>,
+    me: std::sync::Weak<FrontDoor>,
 }
 
-impl McpServer {
+impl FrontDoor {
     /// `state_key` seals the `requestState`s handed to 2026-07-28 clients
     /// (kept in the data dir, so a server's own state still opens after a
     /// restart).
@@ -77,8 +78,8 @@ impl McpServer {
         search: crate::index::SearchIndex,
         expose: meta::Expose,
         state_key: &[u8; 32],
-    ) -> Arc<McpServer> {
-        let server = Arc::new_cyclic(|me| McpServer {
+    ) -> Arc<FrontDoor> {
+        let server = Arc::new_cyclic(|me| FrontDoor {
             router,
             search,
             expose,

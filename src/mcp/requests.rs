@@ -8,19 +8,19 @@
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-use super::{ClientConnection, McpServer};
+use super::{ClientConnection, FrontDoor};
 use crate::jsonrpc::METHOD_NOT_FOUND;
 
 /// Registers a client as working with a server for the length of a call.
 pub(super) struct CallerGuard<'a> {
-    server: &'a McpServer,
+    server: &'a FrontDoor,
     server_id: crate::model::ServerId,
     client: std::sync::Weak<ClientConnection>,
 }
 
 impl<'a> CallerGuard<'a> {
     pub(super) fn new(
-        server: &'a McpServer,
+        server: &'a FrontDoor,
         server_id: crate::model::ServerId,
         client: &Arc<ClientConnection>,
     ) -> CallerGuard<'a> {
@@ -51,7 +51,7 @@ impl Drop for CallerGuard<'_> {
 
 /// Passes a server's requests to the client it is working for (or, outside
 /// a call, to the most recent client that can answer).
-pub(super) struct ForwardToClients(pub(super) std::sync::Weak<McpServer>);
+pub(super) struct ForwardToClients(pub(super) std::sync::Weak<FrontDoor>);
 
 impl crate::router::ServerRequestHandler for ForwardToClients {
     fn handle(
@@ -102,7 +102,7 @@ enum NoClient {
     Ambiguous(String),
 }
 
-impl McpServer {
+impl FrontDoor {
     /// The one client a server's request may go to, or why there is none.
     fn client_for(
         &self,

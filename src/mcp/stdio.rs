@@ -9,14 +9,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::incoming::Incoming;
 use super::outbound::Outbound;
-use super::{ClientConnection, McpServer};
+use super::{ClientConnection, FrontDoor};
 use crate::jsonrpc::Outgoing;
 use crate::limits::{self, Line};
 
 /// Serves one client on `input`/`output` until the input ends, `shutdown`,
 /// or the client stops taking its answers.
 pub async fn serve(
-    server: Arc<McpServer>,
+    server: Arc<FrontDoor>,
     input: impl AsyncRead + Unpin + Send + 'static,
     output: impl AsyncWrite + Unpin + Send + 'static,
     shutdown: CancellationToken,
@@ -101,7 +101,7 @@ pub async fn serve(
 }
 
 fn dispatch(
-    server: &Arc<McpServer>,
+    server: &Arc<FrontDoor>,
     client: &Arc<ClientConnection>,
     message: Incoming,
     permit: tokio::sync::OwnedSemaphorePermit,

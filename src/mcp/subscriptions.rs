@@ -7,7 +7,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::McpServer;
+use super::FrontDoor;
 use super::client::ClientConnection;
 use crate::router::Router;
 
@@ -103,7 +103,7 @@ impl Subscriptions {
 
 /// Passes servers' resource updates on to the clients subscribed to them,
 /// for as long as the server lives.
-pub(super) fn spawn_update_fanout(server: &Arc<McpServer>) {
+pub(super) fn spawn_update_fanout(server: &Arc<FrontDoor>) {
     let weak = Arc::downgrade(server);
     let mut notices = server.router().notices();
     tokio::spawn(async move {

@@ -16,7 +16,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use std::sync::Arc;
 
-use super::{ClientConnection, McpServer};
+use super::{ClientConnection, FrontDoor};
 use crate::jsonrpc::Outgoing;
 
 /// A client's request, read into its parts (a call's arguments left as
@@ -33,7 +33,7 @@ pub(super) trait Revision: Send + Sync {
     /// Answers one request of this revision.
     fn serve<'a>(
         &'a self,
-        server: &'a McpServer,
+        server: &'a FrontDoor,
         client: &'a Arc<ClientConnection>,
         request: Request<'a>,
     ) -> BoxFuture<'a, Outgoing>;
@@ -48,7 +48,7 @@ pub(super) trait Revision: Send + Sync {
     /// Checks what an HTTP request mirrors of its body into headers.
     fn check_headers(
         &self,
-        server: &McpServer,
+        server: &FrontDoor,
         headers: &HeaderMap,
         method: &str,
         params: Option<&Value>,
@@ -81,7 +81,7 @@ pub(super) fn stateless() -> &'static dyn Revision {
     &REV2026
 }
 
-impl McpServer {
+impl FrontDoor {
     /// Handles a request in the revision it speaks; returns the complete
     /// JSON-RPC answer.
     pub async fn handle_request(

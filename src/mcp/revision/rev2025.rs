@@ -13,7 +13,7 @@ use super::{Request, Revision};
 use crate::jsonrpc::{self, Json, Outgoing};
 use crate::mcp::client::{LOG_LEVELS, log_level_index};
 use crate::mcp::failure::RpcFailure;
-use crate::mcp::{ClientConnection, McpServer};
+use crate::mcp::{ClientConnection, FrontDoor};
 
 /// Protocol versions of this revision we speak, newest first.
 pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -26,7 +26,7 @@ pub(super) struct Rev2025;
 impl Revision for Rev2025 {
     fn serve<'a>(
         &'a self,
-        server: &'a McpServer,
+        server: &'a FrontDoor,
         client: &'a Arc<ClientConnection>,
         request: Request<'a>,
     ) -> BoxFuture<'a, Outgoing> {
@@ -73,7 +73,7 @@ impl Revision for Rev2025 {
     /// These revisions mirror nothing of the body into headers.
     fn check_headers(
         &self,
-        _server: &McpServer,
+        _server: &FrontDoor,
         _headers: &HeaderMap,
         _method: &str,
         _params: Option<&Value>,
@@ -85,7 +85,7 @@ impl Revision for Rev2025 {
 
 /// `initialize`: the version both speak (ours newest when the client's is
 /// unknown), the client's capabilities kept on its connection.
-fn initialize(server: &McpServer, client: &Arc<ClientConnection>, params: Option<&Value>) -> Value {
+fn initialize(server: &FrontDoor, client: &Arc<ClientConnection>, params: Option<&Value>) -> Value {
     let requested = params
         .and_then(|p| p.get("protocolVersion"))
         .and_then(Value::as_str)
@@ -131,7 +131,7 @@ fn set_log_level(client: &ClientConnection, params: Option<&Value>) -> Result<Va
 /// `resources/subscribe` and `resources/unsubscribe`. The server is asked
 /// once: on the first subscriber, and when the last one leaves.
 async fn subscription(
-    server: &McpServer,
+    server: &FrontDoor,
     client: &Arc<ClientConnection>,
     method: &str,
     params: Option<&Value>,

@@ -17,7 +17,7 @@ use serde_json::value::RawValue;
 
 use super::{Request, Revision};
 use crate::mcp::failure::{RpcFailure, tree};
-use crate::mcp::{ClientConnection, McpServer, meta, outbound, relay};
+use crate::mcp::{ClientConnection, FrontDoor, meta, outbound, relay};
 
 /// The versions of this revision the front door speaks, newest first.
 pub const VERSIONS: &[&str] = &["2026-07-28"];
@@ -134,7 +134,7 @@ pub(super) struct Rev2026;
 impl Revision for Rev2026 {
     fn serve<'a>(
         &'a self,
-        server: &'a McpServer,
+        server: &'a FrontDoor,
         client: &'a Arc<ClientConnection>,
         request: Request<'a>,
     ) -> BoxFuture<'a, Outgoing> {
@@ -195,7 +195,7 @@ impl Revision for Rev2026 {
     /// a call's `Mcp-Param-*` headers with its arguments.
     fn check_headers(
         &self,
-        server: &McpServer,
+        server: &FrontDoor,
         headers: &HeaderMap,
         method: &str,
         params: Option<&Value>,
@@ -230,7 +230,7 @@ fn call_arguments(params: Option<&Value>, written: Option<&RawValue>) -> Option<
     }
 }
 
-impl McpServer {
+impl FrontDoor {
     async fn result_2026(
         &self,
         transport: &Arc<ClientConnection>,
@@ -617,7 +617,7 @@ fn check_headers(
 /// client closing its stream drops the request's future): the last
 /// subscriber of a resource tells its server.
 struct ListenGuard<'a> {
-    server: &'a McpServer,
+    server: &'a FrontDoor,
     listener: Arc<ClientConnection>,
     subscribed: Vec<(crate::router::table::ItemRoute, String)>,
 }
