@@ -1,4 +1,4 @@
-//! Disconnect with calls in flight (BR-007), driven through the library
+//! Disconnect with calls in flight, driven through the library
 //! against a real fixture process: a plain disconnect lets the call finish,
 //! a forced one cuts it off with a clear error.
 

@@ -1,4 +1,4 @@
-//! EC-004: two registrations of one name racing each other end in exactly
+//! Two registrations of one name racing each other end in exactly
 //! one 201 and one 409, and one stored record.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Search end to end through the real binary: the REST contract (AG-US2),
+//! Search end to end through the real binary: the REST search contract,
 //! the CLI, availability filtering, restarts and crashes mid-indexing, the
 //! keyword-only fallback, and the MCP meta-tools on both front doors.
 
@@ -104,7 +104,8 @@ async fn rest_search_ranks_filters_and_follows_availability() {
         get_json(&d.api("/api/v1/aggregator/servers/everything/tools")).await;
     wait_settled(&d, fx_tools + everything_tools.len() as u64).await;
 
-    // A paraphrase finds server-everything's adder first; the AG-US2 shape.
+    // A paraphrase finds server-everything's adder first; the search
+    // contract's shape.
     let (status, answer) =
         search(&d, json!({"query": "add two numbers together", "limit": 5})).await;
     assert_eq!(status, 200, "{answer}");

@@ -1,10 +1,10 @@
 //! Skills end to end through the real binary, the real model and a real
 //! server (`server-everything` over stdio, and our fixture): tools are
-//! classified in the background (AG-US3), results and tool lists carry
-//! their skills (AG-US2), searches filter by skill, the taxonomy is edited
+//! classified in the background, results and tool lists carry
+//! their skills, searches filter by skill, the taxonomy is edited
 //! through the API and the CLI (built-in skills are hidden, never lost),
-//! reclassification, skill vectors following membership (BR-008) and the
-//! suggestion queue (AC8).
+//! reclassification, skill vectors following membership and the
+//! suggestion queue for tools that fit no skill.
 
 mod common;
 
@@ -83,7 +83,7 @@ async fn tools_are_classified_in_the_background_and_found_by_skill() {
         "{status}"
     );
 
-    // AC2/AC3: 1–3 skills at ≥ 0.5, highest first, the first is primary.
+    // 1–3 skills at ≥ 0.5, highest first, the first is primary.
     let tools: Vec<Value> = get_json(&d.api("/api/v1/aggregator/servers/everything/tools")).await;
     let mut with_skills = 0;
     for tool in &tools {
@@ -125,7 +125,7 @@ async fn tools_are_classified_in_the_background_and_found_by_skill() {
         .unwrap();
     assert_eq!(sum["primary_skill_id"], "math_calculation", "{sum}");
 
-    // AG-US2: search results carry the skills; a skill filter keeps only
+    // Search results carry the skills; a skill filter keeps only
     // tools with one of its skills; an unknown skill is refused.
     let (code, answer) = send(
         reqwest::Method::POST,
@@ -191,7 +191,7 @@ async fn tools_are_classified_in_the_background_and_found_by_skill() {
         "{out}"
     );
 
-    // BR-008: removing the server empties the skill; its vector falls
+    // Removing the server empties the skill; its vector falls
     // back to its description.
     let (code, _) = send(
         reqwest::Method::DELETE,
@@ -511,7 +511,7 @@ async fn an_llm_classifier_is_used_when_it_answers_and_the_local_one_covers_its_
     let tools_url = d.api("/api/v1/aggregator/servers/everything/tools");
     let total = get_json::<Vec<Value>>(&tools_url).await.len() as u64;
 
-    // EC-009: the endpoint fails; every tool still gets the local
+    // The LLM endpoint fails; every tool still gets the local
     // classifier's skills, records why, and waits for a retry.
     let status = wait_classified(&d, total, |s| s["awaiting_retry"] == total).await;
     assert!(
@@ -548,7 +548,7 @@ async fn an_llm_classifier_is_used_when_it_answers_and_the_local_one_covers_its_
     let echo = tool_named(&tools, "echo");
     assert_eq!(echo["skill_ids"], json!([]), "{echo}");
     assert_eq!(echo["classification_state"], "CLASSIFIED", "{echo}");
-    // AC8: the skill the LLM proposed is queued under its name.
+    // The skill the LLM proposed is queued for review under its name.
     let suggestions: Vec<Value> = get_json(&d.api("/api/v1/skills/suggestions")).await;
     let proposed = suggestions.iter().find(|s| s["name"] == "Echo and replay");
     assert!(

@@ -1,4 +1,4 @@
-//! API errors: every failure leaves as `{"detail": "…"}` with the seed's
+//! API errors: every failure leaves as `{"detail": "…"}` with its
 //! status code (404, 409, 413, 422, 503), never as a bare text body.
 
 use axum::http::StatusCode;

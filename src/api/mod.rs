@@ -1,4 +1,5 @@
-//! The admin HTTP API (axum): the seed-001 contracts under `/api/v1`, its
+//! The admin HTTP API (axum): the contracts under `/api/v1` (docs/rules.md,
+//! Admin API contracts), its
 //! OpenAPI document, and `/healthz`. Handlers call the registry; they never
 //! touch the store directly.
 

@@ -1,4 +1,5 @@
-//! `POST /api/v1/search` (seed 003, AG-US2), the index's progress, and a
+//! `POST /api/v1/search` (docs/rules.md, Search contract), the index's
+//! progress, and a
 //! full rebuild on request.
 
 use axum::Json;

@@ -19,7 +19,8 @@ use crate::registry::AggregatorState;
 use crate::registry::validate::{self, ServerSpec};
 use crate::router::{ConnectOutcome, SessionsError};
 
-/// `POST /api/v1/aggregator/servers` (seed 001, BR-001).
+/// The body of `POST /api/v1/aggregator/servers` (docs/rules.md,
+/// Registration validation).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterServerRequest {
@@ -198,7 +199,7 @@ pub async fn delete_server(
     Actor(actor): Actor,
     PathParam(id): PathParam<String>,
 ) -> Result<StatusCode, HttpError> {
-    // BR-008: disconnect first, then delete.
+    // A server is disconnected before it is deleted.
     if let Ok(record) = state.registry.get(&id).await {
         state.router.stop(record.id).await;
     }

@@ -1,4 +1,4 @@
-//! `POST /api/v1/tools/call` (seed 003, AG-US4): a tool call over plain
+//! `POST /api/v1/tools/call`: a tool call over plain
 //! HTTP, routed like an MCP call, with where it went and how long it took.
 
 use axum::Json;

@@ -54,7 +54,7 @@ pub struct ServerView {
 pub struct ToolView {
     /// The tool id, `server.original_name`.
     pub id: String,
-    /// Same as `id` (the seed's namespaced name).
+    /// Same as `id`: the tool id `server.tool`, which the API calls `name`.
     pub name: String,
     pub original_name: String,
     /// The name MCP clients see; `null` when the tool was rejected.

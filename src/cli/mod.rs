@@ -406,7 +406,7 @@ fn seconds(text: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_secs_f64(value))
 }
 
-/// How servers' health is watched (design §8).
+/// How servers' health is watched (docs/rules.md, Health monitoring).
 #[derive(Debug, Args)]
 struct HealthArgs {
     /// Seconds between health checks of a server (a server's own `health_check_interval_secs`

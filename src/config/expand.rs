@@ -13,8 +13,9 @@ pub enum ExpandError {
 
 /// Expands `value`, looking variables up with `lookup`.
 ///
-/// Bare `$VAR` takes an upper-case name (`[A-Z_][A-Z0-9_]*`), as shells and
-/// the seed do, so `$5` or `cost in $` stay as they are; braces take any
+/// Bare `$VAR` takes an upper-case name (`[A-Z_][A-Z0-9_]*`), as shells do
+/// and as config files are specified to, so `$5` or `cost in $` stay as
+/// they are; braces take any
 /// identifier.
 pub fn expand(value: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
     let mut out = String::with_capacity(value.len());

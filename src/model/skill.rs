@@ -1,6 +1,7 @@
-//! Skills: the categories tools are classified into (seed 001 BR-004, seed
-//! 003 AG-US3), a tool's classification and its state machine ("Tool
-//! Classification State Machine" of seed 001), and suggestions for skills
+//! Skills: the categories tools are classified into (each tool gets 1–3 at
+//! confidence ≥ 0.5), a tool's classification and its state machine
+//! (DISCOVERED → CLASSIFYING → CLASSIFIED or UNCLASSIFIED, back to
+//! CLASSIFYING on a retry or a reclassify), and suggestions for skills
 //! the taxonomy lacks. Pure types and rules; no I/O.
 
 use chrono::{DateTime, Utc};
@@ -8,9 +9,10 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use utoipa::ToSchema;
 
-/// Confidence a skill needs to be assigned (AG-US3 AC2/AC3).
+/// Confidence a skill needs to be assigned; the primary skill is the
+/// assigned one of highest confidence.
 pub const MIN_CONFIDENCE: f32 = 0.5;
-/// Most skills one tool is assigned (AG-US3 AC2).
+/// Most skills one tool is assigned (a tool gets 1–3).
 pub const MAX_SKILLS: usize = 3;
 
 /// One skill of the taxonomy.
@@ -230,7 +232,7 @@ pub fn choose_skills(mut scored: Vec<SkillAssignment>) -> Vec<SkillAssignment> {
     scored
 }
 
-/// A skill the taxonomy seems to lack: tools that fit none (AG-US3 AC8),
+/// A skill the taxonomy seems to lack: tools that fit none,
 /// queued for an admin to review.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SkillSuggestion {

@@ -1,4 +1,4 @@
-//! The server status state machine (seed 001, "Server Lifecycle State Machine").
+//! The server status state machine (docs/rules.md, Server status lifecycle).
 //!
 //! `ServerStatus::transition` is the only place that decides whether a status
 //! change is allowed; every other module asks it instead of assigning statuses.
@@ -94,8 +94,9 @@ impl ServerStatus {
         ServerStatus::Error,
     ];
 
-    /// The transition table. Seed 001's table, plus the edges its diagram draws
-    /// and an admin needs: disconnecting a server that is connecting, degraded
+    /// The transition table: the specified lifecycle (docs/rules.md, Server
+    /// status lifecycle), plus the edges an admin needs: disconnecting a
+    /// server that is connecting, degraded
     /// or in error (which also stops its retries), and `DISCONNECTED -> ERROR`
     /// when a connection cannot even be attempted (bad command, bad URL).
     pub fn can_transition_to(self, to: ServerStatus) -> bool {
@@ -224,7 +225,7 @@ mod tests {
 
     #[test]
     fn seed_transitions_are_all_valid() {
-        // The seed-001 table, row by row.
+        // The specified lifecycle's table (docs/rules.md), row by row.
         for (from, to) in [
             (Disconnected, Connecting),
             (Connecting, Connected),

@@ -123,7 +123,8 @@ impl ToolRecord {
         self
     }
 
-    /// Stores a classification and the seed's flat fields that mirror it.
+    /// Stores a classification and the flat fields that mirror it in the API
+    /// (`is_classified`, `skill_ids`, `primary_skill_id`).
     pub fn set_classification(&mut self, classification: Classification) {
         self.is_classified = classification.state == ClassificationState::Classified;
         self.skill_ids = classification

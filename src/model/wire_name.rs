@@ -5,7 +5,8 @@
 
 use sha2::{Digest as _, Sha256};
 
-/// How wire names are formed (settings; defaults from design §6).
+/// How wire names are formed: separator and length budget are settings (by
+/// default `__` and 48 characters; clients refuse names past 64).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WireNameRules {
     pub separator: String,

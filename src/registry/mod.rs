@@ -1,4 +1,4 @@
-//! The server registry (BR-001, BR-008): validates registrations, keeps them
+//! The server registry: validates registrations, keeps them
 //! in the store, resolves a server by id or name, and announces every change
 //! on an event channel the other parts subscribe to.
 
@@ -213,7 +213,8 @@ impl Registry {
         .await
     }
 
-    /// Removes a server and everything that belongs to it (BR-008).
+    /// Removes a server and everything that belongs to it (docs/rules.md,
+    /// Server removal).
     pub async fn remove(
         &self,
         id_or_name: &str,

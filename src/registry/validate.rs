@@ -1,4 +1,4 @@
-//! BR-001 validation of a registration: name format, transport fields, URLs,
+//! Validation of a registration: name format, transport fields, URLs,
 //! header names, size bounds. One function serves the admin API, the CLI and
 //! config files, so every front door accepts and refuses the same things.
 
@@ -14,7 +14,8 @@ pub const MAX_ARGS: usize = 1024;
 pub const MAX_ARG_LEN: usize = 32 * 1024;
 pub const MAX_MAP_ENTRIES: usize = 512;
 pub const MAX_URL_LEN: usize = 8192;
-/// Longest wire name most MCP clients accept (design §6).
+/// Longest wire name most MCP clients accept (Claude Desktop drops the whole
+/// tool list over one longer name).
 pub const CLIENT_TOOL_NAME_LIMIT: usize = 64;
 
 /// A registration that passed validation.
@@ -84,7 +85,7 @@ struct HttpConfig {
     headers: BTreeMap<String, String>,
 }
 
-/// Reads the transport-specific `connection_config` object of the seed's
+/// Reads the transport-specific `connection_config` object of the API's
 /// registration contract.
 pub fn parse_connection_config(
     transport_type: TransportType,
@@ -144,7 +145,8 @@ pub fn parse_connection_config(
     })
 }
 
-/// Checks every rule of BR-001 (and the bounds of design §10) on a spec.
+/// Checks every registration rule and input bound on a spec (docs/rules.md,
+/// Registration validation and Input bounds).
 pub fn validate(spec: &ServerSpec) -> Result<(), ValidationError> {
     validate_name(&spec.name)?;
     if let Some(description) = &spec.description

@@ -1,4 +1,4 @@
-//! The resource cache (seed 004): `resources/read` results by namespaced
+//! The resource cache: `resources/read` results by namespaced
 //! URI, bounded three ways — entry count (least recently used goes first),
 //! total bytes, and age (TTL) — with hit, miss and eviction counts. An entry
 //! is dropped when its server says the resource was updated or its resource

@@ -1,4 +1,5 @@
-//! Un-namespaced names (seed 004 conflict strategies): when several servers
+//! Un-namespaced names (conflict strategies: priority, first wins, explicit
+//! only, merge): when several servers
 //! offer a tool of the same original name, a setting decides which one the
 //! bare name reaches. Namespaced names (tool id, wire name) are never
 //! ambiguous and are not affected.

@@ -1,6 +1,6 @@
 //! The router: resolves a name a client used to the server and tool that own
 //! it, and forwards the call on that server's session. Resolution order
-//! (BR-005): an explicit server, then a namespaced name (wire name or tool id,
+//! goes: an explicit server, then a namespaced name (wire name or tool id,
 //! by table lookup — never by splitting), then a unique original name.
 
 pub mod cache;
@@ -346,8 +346,8 @@ impl Router {
     }
 
     /// A server said one of its lists changed (after we listed it again):
-    /// clients are told, even if the aggregate is the same — design §6, and
-    /// what a client of that server alone would see.
+    /// clients are told, even if the aggregate is the same, as a client of
+    /// that server alone would be.
     fn spawn_announce(&self, list: fn(&mut Fingerprints) -> &mut u64) {
         let router = self.clone();
         tokio::spawn(async move { router.announce(list).await });

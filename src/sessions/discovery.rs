@@ -1,4 +1,4 @@
-//! Discovery (BR-003): list a server's tools, resources, resource templates
+//! Discovery: list a server's tools, resources, resource templates
 //! and prompts through every page, and hand them to the catalog.
 
 use serde_json::value::RawValue;

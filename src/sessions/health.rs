@@ -16,7 +16,7 @@ use crate::metrics::{self, ServerLabel};
 use crate::model::ServerStatus;
 use crate::model::health::{CallRules, CallSignals, CheckOutcome, HealthFigures, ResponseTimes};
 
-/// The health monitor's settings (design §8).
+/// The health monitor's settings (docs/rules.md, Health monitoring).
 #[derive(Debug, Clone, Copy)]
 pub struct HealthSettings {
     /// Time between checks of a server that has no interval of its own.

@@ -45,7 +45,8 @@ pub fn inbound_channel() -> (
     mpsc::channel(link::INBOUND_CAPACITY)
 }
 
-/// Timeouts and retry policy (design §4).
+/// Timeouts and retry policy. The retries never give up, so a server that
+/// comes back is always reconnected.
 #[derive(Debug, Clone)]
 pub struct SessionSettings {
     pub connect_timeout: Duration,

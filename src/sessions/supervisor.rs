@@ -419,7 +419,7 @@ type CheckFuture = std::pin::Pin<
     Box<dyn std::future::Future<Output = (CheckOutcome, std::time::Duration)> + Send>,
 >;
 
-/// The health monitor of one connected session (design §8): a check is
+/// The health monitor of one connected session: a check is
 /// due every interval; a server heard from since the last one passes
 /// without being asked (passive inference), else it is checked actively,
 /// off the supervisor's loop so calls and events never wait for a check.

@@ -4,7 +4,8 @@
 //! confidence each, and a new skill when none fits. The answer is checked
 //! against the schema it was asked for (`Answer`, unknown fields refused)
 //! and against the taxonomy; anything else is a failure, and the caller
-//! falls back to the local classifier and retries later (seed 001 EC-009).
+//! falls back to the local classifier and retries later: a tool is never
+//! left unclassified because the LLM is down.
 
 use serde::Deserialize;
 use serde_json::{Value, json};

@@ -2,7 +2,8 @@
 //! classification of every tool into 1–3 skills in the background (the
 //! local classifier of `classify.rs`; the state machine of
 //! `model::skill`), skill vectors (the normalised mean of member tools'
-//! vectors, BR-008) and the queue of suggestions for tools that fit no
+//! vectors, recomputed when membership changes) and the queue of
+//! suggestions for tools that fit no
 //! skill. Reads tools and writes classifications through the store; reads
 //! vectors from the search index and hands it each tool's skills and the
 //! skill vectors. Never on the path of a call or a discovery.
@@ -35,12 +36,13 @@ use crate::store::{Store, StoreError};
 use classify::{CALIBRATION, CLASSIFIER_VERSION, Prototypes};
 use llm::{LlmClassification, LlmClassifier, LlmError, LlmSettings};
 
-/// Tools classified per store commit (seed 001 EC-006 queues batches of
+/// Tools classified per store commit (the specification queues batches of
 /// 10; a local batch costs microseconds, so the batch bounds the commit).
 const BATCH: usize = 50;
 /// About how many tools' vectors a classification pass reads at once.
 const TOOLS_PER_READ: usize = 5_000;
-/// LLM requests in flight at once (design §7, seed 001 BR-004).
+/// LLM requests in flight at once (the specified limit for classifying a
+/// server's tools in a batch).
 const LLM_CONCURRENCY: usize = 5;
 
 /// How classification is done.
@@ -921,7 +923,7 @@ impl Skills {
     }
 
     /// Recomputes tool counts and, when membership changed, the skill
-    /// vectors (BR-008): each skill's members' mean vector, normalised; its
+    /// vectors: each skill's members' mean vector, normalised; its
     /// description's while it has no member.
     fn refresh_members(&self, tools: &[&ToolRecord], skills: &[Skill]) -> Result<(), SkillsError> {
         let inner = &self.inner;
@@ -1009,7 +1011,7 @@ impl Skills {
     }
 
     /// Queues a suggestion per server for its tools that fit no skill
-    /// (AG-US3 AC8), named after the words their names share.
+    /// (for an admin to review), named after the words their names share.
     fn suggest(&self, unfit: &[&ToolRecord]) -> Result<(), SkillsError> {
         let mut by_server: BTreeMap<&str, Vec<&ToolRecord>> = BTreeMap::new();
         for tool in unfit {
