@@ -411,9 +411,12 @@ impl Skills {
             let results: Vec<ClassificationUpdate> = self
                 .start(batch)?
                 .iter()
-                .map(|t| {
+                .filter_map(|t| {
                     let skills = local.get(&t.id).cloned().unwrap_or_default();
-                    write_for(t, succeeded(&t.classification, skills, classifier, now))
+                    Some(write_for(
+                        t,
+                        succeeded(&t.classification, skills, classifier, now)?,
+                    ))
                 })
                 .collect();
             written.extend(self.finish(&results)?);

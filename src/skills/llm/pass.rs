@@ -84,7 +84,7 @@ impl Skills {
             let results: Vec<ClassificationUpdate> = started
                 .iter()
                 .zip(answers)
-                .map(|(t, answer)| match answer {
+                .filter_map(|(t, answer)| match answer {
                     Ok(answer) => {
                         if answer.skills.is_empty()
                             && let Some(new_skill) = &answer.new_skill
@@ -94,10 +94,10 @@ impl Skills {
                                 .or_default()
                                 .push(t.id.clone());
                         }
-                        write_for(
+                        Some(write_for(
                             t,
-                            succeeded(&t.classification, answer.skills, classifier, now),
-                        )
+                            succeeded(&t.classification, answer.skills, classifier, now)?,
+                        ))
                     }
                     Err(err) => {
                         tracing::debug!(tool = %t.id, "LLM classification failed: {err}");
@@ -107,20 +107,20 @@ impl Skills {
                                 skills.clone(),
                                 &format!("fallback:{local_key}"),
                                 now,
-                            ),
+                            )?,
                             None => Classification {
                                 by: None,
                                 skills: t.classification.skills.clone(),
                                 ..classification_after(
                                     &t.classification,
                                     ClassificationEvent::Failed,
-                                )
+                                )?
                             },
                         };
                         done.error = Some(err.to_string());
                         done.failures = t.classification.failures.saturating_add(1);
                         done.at = Some(now);
-                        write_for(t, done)
+                        Some(write_for(t, done))
                     }
                 })
                 .collect();
