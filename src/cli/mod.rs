@@ -362,7 +362,7 @@ impl IndexArgs {
             llm: self
                 .classifier_url
                 .as_ref()
-                .map(|url| crate::skills::llm::LlmSettings {
+                .map(|url| crate::skills::LlmSettings {
                     url: url.clone(),
                     model: self.classifier_model.clone(),
                     api_key: self.classifier_api_key.clone(),

@@ -7,6 +7,7 @@
 //! falls back to the local classifier and retries later: a tool is never
 //! left unclassified because the LLM is down.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -43,28 +44,54 @@ pub enum LlmError {
     Invalid(String),
 }
 
-/// What the model must answer (the JSON schema sent mirrors it).
-#[derive(Debug, Deserialize)]
+/// What the model must answer, and the JSON Schema it is asked to answer
+/// by (`answer_schema`): what the parser accepts is what the schema says.
+/// The schema suits an OpenAI `strict` endpoint: every property required
+/// (a field that may be absent is a nullable one instead), no other
+/// properties, and subschemas inline.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(description = "", transform = every_property_required)]
 struct Answer {
+    #[schemars(length(max = MAX_SKILLS))]
     skills: Vec<AnswerSkill>,
-    #[serde(default)]
+    /// Null when a skill fits (serde reads an absent one as null too).
+    #[schemars(description = "")]
     new_skill: Option<NewSkill>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(inline)]
 struct AnswerSkill {
+    // Its `enum` (the taxonomy's ids) is set per request.
     skill_id: String,
+    #[schemars(range(min = 0, max = 1), transform = without_format)]
     confidence: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(inline)]
 pub struct NewSkill {
     pub name: String,
-    #[serde(default)]
     pub description: String,
+}
+
+/// Strict mode wants every property in `required`: a field that may be
+/// absent is a nullable one (`Option`), which schemars leaves out of it.
+fn every_property_required(schema: &mut schemars::Schema) {
+    let names: Vec<Value> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|properties| properties.keys().cloned().map(Value::from).collect())
+        .unwrap_or_default();
+    schema.insert("required".into(), Value::Array(names));
+}
+
+/// Strict mode knows no `format` for a number (schemars says `double`).
+fn without_format(schema: &mut schemars::Schema) {
+    schema.remove("format");
 }
 
 /// A classification from the LLM.
@@ -196,43 +223,25 @@ pub fn request_body(model: &str, skills: &[Skill], tool: &ToolRecord) -> Value {
             "json_schema": {
                 "name": "tool_classification",
                 "strict": true,
-                "schema": {
-                    "type": "object",
-                    "additionalProperties": false,
-                    "required": ["skills", "new_skill"],
-                    "properties": {
-                        "skills": {
-                            "type": "array",
-                            "maxItems": MAX_SKILLS,
-                            "items": {
-                                "type": "object",
-                                "additionalProperties": false,
-                                "required": ["skill_id", "confidence"],
-                                "properties": {
-                                    "skill_id": {"type": "string", "enum": ids},
-                                    "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-                                },
-                            },
-                        },
-                        "new_skill": {
-                            "anyOf": [
-                                {"type": "null"},
-                                {
-                                    "type": "object",
-                                    "additionalProperties": false,
-                                    "required": ["name", "description"],
-                                    "properties": {
-                                        "name": {"type": "string"},
-                                        "description": {"type": "string"},
-                                    },
-                                },
-                            ],
-                        },
-                    },
-                },
+                "schema": answer_schema(&ids),
             },
         },
     })
+}
+
+/// The schema of `Answer`, inline (no `$ref`), with the skill ids it may
+/// name.
+fn answer_schema(ids: &[&str]) -> Value {
+    let mut generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| s.inline_subschemas = true)
+        .into_generator();
+    let mut schema = generator.subschema_for::<Answer>().to_value();
+    if let Some(skill_id) = schema.pointer_mut("/properties/skills/items/properties/skill_id")
+        && let Some(skill_id) = skill_id.as_object_mut()
+    {
+        skill_id.insert("enum".into(), json!(ids));
+    }
+    schema
 }
 
 /// Reads a chat completion and checks its content against the schema and
@@ -332,6 +341,7 @@ mod tests {
             r#"{"skills": [{"skill_id": "email", "confidence": 1.5}], "new_skill": null}"#,
             r#"{"skills": [{"skill_id": "email"}], "new_skill": null}"#,
             r#"{"skills": [], "new_skill": null, "extra": 1}"#,
+            r#"{"skills": [], "new_skill": {"name": "Weather"}}"#,
             r#"{"skills": [{"skill_id": "email", "confidence": 0.9}, {"skill_id": "email", "confidence": 0.9}, {"skill_id": "files", "confidence": 0.9}, {"skill_id": "files", "confidence": 0.9}], "new_skill": null}"#,
         ] {
             assert!(
@@ -366,5 +376,38 @@ mod tests {
                 .unwrap()
                 .contains("Send an email")
         );
+    }
+
+    #[test]
+    fn the_answer_schema_is_what_a_strict_endpoint_accepts() {
+        let schema = answer_schema(&["email", "files"]);
+        // Strict mode: every object lists all its properties as required
+        // and allows no others.
+        for (path, required) in [
+            ("", json!(["skills", "new_skill"])),
+            (
+                "/properties/skills/items",
+                json!(["skill_id", "confidence"]),
+            ),
+        ] {
+            let object = schema.pointer(path).unwrap();
+            assert_eq!(object["required"], required, "{path}");
+            assert_eq!(object["additionalProperties"], false, "{path}");
+        }
+        let new_skill = &schema["properties"]["new_skill"];
+        let object = new_skill["anyOf"]
+            .as_array()
+            .and_then(|a| a.iter().find(|s| s["type"] == "object"))
+            .unwrap_or(new_skill);
+        assert_eq!(object["required"], json!(["name", "description"]));
+        assert_eq!(object["additionalProperties"], false);
+        assert!(new_skill.to_string().contains("null"), "{new_skill}");
+        let skills = &schema["properties"]["skills"];
+        assert_eq!(skills["maxItems"], MAX_SKILLS);
+        let skill = &skills["items"]["properties"];
+        assert_eq!(skill["skill_id"]["enum"], json!(["email", "files"]));
+        assert_eq!(skill["confidence"]["minimum"], 0);
+        assert_eq!(skill["confidence"]["maximum"], 1);
+        assert!(!schema.to_string().contains("$ref"));
     }
 }
