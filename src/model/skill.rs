@@ -211,13 +211,6 @@ pub struct Classification {
     pub at: Option<DateTime<Utc>>,
 }
 
-/// How long after its `failures`-th failure in a row a classification is
-/// tried again: `base` doubled per failure, at most an hour.
-pub fn retry_after(base: std::time::Duration, failures: u32) -> std::time::Duration {
-    let doubled = base.saturating_mul(1u32 << failures.saturating_sub(1).min(16));
-    doubled.min(std::time::Duration::from_secs(3600))
-}
-
 /// Picks a tool's skills from every skill's confidence: at most
 /// `MAX_SKILLS` with confidence ≥ `MIN_CONFIDENCE`, highest first (the first
 /// is the primary skill).
@@ -309,16 +302,6 @@ mod tests {
         assert!(S::Classifying.transition(E::Start).is_err());
         assert!(S::Discovered.transition(E::Succeeded).is_err());
         assert!(S::Classified.transition(E::Failed).is_err());
-    }
-
-    #[test]
-    fn retries_back_off_and_stop_growing_at_an_hour() {
-        use std::time::Duration;
-        let base = Duration::from_secs(30);
-        assert_eq!(retry_after(base, 1), base);
-        assert_eq!(retry_after(base, 2), base * 2);
-        assert_eq!(retry_after(base, 4), base * 8);
-        assert_eq!(retry_after(base, 40), Duration::from_secs(3600));
     }
 
     #[test]

@@ -15,7 +15,8 @@ use utoipa::ToSchema;
 
 use crate::index::IndexError;
 use crate::index::vector::normalised_mean;
-use crate::model::skill::{SkillAssignment, retry_after};
+use crate::model::Backoff;
+use crate::model::skill::SkillAssignment;
 use crate::model::{Classification, ClassificationState, Skill, ToolRecord};
 use crate::store::skills::ClassificationUpdate;
 
@@ -179,7 +180,7 @@ impl Skills {
             .iter()
             .filter(|t| {
                 t.classification.by.as_deref() != Some(classifier.as_str())
-                    && retry_due(&t.classification, now, inner.retry)
+                    && retry_due(&t.id, &t.classification, now, inner.retry)
             })
             .collect();
         let mut waiting_for = None;
@@ -256,9 +257,12 @@ impl Skills {
             })
             .filter_map(|t| {
                 let at = t.classification.at?;
-                let wait =
-                    chrono::Duration::from_std(retry_after(inner.retry, t.classification.failures))
-                        .ok()?;
+                let wait = chrono::Duration::from_std(retry_wait(
+                    inner.retry,
+                    &t.id,
+                    t.classification.failures,
+                ))
+                .ok()?;
                 Some(at + wait)
             })
             .min();
@@ -427,10 +431,48 @@ impl Skills {
 
 /// Whether a tool's classification may be tried now: never failed, or its
 /// backoff has passed.
-fn retry_due(c: &Classification, now: chrono::DateTime<Utc>, base: Duration) -> bool {
+fn retry_due(tool: &str, c: &Classification, now: chrono::DateTime<Utc>, base: Duration) -> bool {
     if c.failures == 0 {
         return true;
     }
     let Some(at) = c.at else { return true };
-    chrono::Duration::from_std(retry_after(base, c.failures)).is_ok_and(|wait| at + wait <= now)
+    chrono::Duration::from_std(retry_wait(base, tool, c.failures))
+        .is_ok_and(|wait| at + wait <= now)
+}
+
+/// How long after its `failures`-th failure in a row a tool's
+/// classification is tried again: the process's retry schedule from `base`,
+/// at most an hour, jittered by the tool (tools of one LLM outage do not
+/// all come back at once) and stable for it (its due time does not move
+/// from one pass to the next: std's default hasher has fixed keys).
+fn retry_wait(base: Duration, tool: &str, failures: u32) -> Duration {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut seed = std::hash::DefaultHasher::new();
+    tool.hash(&mut seed);
+    Backoff {
+        first: base,
+        ceiling: Duration::from_secs(3600),
+    }
+    .delay(failures, seed.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tools_retry_waits_are_stable_capped_and_spread_across_tools() {
+        let base = Duration::from_secs(30);
+        assert_eq!(
+            retry_wait(base, "a__tool", 3),
+            retry_wait(base, "a__tool", 3)
+        );
+        assert!(retry_wait(base, "a__tool", 1) <= base);
+        assert!(retry_wait(base, "a__tool", 1) >= base.mul_f64(0.8));
+        assert!(retry_wait(base, "a__tool", 40) <= Duration::from_secs(3600));
+        let spread: std::collections::HashSet<Duration> = (0..50)
+            .map(|n| retry_wait(base, &format!("s__tool{n}"), 2))
+            .collect();
+        assert!(spread.len() > 40, "{} distinct waits", spread.len());
+    }
 }
