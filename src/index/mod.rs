@@ -7,14 +7,13 @@
 //! blocks connecting or calling.
 
 pub mod embedder;
-pub mod keyword;
-mod links;
+mod keyword;
 pub mod query;
-pub mod rank;
-mod saved;
+mod rank;
+pub mod similarity;
 pub mod text;
-pub mod vector;
-pub mod vocabulary;
+mod vector;
+mod vocabulary;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -32,9 +31,9 @@ use crate::store::{Store, StoreError};
 use embedder::{EmbedError, Embedder};
 use keyword::{KeywordDoc, KeywordError, KeywordIndex};
 use text::tool_texts;
-use vector::VectorIndex;
 
 pub use rank::{Normalisation, SearchMode, Weights};
+pub use vector::{GRAPH_FROM, VectorBackend, VectorError, VectorIndex, VectorShape};
 
 /// Levers on top of the hybrid ranking, each measured on the evaluation's
 /// held-out queries (BENCHMARKS.md "Search quality levers"); 0 turns one off.
@@ -1106,7 +1105,7 @@ impl SearchIndex {
                 let Some(members_of) = groups.get(tool) else {
                     return;
                 };
-                let Some(mean) = vector::normalised_mean(vectors.iter().copied()) else {
+                let Some(mean) = similarity::normalised_mean(vectors.iter().copied()) else {
                     return;
                 };
                 for &group in members_of.iter().filter(|g| **g < count) {
@@ -1117,7 +1116,7 @@ impl SearchIndex {
         );
         Ok(sums
             .into_iter()
-            .map(|sum| sum.and_then(|s| vector::normalised_mean(std::iter::once(s.as_slice()))))
+            .map(|sum| sum.and_then(|s| similarity::normalised_mean(std::iter::once(s.as_slice()))))
             .collect())
     }
 
@@ -1448,15 +1447,15 @@ fn feedback_query(
     let per_tool = vectors.vectors_of(|id| top.contains(id));
     let means: Vec<Vec<f32>> = per_tool
         .values()
-        .filter_map(|v| vector::normalised_mean(v.iter().map(Vec::as_slice)))
+        .filter_map(|v| similarity::normalised_mean(v.iter().map(Vec::as_slice)))
         .collect();
-    let centre = vector::normalised_mean(means.iter().map(Vec::as_slice))?;
+    let centre = similarity::normalised_mean(means.iter().map(Vec::as_slice))?;
     let moved: Vec<f32> = query
         .iter()
         .zip(&centre)
         .map(|(q, c)| q + weight * c)
         .collect();
-    vector::normalised_mean(std::iter::once(moved.as_slice()))
+    similarity::normalised_mean(std::iter::once(moved.as_slice()))
 }
 
 /// The skills nearest a query, each with a bonus in (0, 1]: 1 for the
@@ -1464,7 +1463,7 @@ fn feedback_query(
 fn nearest_skills(query: &[f32], skills: &[(String, Vec<f32>)]) -> Vec<(String, f32)> {
     let mut scored: Vec<(&str, f32)> = skills
         .iter()
-        .map(|(id, v)| (id.as_str(), vector::dot(query, v)))
+        .map(|(id, v)| (id.as_str(), similarity::dot(query, v)))
         .collect();
     scored.sort_by(|a, b| b.1.total_cmp(&a.1));
     let Some(&(_, best)) = scored.first() else {

@@ -22,8 +22,8 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 
+use crate::index::similarity::normalised_mean;
 use crate::index::text::split_identifier;
-use crate::index::vector::normalised_mean;
 use crate::index::{IndexError, SearchIndex};
 use crate::model::skill::{InvalidSkill, SkillAssignment, retry_after};
 use crate::model::{
