@@ -12,7 +12,7 @@
 //! the graph answers in under 3 ms at every size with recall@10 ≥ 0.98 at
 //! 32 links and width 512, but costs a build. The graph is persisted with
 //! hnsw_rs's dump of its links (and our checksums, since its reload
-//! trusts its files) and its vectors in files of ours (`saved`), and a
+//! trusts its files) and its vectors in files of ours (`saved_vectors`), and a
 //! saved graph is searched from its files (`OnDisk`): its links read into
 //! flat arrays by `links` (hnsw_rs's own reload rebuilds a layout of ~260 MB
 //! more at 200,000 vectors and takes seconds), walked over byte copies of
@@ -22,6 +22,14 @@
 //! tools become tombstones skipped by every search; tools added since the save
 //! are scanned beside the walk; the graph is built again once tombstones
 //! pass a quarter of it or added vectors a tenth.
+//!
+//! This file is the facade every backend answers behind (the tools' slots,
+//! insert, remove, search) and the rebuild policy (`reshape_due`,
+//! `back_to_exact`); `exact` scans the matrix, `graph` builds hnsw_rs's
+//! graph and walks any graph, `on_disk` searches a saved one from its
+//! files, `persist` saves and opens it, `saved_vectors` holds its vector
+//! files and `links` its links read back. The dot products and f16
+//! conversion are `crate::index::similarity`'s.
 
 mod exact;
 mod graph;

@@ -10,7 +10,7 @@ use super::saved_vectors::SavedVectors;
 use super::{DEAD, VectorIndex};
 use crate::index::similarity::dot;
 
-/// A saved graph searched from its files (`saved`) while its links load
+/// A saved graph searched from its files (`saved_vectors`) while its links load
 /// on another thread (searches scan its vectors meanwhile), then by a walk
 /// of them. Tools removed since become tombstones and new vectors wait in
 /// `extra`; the loaded links take both over (`install_loaded`).
