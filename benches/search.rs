@@ -15,8 +15,8 @@ mod common;
 
 use common::{ms, rss_kib};
 use mcp_aggregator::eval::{load_cases, load_catalog};
+use mcp_aggregator::index::VectorIndex;
 use mcp_aggregator::index::text::tool_texts;
-use mcp_aggregator::index::vector::VectorIndex;
 use mcp_aggregator::index::{SearchIndex, SearchMode, SearchRequest, embedder};
 use mcp_aggregator::model::wire_name::WireNameRules;
 use mcp_aggregator::model::{ServerRecord, ServerSource, Transport};

@@ -10,7 +10,7 @@
 //! and how well confidence matches the share of right assignments.
 
 use mcp_aggregator::eval::{build_index, load_catalog};
-use mcp_aggregator::index::vector::normalised_mean;
+use mcp_aggregator::index::similarity::normalised_mean;
 use mcp_aggregator::model::Skill;
 use mcp_aggregator::skills::classify::{
     CALIBRATION, Calibration, Features, Prototypes, classify, features,

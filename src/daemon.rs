@@ -200,7 +200,7 @@ impl Default for FrontDoorOptions {
             health: sessions.health,
             skills: crate::skills::SkillsSettings::default(),
             search: crate::index::SearchSetting::default(),
-            graph_from: crate::index::vector::GRAPH_FROM,
+            graph_from: crate::index::GRAPH_FROM,
         }
     }
 }

@@ -170,7 +170,7 @@ pub fn near(base: &[f32], seed: u64, spread: f32) -> Vec<f32> {
             x + spread * ((state % 2000) as f32 / 1000.0 - 1.0) / (base.len() as f32).sqrt()
         })
         .collect();
-    mcp_aggregator::index::vector::normalised_mean(std::iter::once(noisy.as_slice()))
+    mcp_aggregator::index::similarity::normalised_mean(std::iter::once(noisy.as_slice()))
         .unwrap_or(noisy)
 }
 

@@ -96,7 +96,7 @@ pub struct IndexStatus {
     /// What answers the vector side: an exact scan, or an HNSW graph past
     /// `--graph-from` vectors.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub vector_index: Option<crate::index::vector::VectorShape>,
+    pub vector_index: Option<crate::index::VectorShape>,
 }
 
 fn status_of(state: &AppState) -> IndexStatus {

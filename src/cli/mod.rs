@@ -336,7 +336,7 @@ struct IndexArgs {
         long,
         env = "MCP_AGGREGATOR_GRAPH_FROM",
         value_name = "VECTORS",
-        default_value_t = crate::index::vector::GRAPH_FROM
+        default_value_t = crate::index::GRAPH_FROM
     )]
     graph_from: usize,
 }

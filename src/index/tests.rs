@@ -4,10 +4,11 @@
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::sync::Arc;
+use tokio::sync::broadcast;
 
 use super::*;
 use crate::model::wire_name::WireNameRules;
-use crate::model::{ServerRecord, ServerSource};
+use crate::model::{ServerId, ServerRecord, ServerSource};
 
 fn server(store: &Store, name: &str) -> ServerRecord {
     let record = ServerRecord::new(

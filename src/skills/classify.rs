@@ -5,7 +5,7 @@
 //! `cargo run --release --example skill_eval` refits and reports accuracy
 //! on servers never used to fit).
 
-use crate::index::vector::dot;
+use crate::index::similarity::dot;
 use crate::model::Skill;
 use crate::model::skill::{SkillAssignment, choose_skills};
 

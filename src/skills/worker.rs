@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 
 use crate::index::IndexError;
-use crate::index::vector::normalised_mean;
+use crate::index::similarity::normalised_mean;
 use crate::model::Backoff;
 use crate::model::skill::SkillAssignment;
 use crate::model::{Classification, ClassificationState, Skill, ToolRecord};

@@ -15,7 +15,8 @@ use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::vector::{VectorError, checksum, dot_f32_f16, dot_f32_i8, from_f16, to_f16};
+use super::VectorError;
+use crate::index::similarity::{dot_f32_f16, dot_f32_i8, from_f16, to_f16};
 
 pub const F16_FILE: &str = "vectors.f16";
 pub const I8_FILE: &str = "vectors.i8";
@@ -75,6 +76,27 @@ pub fn write(
         .map_err(|err| err.into_error())?
         .sync_all()?;
     Ok(())
+}
+
+/// Length and CRC-32 of what `file` holds, each chunk also handed to
+/// `chunk` (so a reader checks what it reads in the same pass).
+pub(super) fn checksum(
+    mut file: std::fs::File,
+    mut chunk: impl FnMut(&[u8]),
+) -> std::io::Result<(u64, u32)> {
+    let mut hasher = crc32fast::Hasher::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut len = 0u64;
+    loop {
+        let read = std::io::Read::read(&mut file, &mut buffer)?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+        chunk(&buffer[..read]);
+        len += read as u64;
+    }
+    Ok((len, hasher.finalize()))
 }
 
 pub struct SavedVectors {
@@ -189,7 +211,7 @@ mod tests {
     #[test]
     fn byte_vectors_score_within_rounding_of_the_f16_ones_and_refuse_other_sizes() {
         let dims = 384;
-        let vector = |seed: u64| super::super::vector::tests::unit(seed, dims);
+        let vector = |seed: u64| crate::index::similarity::tests::unit(seed, dims);
         let root = tempfile::tempdir().expect("temp dir");
         let points: Vec<Option<Vec<f32>>> = (0..50).map(|i| (i != 7).then(|| vector(i))).collect();
         write(root.path(), dims, points.clone().into_iter()).expect("written");
@@ -202,7 +224,7 @@ mod tests {
                 assert_eq!(saved.vector(id), Some(vec![0.0; dims]));
                 continue;
             };
-            let exact = super::super::vector::dot(&query, point);
+            let exact = crate::index::similarity::dot(&query, point);
             let read = saved.exact(&query, id).expect("read");
             let approximate = saved.approximate(&query, id).expect("held");
             assert!((read - exact).abs() < 1e-3, "{read} / {exact}");

@@ -4,7 +4,7 @@
 //! 260 MB for 200,000 points (heaptrack) beside 150 MB of vectors. Its
 //! dump holds the same graph as plain neighbour ids, so a restart reads
 //! those into one `u32` per link (about 30 MB) and walks them here, the
-//! vectors held apart (`saved`). hnsw_rs still builds and dumps
+//! vectors held apart (`saved_vectors`). hnsw_rs still builds and dumps
 //! every graph.
 
 use std::collections::BinaryHeap;

@@ -1,0 +1,139 @@
+//! The index's life beside the daemon: the maintenance task syncs at start
+//! and after each burst of tool changes, on a thread of lower priority so
+//! embedding never takes the cores from calls being routed; at shutdown a
+//! sync stops at its next batch and what the index holds is let go.
+
+use std::sync::atomic::Ordering;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use super::{IndexError, SearchIndex, SearchSetting};
+use crate::catalog::CatalogChanged;
+use crate::registry::RegistryEvent;
+
+impl SearchIndex {
+    /// Keeps the index in line with the catalog until
+    /// `shutdown`: one sync at start, then one after each burst of tool
+    /// changes (a discovery that changed a list, a server removed).
+    pub fn spawn_maintenance(
+        &self,
+        mut catalog: broadcast::Receiver<CatalogChanged>,
+        mut registry: broadcast::Receiver<RegistryEvent>,
+        shutdown: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let index = self.clone();
+        tokio::spawn(async move {
+            if index.inner.setting == SearchSetting::Off {
+                index.inner.progress.send_modify(|p| p.synced = true);
+                return;
+            }
+            // A keyword index found damaged while running is started over
+            // once, at once; a second failure waits for the next change.
+            let mut rebuild = false;
+            loop {
+                let syncing = index.clone();
+                let starting_over = std::mem::take(&mut rebuild);
+                let result = tokio::select! {
+                    result = in_background("search-index", move || syncing.sync(starting_over)) => result,
+                    () = shutdown.cancelled() => return,
+                };
+                // Also when the sync failed part way, which leaves its
+                // last progress saying it still runs.
+                index.inner.progress.send_modify(|p| {
+                    p.syncing = false;
+                    p.synced = true;
+                });
+                // The sync's transient copies of the catalog are freed; hand
+                // the pages back rather than keep the peak for good.
+                crate::memory::release_freed();
+                match result {
+                    Ok(Ok(changed)) if changed > 0 => {
+                        tracing::info!(changed, "search index updated")
+                    }
+                    Ok(Ok(_)) => {}
+                    Ok(Err(IndexError::Keyword(err))) if !starting_over => {
+                        tracing::warn!(
+                            "the keyword index failed ({err}); rebuilding it from the store"
+                        );
+                        rebuild = true;
+                        continue;
+                    }
+                    Ok(Err(err)) => tracing::error!("search indexing failed: {err}"),
+                    Err(err) => tracing::error!("search indexing task failed: {err}"),
+                }
+                // Wait for a change that touches tools; a lagging receiver
+                // means changes were missed, which a sync covers too.
+                loop {
+                    let tools_changed = tokio::select! {
+                        event = catalog.recv() => match event {
+                            Ok(change) => change.kind.is_none(),
+                            Err(broadcast::error::RecvError::Lagged(_)) => true,
+                            Err(broadcast::error::RecvError::Closed) => return,
+                        },
+                        event = registry.recv() => match event {
+                            Ok(RegistryEvent::Removed { .. }) => true,
+                            Ok(_) => false,
+                            Err(broadcast::error::RecvError::Lagged(_)) => true,
+                            Err(broadcast::error::RecvError::Closed) => return,
+                        },
+                        () = shutdown.cancelled() => return,
+                    };
+                    if tools_changed {
+                        break;
+                    }
+                }
+                // One sync covers every change queued so far.
+                while catalog.try_recv().is_ok() {}
+                while registry.try_recv().is_ok() {}
+            }
+        })
+    }
+
+    /// Stops a running sync at its next batch (shutdown must not wait for
+    /// a long first indexing).
+    pub fn stop(&self) {
+        self.inner.stopping.store(true, Ordering::SeqCst);
+    }
+
+    /// For a process about to exit: lets go of the vectors and result
+    /// records without freeing them one by one (at 100,000 tools a graph
+    /// of 200,000 points and the records take four seconds to free, most
+    /// of a SIGTERM's budget). Skipped for what a sync holds.
+    pub fn abandon_at_exit(&self) {
+        if let Ok(mut docs) = self.inner.docs.try_write() {
+            std::mem::forget(std::mem::take(&mut *docs));
+        }
+        if let Ok(mut vectors) = self.inner.vectors.try_write() {
+            std::mem::forget(std::mem::take(&mut *vectors));
+        }
+    }
+}
+
+/// Runs `job` on a thread of its own at a lower CPU priority (nice 10), so
+/// embedding never takes the cores from calls being routed. ONNX Runtime's
+/// worker threads, created when the model loads there, inherit it.
+pub fn in_background<T: Send + 'static>(
+    name: &str,
+    job: impl FnOnce() -> T + Send + 'static,
+) -> tokio::sync::oneshot::Receiver<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(move || {
+            lower_priority();
+            let _ = tx.send(job());
+        });
+    if let Err(err) = spawned {
+        tracing::error!("cannot start the {name} thread: {err}");
+    }
+    rx
+}
+
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority on the calling thread's own id; no memory involved.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10);
+    }
+}

@@ -1,0 +1,76 @@
+//! What search holds of each tool for its results, kept apart from the
+//! keyword and vector indexes: a sync fills it, searches filter and answer
+//! from it, and the skills service's classifications update it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::{IndexError, SearchIndex};
+use crate::model::{ServerId, ToolRecord};
+use crate::store::catalog::ToolSummary;
+
+/// What search knows of one tool, for results. Not its definition nor its
+/// description: with 10,000 tools the one would hold the whole catalog in
+/// memory a second time, and at 100,000 the other is ~35 MB; the few a
+/// search returns are read from the store.
+#[derive(Debug, Clone)]
+pub struct ToolDoc {
+    pub tool_id: Arc<str>,
+    pub server_id: ServerId,
+    pub server_name: String,
+    pub original_name: String,
+    pub wire_name: Option<String>,
+    pub hash: String,
+    pub is_external: bool,
+    pub skill_ids: Vec<String>,
+    pub primary_skill_id: Option<String>,
+}
+
+impl ToolDoc {
+    pub(super) fn from_summary(tool: &ToolSummary<'_>) -> ToolDoc {
+        ToolDoc {
+            tool_id: Arc::from(&*tool.id),
+            server_id: tool.server_id,
+            server_name: tool.server_name.to_string(),
+            original_name: tool.original_name.to_string(),
+            wire_name: tool.wire_name.as_deref().map(str::to_owned),
+            hash: tool.definition_hash.to_string(),
+            is_external: tool.is_external,
+            skill_ids: tool.skill_ids.iter().map(|s| s.to_string()).collect(),
+            primary_skill_id: tool.primary_skill_id.as_deref().map(str::to_owned),
+        }
+    }
+
+    pub(super) fn from_record(tool: &ToolRecord) -> ToolDoc {
+        ToolDoc {
+            tool_id: Arc::from(tool.id.as_str()),
+            server_id: tool.server_id,
+            server_name: tool.server_name.clone(),
+            original_name: tool.original_name.clone(),
+            wire_name: tool.wire_name.clone(),
+            hash: tool.definition_hash.clone(),
+            is_external: tool.is_external,
+            skill_ids: tool.skill_ids.clone(),
+            primary_skill_id: tool.primary_skill_id.clone(),
+        }
+    }
+}
+
+/// Tool id → what search shows of it.
+pub(super) type Docs = HashMap<Arc<str>, Arc<ToolDoc>>;
+
+impl SearchIndex {
+    /// Shows tools' new skills in results and filters, for the tools whose
+    /// indexed definition is the one that was classified.
+    pub fn apply_skills(&self, tools: &[ToolRecord]) -> Result<(), IndexError> {
+        let mut docs = self.inner.docs_mut()?;
+        for tool in tools {
+            if let Some(doc) = docs.get_mut(tool.id.as_str())
+                && doc.hash == tool.definition_hash
+            {
+                *doc = Arc::new(ToolDoc::from_record(tool));
+            }
+        }
+        Ok(())
+    }
+}
