@@ -11,13 +11,14 @@ use super::AppState;
 use super::error::{ErrorBody, HttpError};
 use super::extract::{Actor, JsonBody, PathParam, QueryParams};
 use super::views::{ServerView, ToolView};
+use crate::model::ConnectOutcome;
 use crate::model::{
     AuditEntry, AuditFilter, AuditResult, ConnectionHistoryEntry, ServerSource, ServerStatus,
     TransportType,
 };
 use crate::registry::AggregatorState;
 use crate::registry::validate::{self, ServerSpec};
-use crate::router::{ConnectOutcome, SessionsError};
+use crate::router::ControlError;
 
 /// The body of `POST /api/v1/aggregator/servers` (docs/rules.md,
 /// Registration validation).
@@ -287,7 +288,7 @@ pub async fn connect_server(
             StatusCode::CONFLICT,
             format!("Server already connected: {}", record.name),
         )),
-        Err(err) => Err(sessions_error(err)),
+        Err(err) => Err(control_error(err)),
     }
 }
 
@@ -326,7 +327,7 @@ pub async fn disconnect_server(
         .registry
         .audit_event(&actor, "disconnect", &record.name, &result)
         .await;
-    let pending_requests = outcome.map_err(sessions_error)?;
+    let pending_requests = outcome.map_err(control_error)?;
     let status = state.registry.get(&id).await?.status;
     Ok(Json(DisconnectResponse {
         status,
@@ -334,10 +335,10 @@ pub async fn disconnect_server(
     }))
 }
 
-fn sessions_error(err: SessionsError) -> HttpError {
+fn control_error(err: ControlError) -> HttpError {
     match err {
-        SessionsError::Registry(err) => err.into(),
-        SessionsError::ShuttingDown => {
+        ControlError::Registry(err) => err.into(),
+        ControlError::ShuttingDown => {
             HttpError::new(StatusCode::SERVICE_UNAVAILABLE, err.to_string())
         }
     }

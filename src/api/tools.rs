@@ -76,7 +76,7 @@ pub async fn call_tool(
             sink: None,
             input: None,
             // A REST caller can answer no questions and hears no logs.
-            caller: &crate::router::Caller {
+            caller: &crate::model::Caller {
                 capabilities: Some(std::sync::Arc::new(serde_json::json!({}))),
                 log_level: None,
             },
@@ -131,10 +131,7 @@ async fn call_error(state: &AppState, err: CallError) -> Response {
             StatusCode::GATEWAY_TIMEOUT,
             json!({"server": {"name": server}, "timeout_seconds": after.as_secs_f64()}),
         ),
-        CallError::Server(rpc) => (
-            StatusCode::BAD_GATEWAY,
-            json!({"error": rpc.to_error_object()}),
-        ),
+        CallError::Server { error, .. } => (StatusCode::BAD_GATEWAY, json!({"error": error})),
         CallError::UnknownResource(_) | CallError::UnknownPrompt(_) => {
             (StatusCode::NOT_FOUND, json!({}))
         }

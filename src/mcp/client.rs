@@ -57,7 +57,7 @@ pub(super) fn log_level_index(level: &str) -> Option<usize> {
 
 /// A call's notifications go to the client's queue; log messages below the
 /// level the client set are left out.
-impl crate::router::CallSink for ClientConnection {
+impl crate::model::CallSink for ClientConnection {
     fn send(&self, message: Value) -> bool {
         if message.get("method").and_then(Value::as_str) == Some("notifications/message") {
             let wanted = self.log_level.load(std::sync::atomic::Ordering::Relaxed);
@@ -181,12 +181,12 @@ impl ClientConnection {
     /// The client as a 2026-07-28 server is told about it: its declared
     /// capabilities and the log level it wants (a 2025 client that never
     /// set one hears everything, as a 2025 server would send it).
-    pub fn caller(&self) -> crate::router::Caller {
+    pub fn caller(&self) -> crate::model::Caller {
         let level = match self.log_level.load(std::sync::atomic::Ordering::Relaxed) {
             LEVEL_UNSET => Some(LOG_LEVELS[0]),
             index => LOG_LEVELS.get(index).copied(),
         };
-        crate::router::Caller {
+        crate::model::Caller {
             capabilities: Some(
                 self.capabilities
                     .get()

@@ -75,14 +75,18 @@ pub(super) fn tool_call_error(err: CallError) -> Result<Value, RpcFailure> {
 impl From<CallError> for RpcFailure {
     fn from(err: CallError) -> RpcFailure {
         match err {
-            CallError::Server(crate::router::RpcError::Server {
-                code,
-                message,
-                data,
-            }) => RpcFailure {
-                code,
-                message,
-                data,
+            // The server's error object, passed on as it is.
+            CallError::Server { error, .. } => RpcFailure {
+                code: error
+                    .get("code")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(INTERNAL_ERROR),
+                message: error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                data: error.get("data").cloned(),
             },
             CallError::UnknownResource(ref uri) => {
                 let data = json!({"uri": uri});

@@ -148,7 +148,7 @@ impl FrontDoor {
             arguments = inner_arguments.map(Json::Tree);
         }
         let meta = params.get_mut("_meta").map(Value::take);
-        let sink: Option<Arc<dyn crate::router::CallSink>> = Some(client.clone());
+        let sink: Option<Arc<dyn crate::model::CallSink>> = Some(client.clone());
         // Note who the server works for while the call runs.
         let server_id = self
             .router

@@ -123,7 +123,7 @@ impl Outbound {
     }
 }
 
-impl crate::router::CallSink for Outbound {
+impl crate::model::CallSink for Outbound {
     fn send(&self, message: Value) -> bool {
         self.notify(message)
     }

@@ -53,7 +53,7 @@ impl Drop for CallerGuard<'_> {
 /// a call, to the most recent client that can answer).
 pub(super) struct ForwardToClients(pub(super) std::sync::Weak<FrontDoor>);
 
-impl crate::router::ServerRequestHandler for ForwardToClients {
+impl crate::model::ServerRequestHandler for ForwardToClients {
     fn handle(
         &self,
         server_id: crate::model::ServerId,

@@ -2,6 +2,7 @@
 //! reached, and the status state machine. Nothing here does I/O.
 
 pub mod backoff;
+pub mod call;
 pub mod health;
 pub mod param_headers;
 pub mod redact;
@@ -12,6 +13,7 @@ pub mod tool;
 pub mod wire_name;
 
 pub use backoff::Backoff;
+pub use call::{CallSink, Caller, ConnectOutcome, ServerNotice, ServerRequestHandler};
 pub use server::{
     AuditEntry, AuditFilter, AuditResult, ConnectionHistoryEntry, ServerId, ServerRecord,
     ServerSource, Transport, TransportType,

@@ -20,9 +20,9 @@ use crate::sessions::{Session, SessionManager};
 // servers only through the router.
 /// A call's arguments, as `ToolCall` takes them.
 use crate::jsonrpc::Json;
-pub use crate::sessions::{
-    CallSink, Caller, ConnectOutcome, RpcError, ServerNotice, ServerRequestHandler, SessionsError,
-};
+use crate::model::{CallSink, Caller, ConnectOutcome, ServerNotice, ServerRequestHandler};
+use crate::registry::RegistryError;
+use crate::sessions::{RpcError, SessionsError};
 pub use conflicts::{Conflict, ConflictStrategy};
 use table::{Fingerprints, ItemRoute, Route, RouteTable, Snapshot, UriForm};
 
@@ -52,9 +52,14 @@ pub enum CallError {
     Interrupted { server: String, reason: String },
     #[error("Server {server} did not answer within {} s", after.as_secs_f64())]
     TimedOut { server: String, after: Duration },
-    /// The server answered with a JSON-RPC error; passed on as it is.
-    #[error("{0}")]
-    Server(RpcError),
+    /// The server answered with a JSON-RPC error (passed on as it is), or
+    /// with something that is not an answer (an internal error).
+    #[error("{reason}")]
+    Server {
+        /// The JSON-RPC error object for the client.
+        error: Value,
+        reason: String,
+    },
     #[error("Resource not found: {0}")]
     UnknownResource(String),
     #[error("Prompt not found: {0}")]
@@ -64,6 +69,24 @@ pub enum CallError {
     /// The store could not be read (what it says is in the message).
     #[error("cannot read the catalog: {0}")]
     Catalog(String),
+}
+
+/// Why a connect or a disconnect was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error("the aggregator is shutting down")]
+    ShuttingDown,
+}
+
+impl From<SessionsError> for ControlError {
+    fn from(err: SessionsError) -> ControlError {
+        match err {
+            SessionsError::Registry(err) => ControlError::Registry(err),
+            SessionsError::ShuttingDown => ControlError::ShuttingDown,
+        }
+    }
 }
 
 /// The definitions `table` lists, as `tools/list` shows them, read from
@@ -206,14 +229,14 @@ impl Router {
     }
 
     /// Starts connecting a server (the admin API's connect).
-    pub async fn connect(&self, id: ServerId) -> Result<ConnectOutcome, SessionsError> {
-        self.sessions.connect(id).await
+    pub async fn connect(&self, id: ServerId) -> Result<ConnectOutcome, ControlError> {
+        Ok(self.sessions.connect(id).await?)
     }
 
     /// Disconnects a server: its calls drain (or are cut off with `force`);
     /// answers how many were cut off.
-    pub async fn disconnect(&self, id: ServerId, force: bool) -> Result<usize, SessionsError> {
-        self.sessions.disconnect(id, force).await
+    pub async fn disconnect(&self, id: ServerId, force: bool) -> Result<usize, ControlError> {
+        Ok(self.sessions.disconnect(id, force).await?)
     }
 
     /// Stops a server's supervisor before its registration is removed.
@@ -833,7 +856,10 @@ impl Router {
                 server: server.to_owned(),
                 after,
             },
-            other => CallError::Server(other),
+            other => CallError::Server {
+                error: other.to_error_object(),
+                reason: other.to_string(),
+            },
         }
     }
 }

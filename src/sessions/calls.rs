@@ -7,13 +7,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Where a server's notifications about one call go, already in the
-/// client's form: its progress, and the log messages it sends while the
-/// call runs. A sink may drop what its client is too slow to take (it never
-/// blocks the session); `send` is false once nobody listens any more.
-pub trait CallSink: Send + Sync {
-    fn send(&self, message: Value) -> bool;
-}
+use crate::model::CallSink;
 
 /// A call under way that a client is waiting on.
 struct CallRoute {

@@ -12,10 +12,11 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::calls::CallRoutes;
-use super::events::{EventSender, ServerRequestHandler, SessionEvent};
+use super::events::{EventSender, SessionEvent};
 use super::pending::{Pending, Waiter};
 use super::rpc_error::RpcError;
 use crate::jsonrpc::line;
+use crate::model::ServerRequestHandler;
 
 /// Routes the server's messages: responses to their waiting requests,
 /// list-changed notifications to the supervisor, the server's own requests

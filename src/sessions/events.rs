@@ -1,23 +1,10 @@
 //! What a session passes up: the server's notifications and list changes
-//! for its supervisor, on a bounded channel that never loses a change, and
-//! the server's own requests for the front door's handler.
+//! for its supervisor, on a bounded channel that never loses a change.
 
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::mpsc;
-
-/// Answers the requests a server makes of its client (sampling,
-/// elicitation, roots) — the front door forwards them to its own clients.
-/// `Err` carries a JSON-RPC error object.
-pub trait ServerRequestHandler: Send + Sync {
-    fn handle(
-        &self,
-        server_id: crate::model::ServerId,
-        method: String,
-        params: Option<Value>,
-    ) -> futures_util::future::BoxFuture<'static, Result<Value, Value>>;
-}
 
 /// Something the server told us that the supervisor or the front doors act on.
 #[derive(Debug, Clone, PartialEq)]

@@ -29,11 +29,13 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::catalog::Catalog;
-use crate::model::{Backoff, ServerId, ServerStatus, StatusTrigger};
+use crate::model::{
+    Backoff, ConnectOutcome, ServerId, ServerNotice, ServerRequestHandler, ServerStatus,
+    StatusTrigger,
+};
 use crate::registry::{Registry, RegistryError, RegistryEvent};
-pub use calls::{CallGuard, CallSink};
-pub use events::{ServerRequestHandler, SessionEvent};
-pub use revision::Caller;
+pub use calls::CallGuard;
+pub use events::SessionEvent;
 pub use rpc_error::RpcError;
 pub use session::Session;
 
@@ -90,15 +92,6 @@ pub enum SessionsError {
     Registry(#[from] RegistryError),
     #[error("the aggregator is shutting down")]
     ShuttingDown,
-}
-
-/// What a connect request did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConnectOutcome {
-    /// A connection attempt is under way (status `CONNECTING`).
-    Initiated,
-    /// The server is already `CONNECTED` or `DEGRADED`.
-    AlreadyConnected,
 }
 
 enum Command {
@@ -183,14 +176,6 @@ impl Shared {
         self.connecting
             .send_if_modified(|connecting| connecting.remove(&id));
     }
-}
-
-/// A notification a server sent that the front doors may pass on
-/// (resource updates, logging, …), raw.
-#[derive(Debug, Clone)]
-pub struct ServerNotice {
-    pub server_id: ServerId,
-    pub message: serde_json::Value,
 }
 
 /// The sessions of every server; cheap to clone.

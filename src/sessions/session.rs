@@ -14,13 +14,14 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::calls::{CallGuard, CallRoutes, CallSink};
-use super::events::{EventSender, ServerRequestHandler};
+use super::calls::{CallGuard, CallRoutes};
+use super::events::EventSender;
 use super::link::Link;
 use super::pending::{Pending, Sweep, Swept, Waiter};
-use super::revision::{self, Caller, Revision, RevisionId, Subscription};
+use super::revision::{self, Revision, RevisionId, Subscription};
 use super::rpc_error::RpcError;
 use crate::jsonrpc::{self, Json, line};
+use crate::model::{CallSink, Caller, ServerRequestHandler};
 
 /// A server's own requests (sampling, elicitation, roots) waiting on a
 /// client at once; beyond that the server gets an error at once.

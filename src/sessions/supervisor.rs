@@ -14,7 +14,7 @@ use super::revision::RevisionId;
 use super::session::{Handshake, Session};
 use super::{Command, Shared, http, sse, stdio};
 use crate::model::health::{CheckOutcome, Verdict};
-use crate::model::{ServerId, ServerRecord, ServerStatus, StatusTrigger, Transport};
+use crate::model::{ServerId, ServerNotice, ServerRecord, ServerStatus, StatusTrigger, Transport};
 use crate::registry::RegistryError;
 
 enum Connected {
@@ -241,7 +241,7 @@ pub(super) async fn run(
                         discovery::discover(&session, id, &shared.catalog, What::Everything).await;
                     }
                     Some(SessionEvent::Notification(message)) => {
-                        let _ = shared.notices.send(super::ServerNotice { server_id: id, message });
+                        let _ = shared.notices.send(ServerNotice { server_id: id, message });
                     }
                     None => {}
                 },

@@ -12,12 +12,12 @@ mod rev2026;
 
 use futures_util::future::BoxFuture;
 use serde_json::Value;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::link::Link;
 use super::rpc_error::RpcError;
 use crate::jsonrpc::Json;
+use crate::model::Caller;
 
 pub use rev2026::LISTEN_ID;
 
@@ -63,18 +63,6 @@ impl RevisionId {
 /// target into HTTP headers.
 pub(super) fn mirrors_method_headers(version: &str) -> bool {
     RevisionId::of_version(version).mirrors_method_headers()
-}
-
-/// The client a request is made for, as a revision that carries it tells
-/// the server in each request (a 2025 server knows only the aggregator).
-#[derive(Debug, Clone, Default)]
-pub struct Caller {
-    /// The client's declared capabilities: a server asks only for input
-    /// the client can give.
-    /// Shared: a client's every call carries them.
-    pub capabilities: Option<Arc<Value>>,
-    /// The least severe log message the client wants; none: no logs.
-    pub log_level: Option<&'static str>,
 }
 
 /// What a session does on its link while it opens (it alone owns the link

@@ -7,8 +7,9 @@
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::{Caller, Offer, Opened, Opening, Revision, Subscription};
+use super::{Offer, Opened, Opening, Revision, Subscription};
 use crate::jsonrpc::Json;
+use crate::model::Caller;
 use crate::sessions::rpc_error::RpcError;
 
 /// The protocol version we ask for; servers answer with the one they speak.

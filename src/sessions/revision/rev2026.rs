@@ -13,8 +13,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::rev2025::KNOWN_VERSIONS;
-use super::{Caller, Offer, Opened, Opening, Revision, Subscription};
+use super::{Offer, Opened, Opening, Revision, Subscription};
 use crate::jsonrpc::{self, Json};
+use crate::model::Caller;
 use crate::sessions::link::LinkError;
 use crate::sessions::rpc_error::RpcError;
 
