@@ -112,7 +112,7 @@ pub fn build_index(data_dir: &Path, catalog: &[CatalogServer]) -> Result<SearchI
             auto_connect: false,
             ..ServerRecord::new(
                 server.server.clone(),
-                placeholder_transport(),
+                Transport::placeholder(),
                 ServerSource::Api,
             )
         };
@@ -217,14 +217,4 @@ pub fn metrics<'a>(results: impl IntoIterator<Item = &'a CaseResult>) -> Metrics
         m.mrr_at_10 /= n;
     }
     m
-}
-
-/// What a catalog-only server (never connected) is registered with.
-pub fn placeholder_transport() -> Transport {
-    Transport::Stdio {
-        command: "true".into(),
-        args: Vec::new(),
-        env: Default::default(),
-        cwd: None,
-    }
 }

@@ -3,7 +3,7 @@
 
 use axum::http::StatusCode;
 
-pub use crate::http_error::{ErrorBody, HttpError};
+use crate::http_error::HttpError;
 use crate::registry::{RegistryError, StoreError};
 
 impl From<RegistryError> for HttpError {

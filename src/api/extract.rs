@@ -9,7 +9,7 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use std::net::SocketAddr;
 
-use super::error::HttpError;
+use crate::http_error::HttpError;
 
 /// Header the CLI sets so the audit log can say who acted.
 pub const ACTOR_HEADER: &str = "x-mcp-aggregator-actor";

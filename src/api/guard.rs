@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use super::error::HttpError;
+use crate::http_error::HttpError;
 
 /// Which `Host` and `Origin` values the listener accepts.
 #[derive(Debug, Clone, Default)]

@@ -26,8 +26,8 @@ use utoipa::{OpenApi, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::http_error::HttpError;
 use crate::registry::Registry;
-use error::HttpError;
 
 /// Largest request body accepted (a registration is a few KiB).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;

@@ -10,8 +10,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::error::{ErrorBody, HttpError};
 use super::extract::JsonBody;
+use crate::http_error::{ErrorBody, HttpError};
 use crate::index::query::{QueryError, SearchQuery, SearchResponse};
 
 /// Find tools by what they do: keyword and meaning, ranked together.

@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
-use super::error::{ErrorBody, HttpError};
 use super::extract::{Actor, JsonBody, PathParam, QueryParams};
 use super::views::{ServerView, ToolView};
+use crate::http_error::{ErrorBody, HttpError};
 use crate::model::ConnectOutcome;
 use crate::model::{
     AuditEntry, AuditFilter, AuditResult, ConnectionHistoryEntry, ServerSource, ServerStatus,

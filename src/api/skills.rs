@@ -11,9 +11,9 @@ use std::collections::HashSet;
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
-use super::error::{ErrorBody, HttpError};
 use super::extract::{Actor, JsonBody, PathParam, QueryParams};
 use super::views::ToolView;
+use crate::http_error::{ErrorBody, HttpError};
 use crate::model::{Skill, SkillSuggestion};
 use crate::skills::{ClassificationProgress, ReclassifyScope, SkillView, SkillsError};
 

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::error::ErrorBody;
 use super::extract::JsonBody;
+use crate::http_error::ErrorBody;
 use crate::router::CallError;
 
 /// The call to make.

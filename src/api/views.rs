@@ -12,8 +12,6 @@ use crate::model::{
     ServerRecord, ServerSource, ServerStatus, ToolRecord, Transport, TransportType,
 };
 
-pub use crate::model::server::REDACTED;
-
 /// A registered server (`GET /servers/{id}`, `POST /servers`, list items).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ServerView {
@@ -189,7 +187,7 @@ mod tests {
             cwd: None,
         };
         let shown = redacted_config(&stdio);
-        assert_eq!(shown["env"]["API_KEY"], REDACTED);
+        assert_eq!(shown["env"]["API_KEY"], crate::model::server::REDACTED);
         assert!(!shown.to_string().contains("s3cret"));
 
         let http = Transport::Http {

@@ -13,7 +13,7 @@ use crate::model::{ServerId, ServerRecord, ServerSource};
 fn server(store: &Store, name: &str) -> ServerRecord {
     let record = ServerRecord::new(
         name,
-        crate::eval::placeholder_transport(),
+        crate::model::Transport::placeholder(),
         ServerSource::Api,
     );
     store.insert_server(&record, "test").unwrap();

@@ -74,6 +74,17 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// What a catalog-only server (never connected: an evaluation's, a
+    /// test's) is registered with.
+    pub fn placeholder() -> Transport {
+        Transport::Stdio {
+            command: "true".into(),
+            args: Vec::new(),
+            env: Default::default(),
+            cwd: None,
+        }
+    }
+
     pub fn transport_type(&self) -> TransportType {
         match self {
             Transport::Stdio { .. } => TransportType::Stdio,

@@ -27,7 +27,7 @@ pub struct Route {
     pub header_params: Arc<[HeaderParam]>,
 }
 
-pub use crate::model::param_headers::HeaderParam;
+use crate::model::param_headers::HeaderParam;
 
 /// A server as the router sees it.
 #[derive(Debug, Clone, PartialEq)]

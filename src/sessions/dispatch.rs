@@ -34,7 +34,7 @@ pub(super) struct Dispatcher {
     /// Bounds the server's requests waiting on a client.
     pub(super) asking: Arc<tokio::sync::Semaphore>,
     /// Marked on every message: a server heard from is alive.
-    pub(super) vitals: Option<Arc<super::health::Vitals>>,
+    pub(super) vitals: Option<Arc<super::vitals::Vitals>>,
 }
 
 impl Dispatcher {

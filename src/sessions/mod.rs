@@ -21,6 +21,7 @@ mod session;
 pub mod sse;
 pub mod stdio;
 mod supervisor;
+mod vitals;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -129,12 +130,12 @@ pub(crate) struct Shared {
     /// list up.
     connecting: watch::Sender<HashSet<ServerId>>,
     /// Each supervised server's health record.
-    vitals: Mutex<HashMap<ServerId, Arc<health::Vitals>>>,
+    vitals: Mutex<HashMap<ServerId, Arc<vitals::Vitals>>>,
 }
 
 impl Shared {
     /// The server's health record, made on first use.
-    fn vitals(&self, record: &crate::model::ServerRecord) -> Arc<health::Vitals> {
+    fn vitals(&self, record: &crate::model::ServerRecord) -> Arc<vitals::Vitals> {
         let interval = self
             .settings
             .health
@@ -144,13 +145,13 @@ impl Shared {
             Err(poisoned) => poisoned.into_inner(),
         };
         let vitals = all.entry(record.id).or_insert_with(|| {
-            Arc::new(health::Vitals::new(&record.name, record.status, interval))
+            Arc::new(vitals::Vitals::new(&record.name, record.status, interval))
         });
         vitals.set_interval(interval);
         Arc::clone(vitals)
     }
 
-    fn known_vitals(&self, id: ServerId) -> Option<Arc<health::Vitals>> {
+    fn known_vitals(&self, id: ServerId) -> Option<Arc<vitals::Vitals>> {
         self.vitals.lock().ok()?.get(&id).cloned()
     }
 

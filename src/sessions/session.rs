@@ -44,7 +44,7 @@ pub struct Session {
     list_ttls: Mutex<HashMap<String, u64>>,
     /// The server's health record: every message marks it alive, every
     /// request made for a client is counted.
-    vitals: Option<Arc<super::health::Vitals>>,
+    vitals: Option<Arc<super::vitals::Vitals>>,
     sweep: Arc<Sweep>,
 }
 
@@ -57,7 +57,7 @@ pub struct Handshake {
     /// Where the server's own requests go, with the server's id.
     pub requests: Option<(crate::model::ServerId, Arc<dyn ServerRequestHandler>)>,
     /// The server's health record, if it is monitored.
-    pub vitals: Option<Arc<super::health::Vitals>>,
+    pub vitals: Option<Arc<super::vitals::Vitals>>,
 }
 
 /// The session while it opens: it alone owns the link, and answers the

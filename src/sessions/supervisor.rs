@@ -7,11 +7,12 @@ use tokio::sync::{mpsc, watch};
 
 use super::discovery::{self, What};
 use super::events::{EventSender, SessionEvent, event_channel};
-use super::health::{self, Vitals};
+use super::health;
 use super::inbound_channel;
 use super::link::Link;
 use super::revision::RevisionId;
 use super::session::{Handshake, Session};
+use super::vitals::Vitals;
 use super::{Command, Shared, http, sse, stdio};
 use crate::model::health::{CheckOutcome, Verdict};
 use crate::model::{ServerId, ServerNotice, ServerRecord, ServerStatus, StatusTrigger, Transport};
