@@ -29,7 +29,7 @@ impl Subscriptions {
     pub(super) fn add(
         &self,
         client: &Arc<ClientConnection>,
-        route: &crate::router::table::ItemRoute,
+        route: &crate::router::ItemRoute,
         uri: &str,
     ) -> bool {
         let Ok(mut subs) = self.by_resource.lock() else {
@@ -57,7 +57,7 @@ impl Subscriptions {
     pub(super) fn remove(
         &self,
         client: &Arc<ClientConnection>,
-        route: &crate::router::table::ItemRoute,
+        route: &crate::router::ItemRoute,
         uri: &str,
     ) -> bool {
         let Ok(mut subs) = self.by_resource.lock() else {

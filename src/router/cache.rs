@@ -184,6 +184,12 @@ impl ResourceCache {
     }
 }
 
+/// The resource cache's key: a server and its own URI, whatever form the
+/// client used.
+pub(super) fn key(server_id: ServerId, uri: &str) -> String {
+    format!("{server_id} {uri}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

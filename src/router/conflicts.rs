@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use utoipa::ToSchema;
 
-use super::table::{Route, ServerEntry};
+use super::routes::{Route, ServerEntry};
 use crate::model::ServerId;
 
 /// How a bare original name shared by several servers is resolved.

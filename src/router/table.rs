@@ -8,48 +8,11 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::conflicts::{Conflict, ConflictStrategy};
+use super::routes::{ItemRoute, PROMPT_SEPARATOR, RESOURCE_SEPARATOR, Route, ServerEntry};
 use crate::model::tool::definition_field;
-use crate::model::{ServerId, ServerRecord, ServerStatus};
+use crate::model::{ServerId, ServerRecord};
 use crate::store::catalog::ToolRoute;
-
-/// Where a tool call goes.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Route {
-    pub server_id: ServerId,
-    pub server_name: Arc<str>,
-    /// The name the server knows the tool by.
-    pub original_name: Arc<str>,
-    /// `server.tool`.
-    pub tool_id: Arc<str>,
-    pub wire_name: Option<Arc<str>>,
-    /// Arguments the tool's schema asks to be mirrored into HTTP headers
-    /// (`x-mcp-header`), checked on 2026-07-28 calls over HTTP.
-    pub header_params: Arc<[HeaderParam]>,
-}
-
-use crate::model::param_headers::HeaderParam;
-
-/// A server as the router sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ServerEntry {
-    pub id: ServerId,
-    pub name: Arc<str>,
-    pub status: ServerStatus,
-    pub priority: i32,
-    pub registered_at: chrono::DateTime<chrono::Utc>,
-}
-
-/// Where a namespaced resource URI or prompt name goes.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ItemRoute {
-    pub server_id: ServerId,
-    pub original: Arc<str>,
-}
-
-/// Separator between server and item in resource URIs (`server:uri`).
-pub const RESOURCE_SEPARATOR: char = ':';
-/// Separator between server and prompt name (`server.prompt`).
-pub const PROMPT_SEPARATOR: char = '.';
 
 /// The in-memory view the front doors serve from.
 #[derive(Debug, Default)]
@@ -61,8 +24,8 @@ pub struct RouteTable {
     /// What each bare original name reaches under the conflict strategy.
     pub(super) aliases: HashMap<Arc<str>, Arc<Route>>,
     /// Names several servers offer, and how each was resolved.
-    pub conflicts: Vec<super::conflicts::Conflict>,
-    pub strategy: super::conflicts::ConflictStrategy,
+    pub conflicts: Vec<Conflict>,
+    pub strategy: ConflictStrategy,
     /// Routes per server, by original name (for calls that name the server).
     pub(super) by_server: HashMap<ServerId, HashMap<Arc<str>, Arc<Route>>>,
     pub(super) servers: HashMap<ServerId, ServerEntry>,

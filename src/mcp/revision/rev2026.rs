@@ -619,7 +619,7 @@ fn check_headers(
 struct ListenGuard<'a> {
     server: &'a FrontDoor,
     listener: Arc<ClientConnection>,
-    subscribed: Vec<(crate::router::table::ItemRoute, String)>,
+    subscribed: Vec<(crate::router::ItemRoute, String)>,
 }
 
 impl Drop for ListenGuard<'_> {
@@ -690,7 +690,7 @@ fn strip_protocol_meta(params: &mut Option<Value>) {
 /// (base64 sentinel decoded, numbers compared as numbers).
 fn check_param_headers(
     headers: &axum::http::HeaderMap,
-    route: &crate::router::table::Route,
+    route: &crate::router::Route,
     arguments: Option<&Value>,
 ) -> Result<(), String> {
     for param in route.header_params.iter() {

@@ -1,0 +1,297 @@
+//! A tool call: the name resolved to its route (explicit server, then a
+//! namespaced name, then a unique original name), the server's session
+//! (one reconnect for a server in ERROR, none while its breaker is open),
+//! progress tokens swapped, the call forwarded, a DEGRADED server's
+//! warning added, and a session's failure said as the router's.
+
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::routes::Route;
+use super::table::RouteTable;
+use super::{CallError, Router};
+use crate::jsonrpc::Json;
+use crate::model::{CallSink, Caller, ServerId, ServerStatus};
+use crate::sessions::{RpcError, Session};
+
+/// Where a call's result says its server is DEGRADED.
+pub const WARNING_META: &str = "io.github.mcp-aggregator/warning";
+
+/// A retry of a call a 2026-07-28 server answered with an input-required
+/// result: the answers, and the server's opaque state, passed back as the
+/// server asked.
+#[derive(Debug, Clone)]
+pub struct InputRound {
+    pub responses: Value,
+    pub state: Option<Value>,
+}
+
+/// A tool call as a front door asks for it.
+pub struct ToolCall<'a> {
+    /// The name the client used (wire name, tool id or bare name).
+    pub name: &'a str,
+    pub arguments: Option<Json>,
+    pub meta: Option<Value>,
+    /// The server the client named, if it did.
+    pub server: Option<&'a str>,
+    /// Where the call's progress and log messages go.
+    pub sink: Option<Arc<dyn CallSink>>,
+    /// A retry's answers to the server's questions.
+    pub input: Option<InputRound>,
+    pub caller: &'a Caller,
+}
+
+/// A call's params as they go to the server.
+#[derive(serde::Serialize)]
+struct CallParams<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arguments: Option<&'a Json>,
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<&'a Value>,
+    #[serde(rename = "inputResponses", skip_serializing_if = "Option::is_none")]
+    input_responses: Option<&'a Value>,
+    #[serde(rename = "requestState", skip_serializing_if = "Option::is_none")]
+    request_state: Option<&'a Value>,
+}
+
+/// A resolved call, with how long each part took.
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    pub route: Arc<Route>,
+    /// The server's result as it wrote it (for the client; parse it only
+    /// to read it).
+    pub result: Box<serde_json::value::RawValue>,
+    pub routing: Duration,
+    pub execution: Duration,
+}
+
+impl Router {
+    /// Finds the tool a client means.
+    pub fn resolve(
+        &self,
+        table: &RouteTable,
+        name: &str,
+        server: Option<&str>,
+    ) -> Result<Arc<Route>, CallError> {
+        if let Some(server) = server {
+            let entry = table
+                .find_server(server)
+                .ok_or_else(|| CallError::UnknownServer(server.to_owned()))?;
+            let routes = table.by_server.get(&entry.id);
+            let found = routes.and_then(|r| r.get(name)).or_else(|| {
+                table
+                    .namespaced
+                    .get(name)
+                    .filter(|r| r.server_id == entry.id)
+            });
+            return found
+                .cloned()
+                .ok_or_else(|| CallError::UnknownTool(format!("{name} on {}", entry.name)));
+        }
+        if let Some(route) = table.namespaced.get(name) {
+            return Ok(Arc::clone(route));
+        }
+        if let Some(route) = table.aliases.get(name) {
+            return Ok(Arc::clone(route));
+        }
+        match table.by_original.get(name).map(Vec::as_slice) {
+            Some(many) if many.len() > 1 => Err(CallError::Ambiguous {
+                name: name.to_owned(),
+                candidates: many.iter().map(|r| r.tool_id.to_string()).collect(),
+            }),
+            Some([only]) => Err(CallError::UnknownTool(format!(
+                "{name} (bare names are off: call it as {})",
+                only.tool_id
+            ))),
+            _ => Err(CallError::UnknownTool(name.to_owned())),
+        }
+    }
+
+    /// `resolve`, except that a name nobody offers yet is looked up again
+    /// once the servers still starting have started.
+    pub async fn resolve_settled(
+        &self,
+        name: &str,
+        server: Option<&str>,
+    ) -> Result<(Arc<RouteTable>, Arc<Route>), CallError> {
+        let table = self.table();
+        match self.resolve(&table, name, server) {
+            Err(CallError::UnknownTool(_) | CallError::UnknownServer(_)) => {
+                self.settle().await;
+                let table = self.table();
+                let route = self.resolve(&table, name, server)?;
+                Ok((table, route))
+            }
+            other => other.map(|route| (table, route)),
+        }
+    }
+
+    /// Calls a tool; `arguments` and `meta` pass through unchanged, except
+    /// that a progress token is swapped for one of ours. With a `sink`, the
+    /// server's progress (with the client's token) and log messages during
+    /// the call go to it, before the result.
+    pub async fn call_tool(&self, call: ToolCall<'_>) -> Result<CallOutcome, CallError> {
+        use tracing::Instrument as _;
+        // Exported only when traces are on (`logging::TRACE_TARGET`).
+        let span = tracing::trace_span!(target: "mcp_aggregator::otel", "route", tool = call.name);
+        self.call_tool_traced(call).instrument(span).await
+    }
+
+    pub(super) async fn call_tool_traced(
+        &self,
+        call: ToolCall<'_>,
+    ) -> Result<CallOutcome, CallError> {
+        let ToolCall {
+            name,
+            arguments,
+            mut meta,
+            server,
+            sink,
+            input,
+            caller,
+        } = call;
+        let started = Instant::now();
+        let (table, route) = self.resolve_settled(name, server).await?;
+        let session = self.session_for(&table, route.server_id).await?;
+        let routing = started.elapsed();
+        let _routed = sink.map(|sink| {
+            let client_token = meta.as_ref().and_then(|m| m.get("progressToken")).cloned();
+            let (ours, guard) = session.route_call(sink, client_token);
+            if let (Some(ours), Some(meta)) = (ours, meta.as_mut()) {
+                meta["progressToken"] = ours;
+            }
+            guard
+        });
+        let params = CallParams {
+            name: &route.original_name,
+            arguments: arguments.as_ref(),
+            meta: meta.as_ref(),
+            input_responses: input.as_ref().map(|input| &input.responses),
+            request_state: input.as_ref().and_then(|input| input.state.as_ref()),
+        };
+        // The arguments the tool mirrors into headers, for a revision that
+        // sends them.
+        let headers = if route.header_params.is_empty() || !session.mirrors_param_headers() {
+            Vec::new()
+        } else {
+            let arguments = arguments.as_ref().map(Json::to_tree);
+            crate::model::param_headers::call_headers(&route.header_params, arguments.as_ref())
+        };
+        // Written once, the arguments as the client wrote them.
+        let params = serde_json::value::to_raw_value(&params).map_err(|err| {
+            self.call_failure(&route.server_name, RpcError::Malformed(err.to_string()))
+        })?;
+        let mut result = session
+            .request_for(caller, "tools/call", Some(Json::Text(params)), &headers)
+            .await
+            .map_err(|err| self.call_failure(&route.server_name, err))?;
+        if table
+            .server(route.server_id)
+            .is_some_and(|s| s.status == ServerStatus::Degraded)
+        {
+            self.warn_degraded(&mut result, route.server_id, &route.server_name);
+        }
+        Ok(CallOutcome {
+            route,
+            result,
+            routing,
+            execution: started.elapsed() - routing,
+        })
+    }
+
+    /// Tells the caller, in the result's `_meta`, that the server that
+    /// answered is DEGRADED (tools of a degraded server are still served).
+    pub(super) fn warn_degraded(
+        &self,
+        result: &mut Box<serde_json::value::RawValue>,
+        id: ServerId,
+        server: &str,
+    ) {
+        let Ok(mut tree) = serde_json::from_str::<Value>(result.get()) else {
+            return;
+        };
+        let Some(object) = tree.as_object_mut() else {
+            return;
+        };
+        let reason = self
+            .sessions
+            .degraded_reason(id)
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default();
+        let warning = format!("server {server} is DEGRADED{reason}");
+        match object.get_mut("_meta") {
+            Some(Value::Object(meta)) => {
+                meta.insert(WARNING_META.to_owned(), Value::String(warning));
+            }
+            _ => {
+                object.insert("_meta".to_owned(), json!({ WARNING_META: warning }));
+            }
+        }
+        if let Ok(warned) = serde_json::value::to_raw_value(&tree) {
+            *result = warned;
+        }
+    }
+
+    /// The live session of a server. A server in ERROR gets one immediate
+    /// reconnect attempt (none while its circuit breaker is open: its last
+    /// attempt failed moments ago), and a server that is (re)connecting is
+    /// waited for, up to the sessions' `call_wait`.
+    pub(super) async fn session_for(
+        &self,
+        table: &RouteTable,
+        id: ServerId,
+    ) -> Result<Arc<Session>, CallError> {
+        // A session whose link just died is not used: its server is about
+        // to be marked ERROR, and the wait reconnects it.
+        if let Some(session) = self.sessions.session(id).filter(|s| !s.is_closed()) {
+            return Ok(session);
+        }
+        let name = || {
+            table
+                .server(id)
+                .map(|e| e.name.to_string())
+                .unwrap_or_else(|| id.to_string())
+        };
+        match self
+            .sessions
+            .wait_session(id, self.sessions.settings().call_wait)
+            .await
+        {
+            Ok(session) => Ok(session),
+            Err(Some(status)) => Err(CallError::Unavailable {
+                server: name(),
+                status,
+                reason: self
+                    .sessions
+                    .registry()
+                    .get(&id.to_string())
+                    .await
+                    .ok()
+                    .and_then(|r| r.error_message),
+            }),
+            Err(None) => Err(CallError::UnknownServer(name())),
+        }
+    }
+
+    pub(super) fn call_failure(&self, server: &str, err: RpcError) -> CallError {
+        match err {
+            RpcError::Closed(reason)
+            | RpcError::Link(crate::sessions::link::LinkError::Closed(reason)) => {
+                CallError::Interrupted {
+                    server: server.to_owned(),
+                    reason,
+                }
+            }
+            RpcError::Timeout(after) => CallError::TimedOut {
+                server: server.to_owned(),
+                after,
+            },
+            other => CallError::Server {
+                error: other.to_error_object(),
+                reason: other.to_string(),
+            },
+        }
+    }
+}
