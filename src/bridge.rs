@@ -10,8 +10,8 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 use tokio_util::sync::CancellationToken;
 
+use crate::sessions::LinkError;
 use crate::sessions::http;
-use crate::sessions::link::LinkError;
 
 /// Relays until the input ends or `shutdown`.
 pub async fn relay(
@@ -44,7 +44,9 @@ pub async fn relay(
                 .and_then(|e| e.result)
                 .and_then(negotiated_version)
             {
-                forward_link.set_protocol_version(&version);
+                // Agreed by `initialize`: a 2025 revision, which mirrors
+                // nothing into headers.
+                forward_link.set_protocol_version(&version, false);
             }
             // Passed on as the daemon wrote it. Notifications may be
             // dropped for a client that is behind; answers and requests

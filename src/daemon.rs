@@ -178,7 +178,7 @@ pub struct FrontDoorOptions {
     /// How long a call waits for a server that is (re)connecting.
     pub call_wait: Duration,
     /// Health checks: interval, timeout, circuit breaker.
-    pub health: crate::sessions::health::HealthSettings,
+    pub health: crate::sessions::HealthSettings,
     /// How tools are classified into skills.
     pub skills: crate::skills::SkillsSettings,
     /// How much search is done (`--search`).

@@ -427,8 +427,8 @@ struct HealthArgs {
 }
 
 impl HealthArgs {
-    fn settings(&self) -> crate::sessions::health::HealthSettings {
-        crate::sessions::health::HealthSettings {
+    fn settings(&self) -> crate::sessions::HealthSettings {
+        crate::sessions::HealthSettings {
             interval: self.health_interval,
             timeout: self.health_timeout,
             breaker_cooldown: self.breaker_cooldown,
@@ -695,7 +695,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // Before any thread or child exists: whatever descriptors whoever
     // started us left open must not reach the servers we start.
-    crate::sessions::stdio::close_inherited_on_exec();
+    crate::sessions::close_inherited_on_exec();
     crate::http_client::init();
     daemon::install_panic_hook();
     // The stdio front door serves one client: a single-threaded runtime

@@ -278,7 +278,7 @@ impl Router {
     pub(super) fn call_failure(&self, server: &str, err: RpcError) -> CallError {
         match err {
             RpcError::Closed(reason)
-            | RpcError::Link(crate::sessions::link::LinkError::Closed(reason)) => {
+            | RpcError::Link(crate::sessions::LinkError::Closed(reason)) => {
                 CallError::Interrupted {
                     server: server.to_owned(),
                     reason,

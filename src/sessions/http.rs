@@ -5,13 +5,16 @@
 
 use bytes::Bytes;
 use futures_util::StreamExt as _;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
-use super::link::{Inbound, LinkError, LinkState};
+use super::over_http::{
+    ERROR_BODY_MAX, bounded_events, header_map, is_error_answer, status_error_from, unreachable,
+};
+use super::transport::{Inbound, LinkError, LinkState};
 use crate::http_client::{bounded_body, root_cause};
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -52,6 +55,9 @@ struct Inner {
     headers: HeaderMap,
     session_id: RwLock<Option<HeaderValue>>,
     protocol_version: RwLock<Option<HeaderValue>>,
+    /// Whether each request mirrors its method and target into headers
+    /// (as the revision spoken asks).
+    mirrors_method_headers: std::sync::atomic::AtomicBool,
     inbound: Inbound,
     state: LinkState,
 }
@@ -75,6 +81,7 @@ pub fn open(
             headers,
             session_id: RwLock::new(None),
             protocol_version: RwLock::new(None),
+            mirrors_method_headers: std::sync::atomic::AtomicBool::new(false),
             inbound,
             state: LinkState::default(),
         }),
@@ -82,38 +89,30 @@ pub fn open(
     })
 }
 
-/// The configured headers as a header map (validated at registration; this
-/// only fails for records written by hand).
-pub fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, LinkError> {
-    let mut map = HeaderMap::new();
-    for (name, value) in headers {
-        let name = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| LinkError::Protocol(format!("invalid header name {name:?}")))?;
-        let value = HeaderValue::from_str(value)
-            .map_err(|_| LinkError::Protocol(format!("invalid value for header {name}")))?;
-        map.insert(name, value);
-    }
-    Ok(map)
-}
-
 impl HttpLink {
     pub fn state(&self) -> &LinkState {
         &self.inner.state
     }
 
-    pub fn set_protocol_version(&self, version: &str) {
+    pub fn set_protocol_version(&self, version: &str, mirrors_method_headers: bool) {
         if let (Ok(value), Ok(mut slot)) = (
             HeaderValue::from_str(version),
             self.inner.protocol_version.write(),
         ) {
             *slot = Some(value);
         }
+        self.inner
+            .mirrors_method_headers
+            .store(mirrors_method_headers, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn forget_protocol_version(&self) {
         if let Ok(mut slot) = self.inner.protocol_version.write() {
             *slot = None;
         }
+        self.inner
+            .mirrors_method_headers
+            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Sends one message; returns once the server accepted it. A response
@@ -183,19 +182,10 @@ impl Drop for HttpLink {
 }
 
 impl Inner {
-    /// Whether the link speaks 2026-07-28 (whose requests mirror their
-    /// method and target into headers).
-    fn is_modern(&self) -> bool {
-        self.protocol_version
-            .read()
-            .ok()
-            .and_then(|v| {
-                v.as_ref().map(|v| {
-                    v.to_str()
-                        .is_ok_and(super::revision::mirrors_method_headers)
-                })
-            })
-            .unwrap_or(false)
+    /// Whether requests mirror their method and target into headers.
+    fn mirrors_method_headers(&self) -> bool {
+        self.mirrors_method_headers
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
@@ -225,7 +215,7 @@ impl Inner {
             .request(reqwest::Method::POST)
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream");
-        if self.is_modern() {
+        if self.mirrors_method_headers() {
             for (name, value) in mirrored_headers(&message) {
                 request = request.header(name, value);
             }
@@ -480,75 +470,4 @@ fn mirrored_headers(message: &[u8]) -> Vec<(&'static str, HeaderValue)> {
         }
     }
     headers
-}
-
-/// A request that did not reach the server; a refused connection also
-/// closes the link (the server is gone).
-pub(super) fn unreachable(
-    state: &LinkState,
-    url: &reqwest::Url,
-    err: &reqwest::Error,
-) -> LinkError {
-    let reason = format!("cannot reach {url}: {}", root_cause(err));
-    if err.is_connect() {
-        state.close(reason.clone());
-    }
-    LinkError::Http(reason)
-}
-
-/// An answer that is not a success, as an error (the body shortened; no
-/// more of it is read than is shown).
-/// The most of an HTTP error body we read.
-const ERROR_BODY_MAX: usize = 64 * 1024;
-
-/// Whether an HTTP error body is a JSON-RPC error answering a request.
-fn is_error_answer(body: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|message| {
-        message
-            .get("error")
-            .is_some_and(serde_json::Value::is_object)
-            && message.get("id").is_some_and(|id| !id.is_null())
-    })
-}
-
-pub(super) async fn status_error(response: reqwest::Response) -> LinkError {
-    let status = response.status().as_u16();
-    let body = bounded_body(response, ERROR_BODY_MAX)
-        .await
-        .unwrap_or_default();
-    status_error_from(status, &body)
-}
-
-/// An HTTP error status as a link error, with the start of its body.
-fn status_error_from(status: u16, body: &[u8]) -> LinkError {
-    const SHOWN: usize = 500;
-    LinkError::Status {
-        status,
-        body: String::from_utf8_lossy(body).chars().take(SHOWN).collect(),
-    }
-}
-
-/// A response's bytes for an SSE parser, ending in an error once one event
-/// passes the message limit (the parser would otherwise buffer it whole).
-pub(super) fn bounded_events(
-    response: reqwest::Response,
-) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send {
-    let max = crate::limits::max_message_bytes();
-    let mut check = crate::limits::EventSizeCheck::default();
-    response.bytes_stream().scan(false, move |failed, chunk| {
-        if *failed {
-            return std::future::ready(None);
-        }
-        let item = match chunk {
-            Err(err) => Err(std::io::Error::other(err)),
-            Ok(chunk) if check.feed(&chunk, max) => Ok(chunk),
-            Ok(_) => {
-                *failed = true;
-                Err(std::io::Error::other(format!(
-                    "an event larger than the {max} byte limit"
-                )))
-            }
-        };
-        std::future::ready(Some(item))
-    })
 }

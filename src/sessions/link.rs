@@ -1,73 +1,12 @@
-//! The interface every transport offers a session: send one JSON-RPC message,
-//! receive the server's messages on a channel, learn when the link died, and
-//! close it. One file per transport implements it (`stdio`, `http`, `sse`).
+//! The link a session speaks over, whatever its transport: send one
+//! JSON-RPC message, receive the server's messages on a channel, learn when
+//! the link died, close it. One file per transport implements it (`stdio`,
+//! `http`, `sse`); what they share is `transport.rs`.
 
 use bytes::Bytes;
-use serde_json::value::RawValue;
-use std::sync::Mutex;
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
+use super::transport::{LinkError, LinkState};
 use super::{http::HttpLink, sse::SseLink, stdio::StdioLink};
-
-/// Messages from the server, checked as JSON and left as its text: only
-/// their envelope is ever read, results pass through as the server wrote
-/// them (fields we do not know, key order, number spelling unchanged).
-pub type Inbound = mpsc::Sender<Box<RawValue>>;
-
-/// How many server messages may queue before the transport waits.
-pub const INBOUND_CAPACITY: usize = 1024;
-
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum LinkError {
-    #[error("cannot start `{command}`: {reason}")]
-    Spawn { command: String, reason: String },
-    #[error("{0}")]
-    Http(String),
-    #[error("the server answered HTTP {status}: {body}")]
-    Status { status: u16, body: String },
-    #[error("the server refused our credentials (HTTP {status}); check the configured headers")]
-    Unauthorized { status: u16 },
-    #[error("the connection is closed: {0}")]
-    Closed(String),
-    #[error("{0}")]
-    Protocol(String),
-}
-
-/// Tracks whether a link is still usable and why it stopped.
-#[derive(Debug, Default)]
-pub struct LinkState {
-    closed: CancellationToken,
-    reason: Mutex<Option<String>>,
-}
-
-impl LinkState {
-    /// Marks the link dead; the first reason wins.
-    pub fn close(&self, reason: impl Into<String>) {
-        if let Ok(mut slot) = self.reason.lock()
-            && slot.is_none()
-        {
-            *slot = Some(reason.into());
-        }
-        self.closed.cancel();
-    }
-
-    pub fn is_closed(&self) -> bool {
-        self.closed.is_cancelled()
-    }
-
-    pub fn token(&self) -> CancellationToken {
-        self.closed.clone()
-    }
-
-    pub fn reason(&self) -> String {
-        self.reason
-            .lock()
-            .ok()
-            .and_then(|r| r.clone())
-            .unwrap_or_else(|| "the connection closed".to_owned())
-    }
-}
 
 /// A connected transport.
 pub enum Link {
@@ -119,10 +58,11 @@ impl Link {
     }
 
     /// Tells the transport the negotiated protocol version (HTTP sends it as
-    /// a header on every later request).
-    pub fn set_protocol_version(&self, version: &str) {
+    /// a header on every later request) and whether the revision mirrors
+    /// each request's method and target into headers.
+    pub fn set_protocol_version(&self, version: &str, mirrors_method_headers: bool) {
         if let Link::Http(link) = self {
-            link.set_protocol_version(version);
+            link.set_protocol_version(version, mirrors_method_headers);
         }
     }
 

@@ -8,19 +8,22 @@
 //! rmcp's typed model drops fields it does not know.
 
 mod calls;
-pub mod discovery;
+mod discovery;
 mod dispatch;
 mod events;
-pub mod health;
+mod health;
+// The bridge is a Streamable HTTP client of the daemon: it opens this link.
 pub mod http;
-pub mod link;
+mod link;
+mod over_http;
 mod pending;
 mod revision;
 mod rpc_error;
 mod session;
-pub mod sse;
-pub mod stdio;
+mod sse;
+mod stdio;
 mod supervisor;
+mod transport;
 mod vitals;
 
 use std::collections::{HashMap, HashSet};
@@ -37,15 +40,18 @@ use crate::model::{
 use crate::registry::{Registry, RegistryError, RegistryEvent};
 pub use calls::CallGuard;
 pub use events::SessionEvent;
+pub use health::HealthSettings;
 pub use rpc_error::RpcError;
 pub use session::Session;
+pub use stdio::close_inherited_on_exec;
+pub use transport::LinkError;
 
 /// A fresh channel for what a link receives.
 pub fn inbound_channel() -> (
     mpsc::Sender<Box<serde_json::value::RawValue>>,
     mpsc::Receiver<Box<serde_json::value::RawValue>>,
 ) {
-    mpsc::channel(link::INBOUND_CAPACITY)
+    mpsc::channel(transport::INBOUND_CAPACITY)
 }
 
 /// Timeouts and retry policy. The retries never give up, so a server that

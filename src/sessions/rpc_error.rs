@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use std::time::Duration;
 
-use super::link::LinkError;
+use super::transport::LinkError;
 use crate::jsonrpc;
 
 /// Why a request did not get a result.

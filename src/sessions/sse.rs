@@ -12,8 +12,8 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::http::header_map;
-use super::link::{Inbound, LinkError, LinkState};
+use super::over_http::{bounded_events, header_map, status_error, unreachable};
+use super::transport::{Inbound, LinkError, LinkState};
 use crate::http_client::root_cause;
 
 pub struct SseLink {
@@ -60,7 +60,7 @@ pub async fn open(
         });
     }
     if !response.status().is_success() {
-        return Err(super::http::status_error(response).await);
+        return Err(status_error(response).await);
     }
     let (endpoint_tx, endpoint_rx) = oneshot::channel::<Result<reqwest::Url, LinkError>>();
     let state_holder: Arc<std::sync::OnceLock<Arc<Inner>>> = Arc::new(std::sync::OnceLock::new());
@@ -68,8 +68,7 @@ pub async fn open(
     let server_name = server.to_owned();
     let base = stream_url.clone();
     let reader = tokio::spawn(async move {
-        let mut events =
-            sse_stream::SseStream::from_bytes_stream(super::http::bounded_events(response));
+        let mut events = sse_stream::SseStream::from_bytes_stream(bounded_events(response));
         let mut endpoint_tx = Some(endpoint_tx);
         let reason = loop {
             let Some(event) = events.next().await else {
@@ -204,11 +203,11 @@ impl Inner {
             .body(message)
             .send()
             .await
-            .map_err(|err| super::http::unreachable(&self.state, &self.endpoint, &err))?;
+            .map_err(|err| unreachable(&self.state, &self.endpoint, &err))?;
         if response.status().is_success() {
             Ok(())
         } else {
-            Err(super::http::status_error(response).await)
+            Err(status_error(response).await)
         }
     }
 }

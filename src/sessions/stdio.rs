@@ -13,7 +13,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::link::{Inbound, LinkError, LinkState};
+use super::transport::{Inbound, LinkError, LinkState};
 
 /// Longest stderr line kept in the log.
 const MAX_LOG_LINE: usize = 8 * 1024;

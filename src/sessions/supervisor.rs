@@ -649,7 +649,7 @@ async fn open_in(
         .await
         .map_err(|err| match err {
             super::RpcError::Server { .. } => Attempt::Refused(format!("{opening}: {err}")),
-            super::RpcError::Link(super::link::LinkError::Status { status, .. })
+            super::RpcError::Link(super::transport::LinkError::Status { status, .. })
                 if (400..500).contains(&status) =>
             {
                 Attempt::Refused(format!("{opening}: {err}"))

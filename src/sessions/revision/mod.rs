@@ -44,12 +44,6 @@ impl RevisionId {
         }
     }
 
-    /// Whether this revision's requests mirror their method and target
-    /// into HTTP headers.
-    fn mirrors_method_headers(self) -> bool {
-        self == RevisionId::Rev2026
-    }
-
     /// What opening a session from this revision asks, for messages.
     pub fn opening(self) -> &'static str {
         match self {
@@ -57,12 +51,6 @@ impl RevisionId {
             RevisionId::Rev2026 => "server/discover, then initialize",
         }
     }
-}
-
-/// Whether a link speaking `version` mirrors each request's method and
-/// target into HTTP headers.
-pub(super) fn mirrors_method_headers(version: &str) -> bool {
-    RevisionId::of_version(version).mirrors_method_headers()
 }
 
 /// What a session does on its link while it opens (it alone owns the link

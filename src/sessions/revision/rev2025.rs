@@ -43,7 +43,7 @@ impl Rev2025 {
             if !KNOWN_VERSIONS.contains(&version.as_str()) {
                 tracing::warn!(server = offer.server, version = %version, "the server speaks a protocol version we do not know; continuing");
             }
-            opening.link().set_protocol_version(&version);
+            opening.link().set_protocol_version(&version, false);
             opening.tell("notifications/initialized", None).await?;
             opening.link().initialized();
             Ok(Opened::Speaks(Box::new(Rev2025), result))

@@ -16,8 +16,8 @@ use super::rev2025::KNOWN_VERSIONS;
 use super::{Offer, Opened, Opening, Revision, Subscription};
 use crate::jsonrpc::{self, Json};
 use crate::model::Caller;
-use crate::sessions::link::LinkError;
 use crate::sessions::rpc_error::RpcError;
+use crate::sessions::transport::LinkError;
 
 /// The version this revision names on the wire.
 pub const VERSION: &str = "2026-07-28";
@@ -62,7 +62,7 @@ impl Rev2026 {
     ) -> BoxFuture<'a, Result<Opened, RpcError>> {
         Box::pin(async move {
             let revision = Rev2026::new(&offer.capabilities);
-            opening.link().set_protocol_version(VERSION);
+            opening.link().set_protocol_version(VERSION, true);
             let probe_timeout = (offer.connect_timeout / 3).max(Duration::from_millis(100));
             let params = revision.with_meta(json!({}), None);
             let mut asked = 0;
