@@ -21,7 +21,7 @@ use crate::store::{Store, UpsertOutcome};
 pub use validate::{ServerSpec, ValidationError};
 
 /// How the store's disk is doing, as `/healthz` and `/metrics` show it.
-pub use crate::store::health::StorageStatus;
+pub use crate::store::StorageStatus;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
@@ -347,7 +347,7 @@ impl Registry {
         let path = store.path().to_path_buf();
         tokio::task::spawn_blocking(move || work(&store))
             .await
-            .map_err(|err| match crate::store::health::damage() {
+            .map_err(|err| match crate::store::damage() {
                 // The panic hook found redb meeting a damaged page.
                 Some(detail) if err.is_panic() => {
                     RegistryError::Store(StoreError::Damaged { path, detail })

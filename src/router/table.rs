@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::model::tool::definition_field;
 use crate::model::{ServerId, ServerRecord, ServerStatus};
-use crate::store::catalog::ToolRoute;
+use crate::store::ToolRoute;
 
 /// Where a tool call goes.
 #[derive(Debug, Clone, PartialEq)]

@@ -30,8 +30,7 @@ use crate::model::{
     Classification, ClassificationEvent, ClassificationState, ServerId, Skill, SkillSuggestion,
     ToolRecord,
 };
-use crate::store::skills::ClassificationUpdate;
-use crate::store::{Store, StoreError};
+use crate::store::{ClassificationUpdate, Store, StoreError};
 use classify::{CALIBRATION, CLASSIFIER_VERSION, Prototypes};
 use llm::{LlmClassification, LlmClassifier, LlmError, LlmSettings};
 

@@ -9,10 +9,12 @@
 use redb::{Database, ReadableDatabase as _, ReadableTable as _, TableDefinition};
 use std::path::{Path, PathBuf};
 
-use super::{
-    AUDIT, HISTORY, META, META_CATALOG_GENERATION, META_GENERATION, SERVER_NAMES, SERVERS,
-    STORE_FILE, StoreError, catalog, embeddings, guard_damage, skills,
-};
+use super::audit::AUDIT;
+use super::history::HISTORY;
+use super::meta::{META, META_CATALOG_GENERATION, META_GENERATION};
+use super::opening::guard_damage;
+use super::servers::{SERVER_NAMES, SERVERS};
+use super::{STORE_FILE, StoreError, catalog, embeddings, skills};
 
 /// The file `recover` writes.
 pub const RECOVERED_FILE: &str = "store.recovered.redb";

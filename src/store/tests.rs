@@ -1,5 +1,6 @@
+use super::meta::{META, META_SCHEMA_VERSION};
 use super::*;
-use crate::model::{ServerSource, Transport};
+use crate::model::{ServerRecord, ServerSource, ServerStatus, StatusTrigger, Transport};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
