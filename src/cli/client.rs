@@ -1,12 +1,18 @@
 //! The CLI's HTTP client for a running daemon's admin API. redb lets only
 //! one process open the store, so administration goes through the daemon.
+//! Also where a command finds that daemon (`connect`) and how it writes the
+//! API's paths (`SERVERS_PATH`, `encode_segment`): every command file shares
+//! them, so they sit below all of them.
 
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::time::Duration;
 
+use super::admin_args::ClientArgs;
 use crate::api::extract::ACTOR_HEADER;
+use crate::daemon::{DEFAULT_LISTEN, LISTEN_ENV};
+use crate::paths::{self, DaemonInfo};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -59,10 +65,6 @@ impl AdminClient {
             token,
             actor: format!("cli:{user}"),
         }
-    }
-
-    pub fn base(&self) -> &str {
-        &self.base
     }
 
     pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
@@ -167,4 +169,40 @@ impl AdminClient {
             reason: err.to_string(),
         })
     }
+}
+
+/// The admin API's servers collection (the commands add a name or id).
+pub(super) const SERVERS_PATH: &str = "/api/v1/aggregator/servers";
+
+/// The client a command uses: `--url` and `--token`, else the daemon of
+/// the data dir, else `MCP_AGGREGATOR_LISTEN`, else the default address.
+pub(super) fn connect(args: &ClientArgs) -> AdminClient {
+    let data_dir = paths::resolve_data_dir(args.data_dir.data_dir.as_deref());
+    let url = args
+        .url
+        .clone()
+        .or_else(|| {
+            data_dir
+                .as_deref()
+                .and_then(DaemonInfo::read)
+                .map(|info| info.url)
+        })
+        .or_else(|| {
+            std::env::var(LISTEN_ENV)
+                .ok()
+                .map(|addr| format!("http://{addr}"))
+        })
+        .unwrap_or_else(|| format!("http://{DEFAULT_LISTEN}"));
+    let token = args
+        .token
+        .clone()
+        .or_else(|| data_dir.as_deref().and_then(paths::read_token));
+    AdminClient::new(&url, token)
+}
+
+/// Percent-encodes a path segment or query value.
+pub(super) fn encode_segment(raw: &str) -> String {
+    url::form_urlencoded::byte_serialize(raw.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
 }

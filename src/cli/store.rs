@@ -2,49 +2,11 @@
 //! store, and a new store made of it. Both need the data dir to themselves
 //! (stop the daemon first) and never change the original file.
 
-use clap::{Args, Subcommand};
 use std::process::ExitCode;
 
-use super::{CliError, DataDirArg};
+use super::admin_args::StoreCommand;
+use super::error::CliError;
 use crate::paths;
-
-#[derive(Debug, Subcommand)]
-pub(super) enum StoreCommand {
-    /// Check the store file page by page and read every table (through a copy; the file is not changed).
-    #[command(after_help = "Examples:\n  \
-mcp-aggregator store check\n  \
-mcp-aggregator store check --data-dir /var/lib/mcp-aggregator --json\n\n\
-Exit code 0 when the store is sound, 1 when damage was found, 2 when it cannot be checked \
-(no store there, or a daemon holds it: stop it first).")]
-    Check(StoreArgs),
-    /// Copy everything readable into a new store (store.recovered.redb); --replace puts it in place.
-    #[command(after_help = "Examples:\n  \
-mcp-aggregator store recover\n  \
-mcp-aggregator store recover --replace\n\n\
-The damaged file is never changed: with --replace it is kept as store.redb.damaged-<time>. \
-Registrations (with their sealed secrets), history, audit, skills and the catalog are copied as far \
-as they can be read; servers' tools are discovered again when they connect, and the search index \
-is rebuilt.")]
-    Recover(RecoverArgs),
-}
-
-#[derive(Debug, Args)]
-pub(super) struct StoreArgs {
-    #[command(flatten)]
-    data_dir: DataDirArg,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Debug, Args)]
-pub(super) struct RecoverArgs {
-    #[command(flatten)]
-    store: StoreArgs,
-    /// Put the recovered store in place of the damaged one (kept beside it).
-    #[arg(long)]
-    replace: bool,
-}
 
 pub(super) async fn run(command: StoreCommand) -> Result<ExitCode, CliError> {
     let (args, replace, recovering) = match command {
