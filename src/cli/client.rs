@@ -4,6 +4,7 @@
 //! API's paths (`SERVERS_PATH`, `encode_segment`): every command file shares
 //! them, so they sit below all of them.
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -200,9 +201,52 @@ pub(super) fn connect(args: &ClientArgs) -> AdminClient {
     AdminClient::new(&url, token)
 }
 
+/// What a path segment or query value keeps as it is: ASCII letters and
+/// digits and `*-._` (form encoding's unreserved set); every other byte
+/// is written `%XX`, a space included.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'*')
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_');
+
 /// Percent-encodes a path segment or query value.
 pub(super) fn encode_segment(raw: &str) -> String {
-    url::form_urlencoded::byte_serialize(raw.as_bytes())
-        .collect::<String>()
-        .replace('+', "%20")
+    utf8_percent_encode(raw, SEGMENT).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_segment_is_encoded_as_form_encoding_with_spaces_as_percent_20() {
+        // What encode_segment wrote before it used percent-encoding.
+        let form = |raw: &str| {
+            url::form_urlencoded::byte_serialize(raw.as_bytes())
+                .collect::<String>()
+                .replace('+', "%20")
+        };
+        for raw in [
+            "",
+            "plain-name_1.2*",
+            "a b",
+            "a/b",
+            "100%",
+            "what?",
+            "#frag",
+            "a+b",
+            "k=v&x=y",
+            "~tilde'quote\"dq",
+            "ümlaut café",
+            "日本語",
+            "emoji 🦀",
+            "tab\tnew\nline\u{0}",
+            "%20 already",
+            "[]{}|^`<>@!$()',;:",
+        ] {
+            assert_eq!(encode_segment(raw), form(raw), "{raw:?}");
+        }
+        assert_eq!(encode_segment("a b/c%?#ü"), "a%20b%2Fc%25%3F%23%C3%BC");
+    }
 }
