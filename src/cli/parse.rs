@@ -26,30 +26,59 @@ pub(super) fn seconds(text: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_secs_f64(value))
 }
 
-/// A time as RFC 3339, or as an age before now (`15m`).
+/// The oldest age `point_in_time` takes: a hundred years.
+const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(36_500 * 86_400);
+
+/// A time as RFC 3339, or as an age before now (`15m`, in humantime's
+/// forms: `90s`, `2h`, `7d`, `1h 30m`).
 pub(super) fn point_in_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
     let text = text.trim();
     if let Ok(time) = chrono::DateTime::parse_from_rfc3339(text) {
         return Ok(time.with_timezone(&chrono::Utc));
     }
-    let split = text.len().saturating_sub(1);
-    let (number, unit) = (
-        text.get(..split).unwrap_or(""),
-        text.get(split..).unwrap_or(""),
-    );
-    let unit_secs = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => 0,
-    };
-    match number.parse::<i64>() {
-        Ok(n) if unit_secs > 0 && (0..=36_500 * 86_400 / unit_secs).contains(&n) => {
-            Ok(chrono::Utc::now() - chrono::Duration::seconds(n * unit_secs))
-        }
-        _ => Err(format!(
+    match humantime::parse_duration(text)
+        .ok()
+        .filter(|age| *age <= MAX_AGE)
+        .and_then(|age| chrono::Duration::from_std(age).ok())
+    {
+        Some(age) => Ok(chrono::Utc::now() - age),
+        None => Err(format!(
             "{text:?} is neither an RFC 3339 time (2026-11-26T14:00:00Z) nor an age (90s, 15m, 2h, 7d)"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_age_or_an_rfc_3339_time_is_a_point_in_time() {
+        let now = chrono::Utc::now();
+        let age = |text: &str| (now - point_in_time(text).unwrap()).num_seconds();
+        for (text, secs) in [
+            ("90s", 90),
+            ("15m", 900),
+            ("2h", 7200),
+            ("7d", 604_800),
+            ("1h", 3600),
+            ("0s", 0),
+            (" 15m ", 900),
+            ("015m", 900),
+            ("36500d", 36_500 * 86_400),
+        ] {
+            assert!((age(text) - secs).abs() <= 5, "{text}");
+        }
+        assert_eq!(
+            point_in_time("2026-11-26T14:00:00Z").unwrap().to_rfc3339(),
+            "2026-11-26T14:00:00+00:00"
+        );
+        for bad in ["yesterday", "15x", "15", "", "m", "-5m", "36501d"] {
+            let err = point_in_time(bad).unwrap_err();
+            assert!(
+                err.contains("RFC 3339") && err.contains("(90s, 15m, 2h, 7d)"),
+                "{bad}: {err}"
+            );
+        }
     }
 }
