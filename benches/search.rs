@@ -20,8 +20,7 @@ use mcp_aggregator::index::text::tool_texts;
 use mcp_aggregator::index::{SearchIndex, SearchMode, SearchRequest, embedder};
 use mcp_aggregator::model::wire_name::WireNameRules;
 use mcp_aggregator::model::{ServerRecord, ServerSource, Transport};
-use mcp_aggregator::store::Store;
-use mcp_aggregator::store::embeddings::embedding_key;
+use mcp_aggregator::store::{Store, embedding_key};
 
 const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
 const SERVERS: usize = 20;

@@ -77,7 +77,7 @@ impl DaemonError {
     /// A blocking task of the start-up that panicked: damage in the store
     /// when the panic hook found it there.
     fn from_task(err: tokio::task::JoinError, data_dir: &Path) -> DaemonError {
-        match crate::store::health::damage() {
+        match crate::store::damage() {
             Some(detail) if err.is_panic() => DaemonError::Store(StoreError::Damaged {
                 path: data_dir.join("store.redb"),
                 detail,
@@ -99,9 +99,9 @@ pub fn install_panic_hook() {
             .map(|l| format!("{}:{}", l.file(), l.line()))
             .unwrap_or_default();
         if at.contains("/redb-") {
-            if crate::store::health::damage_is_news() {
+            if crate::store::damage_is_news() {
                 tracing::error!(at, "the store's file made no sense to redb: {message}");
-                crate::store::health::report_damage(format!("{message} ({at})"));
+                crate::store::report_damage(format!("{message} ({at})"));
             } else {
                 tracing::debug!(at, "damage met: {message}");
             }
@@ -119,11 +119,11 @@ pub fn install_panic_hook() {
 /// Resolves with the error to stop on once the store was found damaged
 /// while running: stopping is better than writing to a damaged file.
 async fn store_damaged(data_dir: &Path) -> DaemonError {
-    let detail = crate::store::health::damage_found().await;
+    let detail = crate::store::damage_found().await;
     // A panic inside redb is not proof: a copy of the file is checked, and
     // a sound one is a failure to restart from (exit 1), not damage (65).
     let dir = data_dir.to_path_buf();
-    let sound = tokio::task::spawn_blocking(move || crate::store::recover::confirmed_sound(&dir))
+    let sound = tokio::task::spawn_blocking(move || crate::store::confirmed_sound(&dir))
         .await
         .unwrap_or(false);
     if sound {
@@ -368,18 +368,18 @@ impl Stack {
 }
 
 /// What `store check` and `store recover` found.
-pub use crate::store::recover::Report as StoreReport;
+use crate::store::RecoveryReport;
 
 /// `store check`: every page and table of the data dir's store, read
 /// through a copy.
-pub fn check_store(data_dir: &Path) -> Result<StoreReport, StoreError> {
-    crate::store::recover::check(data_dir)
+pub fn check_store(data_dir: &Path) -> Result<RecoveryReport, StoreError> {
+    crate::store::check(data_dir)
 }
 
 /// `store recover`: what can be read, into a new store (in place of the
 /// damaged one, kept beside it, with `replace`).
-pub fn recover_store(data_dir: &Path, replace: bool) -> Result<StoreReport, StoreError> {
-    crate::store::recover::recover(data_dir, replace)
+pub fn recover_store(data_dir: &Path, replace: bool) -> Result<RecoveryReport, StoreError> {
+    crate::store::recover_into_new(data_dir, replace)
 }
 
 /// Runs the daemon until `shutdown` is cancelled.

@@ -946,25 +946,21 @@ fn every_module_uses_only_what_architecture_md_allows() {
 }
 
 #[test]
-#[ignore = "issue 28: enabled once the refactor lands"]
 fn no_module_re_exports_another_top_level_modules_names() {
     assert_none("rule 1", re_exports(&Crate::from_disk()));
 }
 
 #[test]
-#[ignore = "issue 28: enabled once the refactor lands"]
 fn other_modules_are_reached_only_through_their_pub_mods() {
     assert_none("rule 2", reaches_inside(&Crate::from_disk()));
 }
 
 #[test]
-#[ignore = "issue 28: enabled once the refactor lands"]
 fn no_path_climbs_with_super_super() {
     assert_none("rule 3", climbs_twice(&Crate::from_disk()));
 }
 
 #[test]
-#[ignore = "issue 28: enabled once the refactor lands"]
 fn no_import_cycle_among_the_siblings_of_a_folder() {
     assert_none("rule 4", sibling_cycles(&Crate::from_disk()));
 }

@@ -4,7 +4,7 @@
 use axum::http::StatusCode;
 
 use crate::http_error::HttpError;
-use crate::registry::{RegistryError, StoreError};
+use crate::registry::RegistryError;
 
 impl From<RegistryError> for HttpError {
     fn from(err: RegistryError) -> Self {
@@ -14,10 +14,8 @@ impl From<RegistryError> for HttpError {
             RegistryError::NotFound(_) => StatusCode::NOT_FOUND,
             // Nothing is wrong with the request: the disk is full (507), or
             // failing or damaged (503); said once in the log by the store.
-            RegistryError::Store(StoreError::Disk { full: true, .. }) => {
-                StatusCode::INSUFFICIENT_STORAGE
-            }
-            RegistryError::Store(StoreError::Disk { .. } | StoreError::Damaged { .. }) => {
+            RegistryError::Store(store) if store.is_disk_full() => StatusCode::INSUFFICIENT_STORAGE,
+            RegistryError::Store(store) if store.is_storage_failure() => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             RegistryError::Store(_) | RegistryError::Task(_) => {

@@ -141,7 +141,7 @@ pub struct Health {
     uptime_seconds: u64,
     /// The store's disk: `ok`, or `failing` with the error and since when.
     #[schema(value_type = Object)]
-    storage: crate::registry::StorageStatus,
+    storage: crate::model::StorageStatus,
 }
 
 /// Liveness of the aggregator process itself (never needs a token): 200,

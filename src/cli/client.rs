@@ -1,12 +1,19 @@
 //! The CLI's HTTP client for a running daemon's admin API. redb lets only
 //! one process open the store, so administration goes through the daemon.
+//! Also where a command finds that daemon (`connect`) and how it writes the
+//! API's paths (`SERVERS_PATH`, `encode_segment`): every command file shares
+//! them, so they sit below all of them.
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::time::Duration;
 
+use super::admin_args::ClientArgs;
 use crate::api::extract::ACTOR_HEADER;
+use crate::daemon::{DEFAULT_LISTEN, LISTEN_ENV};
+use crate::paths::{self, DaemonInfo};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -59,10 +66,6 @@ impl AdminClient {
             token,
             actor: format!("cli:{user}"),
         }
-    }
-
-    pub fn base(&self) -> &str {
-        &self.base
     }
 
     pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
@@ -166,5 +169,84 @@ impl AdminClient {
             url,
             reason: err.to_string(),
         })
+    }
+}
+
+/// The admin API's servers collection (the commands add a name or id).
+pub(super) const SERVERS_PATH: &str = "/api/v1/aggregator/servers";
+
+/// The client a command uses: `--url` and `--token`, else the daemon of
+/// the data dir, else `MCP_AGGREGATOR_LISTEN`, else the default address.
+pub(super) fn connect(args: &ClientArgs) -> AdminClient {
+    let data_dir = paths::resolve_data_dir(args.data_dir.data_dir.as_deref());
+    let url = args
+        .url
+        .clone()
+        .or_else(|| {
+            data_dir
+                .as_deref()
+                .and_then(DaemonInfo::read)
+                .map(|info| info.url)
+        })
+        .or_else(|| {
+            std::env::var(LISTEN_ENV)
+                .ok()
+                .map(|addr| format!("http://{addr}"))
+        })
+        .unwrap_or_else(|| format!("http://{DEFAULT_LISTEN}"));
+    let token = args
+        .token
+        .clone()
+        .or_else(|| data_dir.as_deref().and_then(paths::read_token));
+    AdminClient::new(&url, token)
+}
+
+/// What a path segment or query value keeps as it is: ASCII letters and
+/// digits and `*-._` (form encoding's unreserved set); every other byte
+/// is written `%XX`, a space included.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'*')
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_');
+
+/// Percent-encodes a path segment or query value.
+pub(super) fn encode_segment(raw: &str) -> String {
+    utf8_percent_encode(raw, SEGMENT).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_segment_is_encoded_as_form_encoding_with_spaces_as_percent_20() {
+        // What encode_segment wrote before it used percent-encoding.
+        let form = |raw: &str| {
+            url::form_urlencoded::byte_serialize(raw.as_bytes())
+                .collect::<String>()
+                .replace('+', "%20")
+        };
+        for raw in [
+            "",
+            "plain-name_1.2*",
+            "a b",
+            "a/b",
+            "100%",
+            "what?",
+            "#frag",
+            "a+b",
+            "k=v&x=y",
+            "~tilde'quote\"dq",
+            "ümlaut café",
+            "日本語",
+            "emoji 🦀",
+            "tab\tnew\nline\u{0}",
+            "%20 already",
+            "[]{}|^`<>@!$()',;:",
+        ] {
+            assert_eq!(encode_segment(raw), form(raw), "{raw:?}");
+        }
+        assert_eq!(encode_segment("a b/c%?#ü"), "a%20b%2Fc%25%3F%23%C3%BC");
     }
 }

@@ -1,92 +1,15 @@
 //! `mcp-aggregator skills …`: the taxonomy, a skill's tools,
 //! reclassification and the suggestion queue, through the daemon's API.
 
-use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use std::process::ExitCode;
 
-use super::commands::{connect, encode_segment};
+use super::admin_args::{ClientArgs, SkillsCommand};
+use super::client::{connect, encode_segment};
+use super::error::CliError;
 use super::output::{field, fields, table};
-use super::{CliError, ClientArgs};
 
 const SKILLS_PATH: &str = "/api/v1/skills";
-
-#[derive(Debug, Subcommand)]
-pub(super) enum SkillsCommand {
-    /// List skills with their tool counts (built-in and your own).
-    #[command(
-        after_help = "Examples:\n  mcp-aggregator skills list\n  mcp-aggregator skills list --all --json"
-    )]
-    List(ListArgs),
-    /// Show one skill: description, examples, tools.
-    #[command(after_help = "Examples:\n  mcp-aggregator skills show issue_tracking")]
-    Show(IdArgs),
-    /// Add a skill; tools are classified again to consider it.
-    #[command(after_help = "Examples:\n  \
-mcp-aggregator skills add weather --name Weather --description 'Forecasts and current weather' \\\n    \
---example 'will it rain tomorrow' --example 'temperature in Paris'")]
-    Add(EditArgs),
-    /// Replace a skill's name, description and examples (built-in ones too).
-    Edit(EditArgs),
-    /// Delete your skill, or hide a built-in one (`skills show-again` brings it back).
-    Remove(IdArgs),
-    /// Show a hidden built-in skill again.
-    ShowAgain(IdArgs),
-    /// List the tools classified into a skill.
-    Tools(IdArgs),
-    /// Classify tools again (all, or one server's).
-    #[command(
-        after_help = "Examples:\n  mcp-aggregator skills reclassify\n  mcp-aggregator skills reclassify --server github"
-    )]
-    Reclassify(ReclassifyArgs),
-    /// Where classification stands (tools per state, the classifier).
-    Status(ClientArgs),
-    /// Skills the taxonomy seems to lack: tools that fit none.
-    Suggestions(ClientArgs),
-}
-
-#[derive(Debug, Args)]
-pub(super) struct ListArgs {
-    /// Include hidden skills.
-    #[arg(long)]
-    all: bool,
-    #[command(flatten)]
-    client: ClientArgs,
-}
-
-#[derive(Debug, Args)]
-pub(super) struct IdArgs {
-    /// Skill id (e.g. issue_tracking).
-    id: String,
-    #[command(flatten)]
-    client: ClientArgs,
-}
-
-#[derive(Debug, Args)]
-pub(super) struct EditArgs {
-    /// Skill id: lowercase letters, digits and '_', starting with a letter.
-    id: String,
-    /// Display name.
-    #[arg(long)]
-    name: String,
-    /// What the skill's tools do (what classification compares tools with).
-    #[arg(long)]
-    description: String,
-    /// A phrase people use for it (repeatable).
-    #[arg(long = "example", value_name = "PHRASE")]
-    examples: Vec<String>,
-    #[command(flatten)]
-    client: ClientArgs,
-}
-
-#[derive(Debug, Args)]
-pub(super) struct ReclassifyArgs {
-    /// Only this server's tools (name or id; repeatable).
-    #[arg(long = "server", value_name = "NAME")]
-    servers: Vec<String>,
-    #[command(flatten)]
-    client: ClientArgs,
-}
 
 pub(super) async fn run(command: SkillsCommand) -> Result<ExitCode, CliError> {
     match command {

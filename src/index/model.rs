@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::embedder::{self, Embedder};
 use super::{IndexError, SearchIndex};
-use crate::store::embeddings::embedding_key;
+use crate::store::embedding_key;
 
 /// The model's state. It loads on first need, not at start.
 pub(super) enum ModelState {

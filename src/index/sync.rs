@@ -14,7 +14,7 @@ use super::tool_doc::ToolDoc;
 use super::vector_upkeep::open_saved_vectors;
 use super::{IndexError, IndexProgress, SearchIndex, VectorIndex};
 use crate::model::{ServerId, ToolRecord};
-use crate::store::embeddings::embedding_key;
+use crate::store::embedding_key;
 
 /// Tools embedded per batch: bounds memory and lets searches interleave.
 const BATCH: usize = 64;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{IndexError, SearchIndex};
 use crate::model::{ServerId, ToolRecord};
-use crate::store::catalog::ToolSummary;
+use crate::store::ToolSummary;
 
 /// What search knows of one tool, for results. Not its definition nor its
 /// description: with 10,000 tools the one would hold the whole catalog in

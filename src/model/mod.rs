@@ -9,6 +9,7 @@ pub mod redact;
 pub mod server;
 pub mod skill;
 pub mod status;
+pub mod storage;
 pub mod tool;
 pub mod wire_name;
 
@@ -23,4 +24,5 @@ pub use skill::{
     SkillSuggestion,
 };
 pub use status::{InvalidTransition, ServerStatus, StatusTrigger};
+pub use storage::StorageStatus;
 pub use tool::{CatalogDiff, CatalogKind, RefusedItem, ToolRecord};

@@ -16,12 +16,12 @@ use crate::model::{
     StatusTrigger, ToolRecord,
 };
 /// What the store answers; the front doors tell a full disk from the rest.
-pub use crate::store::StoreError;
+use crate::store::StoreError;
 use crate::store::{Store, UpsertOutcome};
 pub use validate::{ServerSpec, ValidationError};
 
 /// How the store's disk is doing, as `/healthz` and `/metrics` show it.
-pub use crate::store::health::StorageStatus;
+use crate::model::StorageStatus;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
@@ -348,7 +348,7 @@ impl Registry {
         let path = store.path().to_path_buf();
         tokio::task::spawn_blocking(move || work(&store))
             .await
-            .map_err(|err| match crate::store::health::damage() {
+            .map_err(|err| match crate::store::damage() {
                 // The panic hook found redb meeting a damaged page.
                 Some(detail) if err.is_panic() => {
                     RegistryError::Store(StoreError::Damaged { path, detail })

@@ -12,7 +12,7 @@ use super::conflicts::{Conflict, ConflictStrategy};
 use super::routes::{ItemRoute, PROMPT_SEPARATOR, RESOURCE_SEPARATOR, Route, ServerEntry};
 use crate::model::tool::definition_field;
 use crate::model::{ServerId, ServerRecord};
-use crate::store::catalog::ToolRoute;
+use crate::store::ToolRoute;
 
 /// The in-memory view the front doors serve from.
 #[derive(Debug, Default)]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use utoipa::ToSchema;
 
 use crate::model::{Classification, ServerId, Skill, ToolRecord};
-use crate::store::skills::ClassificationUpdate;
+use crate::store::ClassificationUpdate;
 
 use super::error::SkillsError;
 use super::{Skills, taxonomy};

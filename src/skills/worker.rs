@@ -18,7 +18,7 @@ use crate::index::similarity::normalised_mean;
 use crate::model::Backoff;
 use crate::model::skill::SkillAssignment;
 use crate::model::{Classification, ClassificationState, Skill, ToolRecord};
-use crate::store::skills::ClassificationUpdate;
+use crate::store::ClassificationUpdate;
 
 use super::classify::{self, CALIBRATION, CLASSIFIER_VERSION, Prototypes};
 use super::error::SkillsError;

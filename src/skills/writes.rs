@@ -7,7 +7,7 @@ use chrono::Utc;
 
 use crate::model::skill::SkillAssignment;
 use crate::model::{Classification, ClassificationEvent, ClassificationState, ToolRecord};
-use crate::store::skills::ClassificationUpdate;
+use crate::store::ClassificationUpdate;
 
 use super::Skills;
 use super::error::SkillsError;

@@ -9,10 +9,9 @@ use serde_json::value::RawValue;
 use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeMap, HashSet};
 
-use super::{
-    META, META_LAST_SYNC_MS, Store, StoreError, bump_catalog_generation, bump_generation, decode,
-    decode_borrowed, encode,
-};
+use super::codec::{decode, decode_borrowed, encode};
+use super::meta::{META, META_LAST_SYNC_MS, bump_catalog_generation, bump_generation};
+use super::{Store, StoreError};
 use crate::model::tool::Definition;
 use crate::model::wire_name::WireNameRules;
 use crate::model::{CatalogDiff, CatalogKind, RefusedItem, ServerId, ToolRecord};

@@ -4,6 +4,7 @@
 //! whether the file was found damaged (a read that made no sense to redb),
 //! which stops the daemon rather than let it write to a damaged file.
 
+use crate::model::StorageStatus;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -36,24 +37,6 @@ struct State {
     since: Option<Instant>,
     said_at: Option<Instant>,
     last_reopen: Option<Instant>,
-}
-
-/// What `/healthz` and `/metrics` show of the store.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct StorageStatus {
-    /// `ok`, or `failing` while writes fail.
-    pub status: &'static str,
-    pub path: String,
-    /// The last write error while failing.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// The disk is full (or over quota).
-    pub disk_full: bool,
-    /// Seconds writes have been failing.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub failing_for_secs: Option<u64>,
-    /// Writes that failed since start.
-    pub write_errors: u64,
 }
 
 /// Whether an I/O error means the disk has no room.

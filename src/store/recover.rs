@@ -9,10 +9,12 @@
 use redb::{Database, ReadableDatabase as _, ReadableTable as _, TableDefinition};
 use std::path::{Path, PathBuf};
 
-use super::{
-    AUDIT, HISTORY, META, META_CATALOG_GENERATION, META_GENERATION, SERVER_NAMES, SERVERS,
-    STORE_FILE, StoreError, catalog, embeddings, guard_damage, skills,
-};
+use super::audit::AUDIT;
+use super::history::HISTORY;
+use super::meta::{META, META_CATALOG_GENERATION, META_GENERATION};
+use super::opening::guard_damage;
+use super::servers::{SERVER_NAMES, SERVERS};
+use super::{STORE_FILE, StoreError, catalog, embeddings, skills};
 
 /// The file `recover` writes.
 pub const RECOVERED_FILE: &str = "store.recovered.redb";
@@ -52,6 +54,53 @@ impl Report {
         self.integrity_ok
             && self.open_error.is_none()
             && self.tables.iter().all(|t| t.damage.is_none())
+    }
+}
+
+/// The report as a person reads it (`store check` / `store recover`).
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "store: {}", self.path.display())?;
+        if let Some(err) = &self.open_error {
+            writeln!(f, "cannot be opened: {err}")?;
+        }
+        writeln!(
+            f,
+            "page check: {}",
+            if self.integrity_ok {
+                "sound"
+            } else {
+                "damage found"
+            }
+        )?;
+        for table in &self.tables {
+            match &table.damage {
+                None => writeln!(f, "  {:<20} {:>8} entries", table.table, table.entries)?,
+                Some(damage) => writeln!(
+                    f,
+                    "  {:<20} {:>8} entries read, then: {damage}",
+                    table.table, table.entries
+                )?,
+            }
+        }
+        match (&self.recovered, &self.damaged_kept) {
+            (Some(recovered), Some(kept)) => write!(
+                f,
+                "recovered into {} (the damaged file is kept as {})",
+                recovered.display(),
+                kept.display()
+            ),
+            (Some(recovered), None) => write!(
+                f,
+                "recovered into {}; to use it, stop the daemon and move it to store.redb (or run `store recover --replace`)",
+                recovered.display()
+            ),
+            _ if self.sound() => write!(f, "the store is sound"),
+            _ => write!(
+                f,
+                "the store is damaged: `mcp-aggregator store recover` copies what can be read into a new store"
+            ),
+        }
     }
 }
 

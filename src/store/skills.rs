@@ -9,7 +9,8 @@ use redb::{
 };
 
 use super::catalog::TOOLS;
-use super::{Store, StoreError, decode, encode};
+use super::codec::{decode, encode};
+use super::{Store, StoreError};
 use crate::model::{Classification, ServerId, Skill, SkillSuggestion, ToolRecord};
 
 pub(super) const SKILLS: TableDefinition<&str, &[u8]> = TableDefinition::new("skills");

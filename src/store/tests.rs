@@ -1,5 +1,9 @@
+//! The store's tests, through `Store`'s own API on a fresh data dir (the
+//! catalog's in `catalog`), so they hold whichever file a method lives in.
+
+use super::meta::{META, META_SCHEMA_VERSION};
 use super::*;
-use crate::model::{ServerSource, Transport};
+use crate::model::{ServerRecord, ServerSource, ServerStatus, StatusTrigger, Transport};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 

@@ -13,7 +13,7 @@ use crate::model::{Classification, ClassificationEvent, Skill, ToolRecord};
 use crate::skills::Skills;
 use crate::skills::error::SkillsError;
 use crate::skills::writes::{BATCH, classification_after, succeeded, write_for};
-use crate::store::skills::ClassificationUpdate;
+use crate::store::ClassificationUpdate;
 
 use super::client::{LlmClassification, LlmClassifier, LlmError};
 

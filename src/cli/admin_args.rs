@@ -1,0 +1,350 @@
+//! The arguments of the commands that administer a running daemon through
+//! its admin API (servers, tools, calls, search, import, audit, skills),
+//! and of `store`, which works on a stopped daemon's data dir.
+
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+use super::daemon_args::DataDirArg;
+use super::parse::point_in_time;
+use crate::daemon::TOKEN_ENV;
+
+/// How to reach the daemon.
+#[derive(Debug, Args)]
+pub(super) struct ClientArgs {
+    /// Admin API of the daemon. Default: the daemon of --data-dir if one runs, else MCP_AGGREGATOR_LISTEN, else http://127.0.0.1:8765.
+    #[arg(long, env = "MCP_AGGREGATOR_URL", value_name = "URL")]
+    pub(super) url: Option<String>,
+    /// Bearer token (needed when the daemon listens beyond loopback). Default: the data dir's token file.
+    #[arg(long, env = TOKEN_ENV, value_name = "TOKEN", hide_env_values = true)]
+    pub(super) token: Option<String>,
+    #[command(flatten)]
+    pub(super) data_dir: DataDirArg,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum ServersCommand {
+    /// Register a server (stdio: its command after `--`; Streamable HTTP: --http URL; legacy SSE: --sse URL).
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator servers add time -- uvx mcp-server-time\n  \
+mcp-aggregator servers add fs --env LOG_LEVEL=debug -- npx -y @modelcontextprotocol/server-filesystem /srv\n  \
+mcp-aggregator servers add remote --http https://mcp.example.com/mcp --header 'Authorization: Bearer abc'\n  \
+mcp-aggregator servers add legacy --sse http://127.0.0.1:3001/sse\n\n\
+Names are ^[a-z][a-z0-9_-]*$. Env and header values are stored encrypted and never shown again.")]
+    Add(AddArgs),
+    /// List registered servers.
+    #[command(
+        after_help = "Examples:\n  mcp-aggregator servers list\n  mcp-aggregator servers list --status ERROR --json"
+    )]
+    List(ListArgs),
+    /// Show one server's details and recent connection history.
+    #[command(
+        after_help = "Examples:\n  mcp-aggregator servers show github\n  mcp-aggregator servers show 4b0e…-uuid --json"
+    )]
+    Show(NameArgs),
+    /// Remove a server and everything that belongs to it.
+    #[command(after_help = "Examples:\n  mcp-aggregator servers remove github")]
+    Remove(NameArgs),
+    /// Connect a server (returns at once unless --wait).
+    #[command(
+        after_help = "Examples:\n  mcp-aggregator servers connect github\n  mcp-aggregator servers connect github --wait"
+    )]
+    Connect(ConnectArgs),
+    /// Disconnect a server: calls in flight finish first (up to 30 s) unless --force.
+    #[command(
+        after_help = "Examples:\n  mcp-aggregator servers disconnect github\n  mcp-aggregator servers disconnect github --force"
+    )]
+    Disconnect(DisconnectArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ConnectArgs {
+    /// Server name or id.
+    pub(super) name: String,
+    /// Wait until the server is CONNECTED (or ERROR), up to 60 s.
+    #[arg(long)]
+    pub(super) wait: bool,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct DisconnectArgs {
+    /// Server name or id.
+    pub(super) name: String,
+    /// Cancel calls in flight instead of waiting for them.
+    #[arg(long)]
+    pub(super) force: bool,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct CallArgs {
+    /// The tool: `server.tool`, `server__tool`, or an unambiguous original name.
+    pub(super) name: String,
+    /// Arguments as a JSON object (default `{}`).
+    #[arg(default_value = "{}")]
+    pub(super) arguments: String,
+    /// Route to this server (name or id).
+    #[arg(long)]
+    pub(super) server: Option<String>,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct SearchArgs {
+    /// What the tool should do, in words or by name.
+    pub(super) query: String,
+    /// Only this server's tools (name or id; repeatable).
+    #[arg(long = "server", value_name = "NAME")]
+    pub(super) servers: Vec<String>,
+    /// How many results (1-100).
+    #[arg(long, default_value_t = 10)]
+    pub(super) limit: usize,
+    /// hybrid (keywords and meaning), keyword, or semantic.
+    #[arg(long, value_enum, default_value = "hybrid")]
+    pub(super) mode: SearchModeArg,
+    /// Only tools classified into this skill (id; repeatable).
+    #[arg(long = "skill", value_name = "SKILL")]
+    pub(super) skills: Vec<String>,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(super) enum SearchModeArg {
+    Hybrid,
+    Keyword,
+    Semantic,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ToolsArgs {
+    /// Only this server's tools (name or id).
+    #[arg(long)]
+    pub(super) server: Option<String>,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct AddArgs {
+    /// Server name (^[a-z][a-z0-9_-]*$).
+    pub(super) name: String,
+    /// URL of a Streamable HTTP server.
+    #[arg(long = "http", value_name = "URL", conflicts_with = "sse")]
+    pub(super) http: Option<String>,
+    /// URL of a legacy HTTP+SSE server (the event-stream endpoint).
+    #[arg(long = "sse", value_name = "URL")]
+    pub(super) sse: Option<String>,
+    /// Environment variable for a stdio server (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub(super) env: Vec<String>,
+    /// HTTP header for an SSE/HTTP server (repeatable).
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub(super) headers: Vec<String>,
+    /// Working directory of a stdio server (absolute).
+    #[arg(long)]
+    pub(super) cwd: Option<PathBuf>,
+    #[arg(long)]
+    pub(super) description: Option<String>,
+    /// URL polled for health (200 = healthy).
+    #[arg(long)]
+    pub(super) health_check_url: Option<String>,
+    /// Seconds between this server's health checks (default: the daemon's
+    /// --health-interval).
+    #[arg(long, value_name = "SECS")]
+    pub(super) health_interval: Option<u32>,
+    /// Higher wins when un-namespaced tool names collide.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub(super) priority: i32,
+    /// Register without connecting (now or at start-up).
+    #[arg(long)]
+    pub(super) no_auto_connect: bool,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+    /// The stdio server's command and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub(super) command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ListArgs {
+    /// Only servers with this status (DISCONNECTED, CONNECTING, CONNECTED, DEGRADED, ERROR).
+    #[arg(long)]
+    pub(super) status: Option<String>,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct NameArgs {
+    /// Server name or id.
+    pub(super) name: String,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ImportArgs {
+    /// Config file (Claude Desktop `mcpServers` or VS Code `servers`).
+    pub(super) file: PathBuf,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct AuditArgs {
+    /// How many entries.
+    #[arg(long, default_value_t = 50)]
+    pub(super) limit: usize,
+    /// Only entries older than this sequence number (the `seq` of the last entry of a page, with --json).
+    #[arg(long, value_name = "SEQ")]
+    pub(super) before: Option<u64>,
+    /// Only this server's entries (its name).
+    #[arg(long, value_name = "NAME")]
+    pub(super) server: Option<String>,
+    /// Only this action: register, update, verify, remove, connect, disconnect, status.
+    #[arg(long)]
+    pub(super) action: Option<String>,
+    /// Only actors containing this text (health-monitor, supervisor, cli:, config:, an address).
+    #[arg(long)]
+    pub(super) actor: Option<String>,
+    /// Only operations that ended this way.
+    #[arg(long, value_enum)]
+    pub(super) result: Option<AuditResultArg>,
+    /// Only entries from this time on: RFC 3339 (2026-11-26T14:00:00Z) or an age (90s, 15m, 2h, 7d).
+    #[arg(long, value_name = "TIME", value_parser = point_in_time)]
+    pub(super) since: Option<chrono::DateTime<chrono::Utc>>,
+    /// Only entries before this time (same forms as --since).
+    #[arg(long, value_name = "TIME", value_parser = point_in_time)]
+    pub(super) until: Option<chrono::DateTime<chrono::Utc>>,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(super) enum AuditResultArg {
+    Ok,
+    Error,
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum SkillsCommand {
+    /// List skills with their tool counts (built-in and your own).
+    #[command(
+        after_help = "Examples:\n  mcp-aggregator skills list\n  mcp-aggregator skills list --all --json"
+    )]
+    List(SkillListArgs),
+    /// Show one skill: description, examples, tools.
+    #[command(after_help = "Examples:\n  mcp-aggregator skills show issue_tracking")]
+    Show(SkillIdArgs),
+    /// Add a skill; tools are classified again to consider it.
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator skills add weather --name Weather --description 'Forecasts and current weather' \\\n    \
+--example 'will it rain tomorrow' --example 'temperature in Paris'")]
+    Add(SkillEditArgs),
+    /// Replace a skill's name, description and examples (built-in ones too).
+    Edit(SkillEditArgs),
+    /// Delete your skill, or hide a built-in one (`skills show-again` brings it back).
+    Remove(SkillIdArgs),
+    /// Show a hidden built-in skill again.
+    ShowAgain(SkillIdArgs),
+    /// List the tools classified into a skill.
+    Tools(SkillIdArgs),
+    /// Classify tools again (all, or one server's).
+    #[command(
+        after_help = "Examples:\n  mcp-aggregator skills reclassify\n  mcp-aggregator skills reclassify --server github"
+    )]
+    Reclassify(ReclassifyArgs),
+    /// Where classification stands (tools per state, the classifier).
+    Status(ClientArgs),
+    /// Skills the taxonomy seems to lack: tools that fit none.
+    Suggestions(ClientArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct SkillListArgs {
+    /// Include hidden skills.
+    #[arg(long)]
+    pub(super) all: bool,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct SkillIdArgs {
+    /// Skill id (e.g. issue_tracking).
+    pub(super) id: String,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct SkillEditArgs {
+    /// Skill id: lowercase letters, digits and '_', starting with a letter.
+    pub(super) id: String,
+    /// Display name.
+    #[arg(long)]
+    pub(super) name: String,
+    /// What the skill's tools do (what classification compares tools with).
+    #[arg(long)]
+    pub(super) description: String,
+    /// A phrase people use for it (repeatable).
+    #[arg(long = "example", value_name = "PHRASE")]
+    pub(super) examples: Vec<String>,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ReclassifyArgs {
+    /// Only this server's tools (name or id; repeatable).
+    #[arg(long = "server", value_name = "NAME")]
+    pub(super) servers: Vec<String>,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum StoreCommand {
+    /// Check the store file page by page and read every table (through a copy; the file is not changed).
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator store check\n  \
+mcp-aggregator store check --data-dir /var/lib/mcp-aggregator --json\n\n\
+Exit code 0 when the store is sound, 1 when damage was found, 2 when it cannot be checked \
+(no store there, or a daemon holds it: stop it first).")]
+    Check(StoreArgs),
+    /// Copy everything readable into a new store (store.recovered.redb); --replace puts it in place.
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator store recover\n  \
+mcp-aggregator store recover --replace\n\n\
+The damaged file is never changed: with --replace it is kept as store.redb.damaged-<time>. \
+Registrations (with their sealed secrets), history, audit, skills and the catalog are copied as far \
+as they can be read; servers' tools are discovered again when they connect, and the search index \
+is rebuilt.")]
+    Recover(RecoverArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct StoreArgs {
+    #[command(flatten)]
+    pub(super) data_dir: DataDirArg,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct RecoverArgs {
+    #[command(flatten)]
+    pub(super) store: StoreArgs,
+    /// Put the recovered store in place of the damaged one (kept beside it).
+    #[arg(long)]
+    pub(super) replace: bool,
+}

@@ -1,0 +1,139 @@
+//! The audit log: who did what to which server, bounded in entries, bytes
+//! and field length so no caller can make it grow without end.
+
+use chrono::Utc;
+use redb::{
+    ReadableDatabase as _, ReadableTable as _, ReadableTableMetadata as _, TableDefinition,
+    WriteTransaction,
+};
+
+use super::codec::{decode, encode};
+use super::meta::META;
+use super::{Store, StoreError};
+use crate::model::{AuditEntry, AuditFilter};
+
+/// Audit entries kept in all; older entries are dropped.
+pub const AUDIT_LIMIT: u64 = 100_000;
+/// Bytes the audit log may take (encoded entries), whatever their number.
+pub const AUDIT_MAX_BYTES: u64 = 16 * 1024 * 1024;
+/// Longest audit field kept (a 1 MB server name is cut here).
+pub const AUDIT_FIELD_CHARS: usize = 512;
+
+pub(super) const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit_log");
+
+const META_AUDIT_SEQ: &str = "audit_seq";
+const META_AUDIT_BYTES: &str = "audit_bytes";
+
+impl Store {
+    /// The newest `limit` audit entries older than `before` (a `seq`; all
+    /// when `None`) that `filter` matches, newest first: pass the last `seq`
+    /// seen to page back.
+    pub fn audit(
+        &self,
+        limit: usize,
+        before: Option<u64>,
+        filter: &AuditFilter,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        let db = self.db()?;
+        let txn = db.begin_read()?;
+        let table = txn.open_table(AUDIT)?;
+        let mut entries = Vec::new();
+        let upper = before.unwrap_or(u64::MAX);
+        for entry in table.range(..upper)?.rev() {
+            if entries.len() >= limit {
+                break;
+            }
+            let (_, bytes) = entry?;
+            let entry: AuditEntry = decode(bytes.value())?;
+            // Entries are in time order: nothing older can match.
+            if filter.since.is_some_and(|t| entry.timestamp < t) {
+                break;
+            }
+            if filter.matches(&entry) {
+                entries.push(entry);
+            }
+        }
+        Ok(entries)
+    }
+
+    /// Records an operation that failed before reaching the store (a refused
+    /// registration, a removal of an unknown server), so the audit log is
+    /// complete.
+    pub fn record_audit(
+        &self,
+        actor: &str,
+        action: &str,
+        server: &str,
+        result: &str,
+    ) -> Result<(), StoreError> {
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
+        append_audit(
+            &txn,
+            self.audit_max_bytes,
+            audit_entry(actor, action, server, result),
+        )?;
+        txn.commit()?;
+        Ok(())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_audit_max_bytes(&mut self, bytes: u64) {
+        self.audit_max_bytes = bytes;
+    }
+}
+
+pub(super) fn audit_entry(actor: &str, action: &str, server: &str, result: &str) -> AuditEntry {
+    AuditEntry {
+        seq: 0,
+        timestamp: Utc::now(),
+        actor: bounded_field(actor),
+        action: bounded_field(action),
+        server: bounded_field(server),
+        result: bounded_field(result),
+        details: None,
+    }
+}
+
+/// A value cut to `AUDIT_FIELD_CHARS` characters, saying how much was cut.
+pub(super) fn bounded_field(value: &str) -> String {
+    match value.char_indices().nth(AUDIT_FIELD_CHARS) {
+        None => value.to_owned(),
+        Some((cut, _)) => format!("{}… ({} more bytes)", &value[..cut], value.len() - cut),
+    }
+}
+
+pub(super) fn append_audit(
+    txn: &WriteTransaction,
+    max_bytes: u64,
+    mut entry: AuditEntry,
+) -> Result<(), StoreError> {
+    let mut meta = txn.open_table(META)?;
+    let seq = meta.get(META_AUDIT_SEQ)?.map(|v| v.value()).unwrap_or(0) + 1;
+    meta.insert(META_AUDIT_SEQ, seq)?;
+    entry.seq = seq;
+    let mut table = txn.open_table(AUDIT)?;
+    let bytes = encode(&entry)?;
+    // The byte count is kept beside the log; a store from before it existed
+    // counts once.
+    let mut total = match meta.get(META_AUDIT_BYTES)?.map(|v| v.value()) {
+        Some(total) => total,
+        None => {
+            let mut sum = 0u64;
+            for row in table.iter()? {
+                sum += row?.1.value().len() as u64;
+            }
+            sum
+        }
+    };
+    table.insert(seq, bytes.as_slice())?;
+    total += bytes.len() as u64;
+    while table.len()? > AUDIT_LIMIT || (total > max_bytes && table.len()? > 1) {
+        let Some((_, oldest)) = table.pop_first()? else {
+            break;
+        };
+        total = total.saturating_sub(oldest.value().len() as u64);
+    }
+    meta.insert(META_AUDIT_BYTES, total)?;
+    Ok(())
+}

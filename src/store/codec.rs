@@ -1,0 +1,71 @@
+//! How records are kept in the tables: JSON bytes, and a registration's
+//! secrets (and URLs that carry a credential) sealed on the way in and
+//! opened on the way out, so no table ever holds one in the clear.
+
+use super::{KEY_FILE, Store, StoreError};
+use crate::model::ServerRecord;
+
+pub(super) fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(value).map_err(|err| StoreError::Corrupt(err.to_string()))
+}
+
+/// `decode`, borrowing what it can from `bytes`.
+pub(super) fn decode_borrowed<'a, T: serde::Deserialize<'a>>(
+    bytes: &'a [u8],
+) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|err| StoreError::Corrupt(err.to_string()))
+}
+
+pub(super) fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+    decode_borrowed(bytes)
+}
+
+impl Store {
+    /// A registration as stored: its secrets sealed, and its URLs too when
+    /// they carry a credential.
+    pub(super) fn encode_server(&self, record: &ServerRecord) -> Result<Vec<u8>, StoreError> {
+        let mut sealed = record.clone();
+        for value in sealed.transport.secrets_mut().values_mut() {
+            *value = self.cipher.seal(value);
+        }
+        // A URL with a credential in it is sealed whole.
+        for url in [sealed.transport.url_mut(), sealed.health_check_url.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            if crate::model::redact::url_has_secrets(url) {
+                *url = self.cipher.seal(url);
+            }
+        }
+        encode(&sealed)
+    }
+
+    pub(super) fn decode_server(&self, bytes: &[u8]) -> Result<ServerRecord, StoreError> {
+        let mut record: ServerRecord = decode(bytes)?;
+        let name = record.name.clone();
+        for url in [record.transport.url_mut(), record.health_check_url.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            match self.cipher.open(url) {
+                Some(plain) => *url = plain,
+                None => tracing::error!(
+                    server = %name,
+                    "cannot decrypt the stored URL (was {KEY_FILE} replaced?)"
+                ),
+            }
+        }
+        for (key, value) in record.transport.secrets_mut().iter_mut() {
+            match self.cipher.open(value) {
+                Some(plain) => *value = plain,
+                // Kept sealed rather than dropped: re-saving keeps it as it was.
+                None => tracing::error!(
+                    server = %record.name,
+                    key = %key,
+                    "cannot decrypt a stored secret (was {KEY_FILE} replaced?)"
+                ),
+            }
+        }
+        Ok(record)
+    }
+}

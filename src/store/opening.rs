@@ -1,0 +1,261 @@
+//! Opening the store: the data dir made private, a zero-length file in a
+//! used data dir refused, the file checked page by page when of ordinary
+//! size, any redb panic on a damaged page turned into `Damaged`, and the
+//! layout migrated. Everything that can go wrong at start is said here,
+//! never by a panic later.
+
+use redb::{Database, ReadableTable as _};
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use super::audit::{AUDIT, AUDIT_MAX_BYTES};
+use super::history::HISTORY;
+use super::meta::{META, META_SCHEMA_VERSION, SCHEMA_VERSION};
+use super::secrets::Cipher;
+use super::servers::{SERVER_NAMES, SERVERS};
+use super::{
+    KEY_FILE, STORE_FILE, Store, StoreError, backend, catalog, embeddings, health, skills,
+};
+
+/// redb's page cache. Its default (1 GiB) lets a daemon that read its whole
+/// catalog and embedding cache once keep hundreds of MB; nothing on the hot
+/// path reads the store, so a small cache costs nothing there.
+const STORE_CACHE_BYTES: usize = 32 * 1024 * 1024;
+
+impl Store {
+    /// Opens (creating if needed) the store in `data_dir`. Fails with
+    /// `AlreadyOpen` when another process holds it, `Emptied` when it was
+    /// truncated to nothing in a data dir that was in use, `Damaged` when
+    /// its file does not read as a redb store — never with a panic.
+    pub fn open(data_dir: &Path) -> Result<Store, StoreError> {
+        create_private_dir(data_dir)?;
+        let path = data_dir.join(STORE_FILE);
+        refuse_emptied(data_dir, &path)?;
+        let health = Arc::new(health::Health::new(&path));
+        // A full check of a store of ordinary size: a file damaged while
+        // the daemon was stopped is found here, not by a read that panics
+        // later. Beyond the size, a check would add a second per start;
+        // damage is then found by the start's own reads.
+        let check = std::fs::metadata(&path).is_ok_and(|m| m.len() <= CHECK_AT_OPEN_BYTES);
+        let db = open_database(&path, &health, check, false)?;
+        // Only the owner may read the store, whatever the umask.
+        restrict_to_owner(&path, 0o600).map_err(|source| StoreError::DataDir {
+            path: path.clone(),
+            source,
+        })?;
+        let cipher = Cipher::load_or_create(&data_dir.join(KEY_FILE))?;
+        let store = Store {
+            db: RwLock::new(Some(Arc::new(db))),
+            health,
+            reopening: std::sync::Mutex::new(()),
+            cipher,
+            path,
+            audit_max_bytes: AUDIT_MAX_BYTES,
+        };
+        guard_damage(&store.path, || store.migrate())?;
+        Ok(store)
+    }
+
+    /// Brings an older layout up to `SCHEMA_VERSION`, one step at a time.
+    fn migrate(&self) -> Result<(), StoreError> {
+        // A store already at this version is not written to (a start on a
+        // full disk serves what is stored).
+        if self.schema_version()? == SCHEMA_VERSION {
+            return Ok(());
+        }
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
+        let found = txn
+            .open_table(META)?
+            .get(META_SCHEMA_VERSION)?
+            .map(|v| v.value());
+        let mut version = found.unwrap_or(0);
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                path: self.path.clone(),
+                found: version,
+            });
+        }
+        while version < SCHEMA_VERSION {
+            match version {
+                // 0 -> 1: a fresh store; create every table so readers never
+                // meet a missing one.
+                0 => {
+                    txn.open_table(SERVERS)?;
+                    txn.open_table(SERVER_NAMES)?;
+                    txn.open_table(HISTORY)?;
+                    txn.open_table(AUDIT)?;
+                    txn.open_table(catalog::TOOLS)?;
+                    txn.open_table(catalog::WIRE_NAMES)?;
+                    txn.open_table(catalog::RESOURCES)?;
+                    txn.open_table(catalog::RESOURCE_TEMPLATES)?;
+                    txn.open_table(catalog::PROMPTS)?;
+                }
+                // 1 -> 2: the embedding cache of the search index.
+                1 => {
+                    txn.open_table(embeddings::EMBEDDINGS)?;
+                }
+                // 2 -> 3: skills users added or edited, and suggestions.
+                2 => {
+                    txn.open_table(skills::SKILLS)?;
+                    txn.open_table(skills::SUGGESTIONS)?;
+                }
+                _ => unreachable!("every version below SCHEMA_VERSION has a step"),
+            }
+            version += 1;
+        }
+        txn.open_table(META)?
+            .insert(META_SCHEMA_VERSION, SCHEMA_VERSION)?;
+        txn.commit()?;
+        Ok(())
+    }
+}
+
+/// A store file beyond this size is not checked whole at every open
+/// (~0.4 s per 500 MB on the 2-core machine this was measured on).
+const CHECK_AT_OPEN_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Opens the file through the watched backend, a panic in redb (its
+/// answer to some damage) taken as `Damaged`.
+pub(super) fn open_database(
+    path: &Path,
+    health: &Arc<health::Health>,
+    check: bool,
+    after_failed_write: bool,
+) -> Result<Database, StoreError> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|source| StoreError::DataDir {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let backend = backend::WatchedFile::new(file, Arc::clone(health))
+        .map_err(|err| StoreError::from(redb::Error::from(err)))?;
+    let warned = std::sync::atomic::AtomicBool::new(false);
+    let opened = guard_damage(path, || {
+        let mut db = redb::Builder::new()
+            .set_cache_size(STORE_CACHE_BYTES)
+            .set_repair_callback(move |_| {
+                // A full check of the file: seconds for a large catalog.
+                if after_failed_write || warned.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
+                tracing::warn!(
+                    "the store was not closed cleanly last time (the process was killed, or the machine lost power); checking and repairing it"
+                );
+            })
+            .create_with_backend(backend)
+            .map_err(|err| match err {
+                redb::DatabaseError::DatabaseAlreadyOpen => StoreError::AlreadyOpen {
+                    path: path.parent().unwrap_or(path).to_path_buf(),
+                },
+                err => StoreError::from(redb::Error::from(err)),
+            })?;
+        // Every page against its checksum (the open above trusts a file
+        // that was closed cleanly).
+        if check && !db.check_integrity().map_err(redb::Error::from)? {
+            // Its last commit did not check out, and redb went back to
+            // the one before: said loudly; the rest is served.
+            tracing::error!(
+                store = %path.display(),
+                "the store file was damaged and redb repaired it by going back to its last sound commit: the last change made before this start may be lost"
+            );
+        }
+        Ok(db)
+    });
+    match opened {
+        Err(StoreError::Db(redb::Error::Corrupted(detail))) => Err(StoreError::Damaged {
+            path: path.to_path_buf(),
+            detail,
+        }),
+        Err(StoreError::Disk { reason, .. }) if reason.contains("invalid data") => {
+            Err(StoreError::Damaged {
+                path: path.to_path_buf(),
+                detail: reason,
+            })
+        }
+        other => other,
+    }
+}
+
+/// Runs `work` on the store's file; a panic inside redb (how it meets some
+/// damage) becomes `Damaged` instead of unwinding further.
+pub(crate) fn guard_damage<T>(
+    path: &Path,
+    work: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
+        Ok(Err(StoreError::Db(redb::Error::Corrupted(detail)))) => Err(StoreError::Damaged {
+            path: path.to_path_buf(),
+            detail,
+        }),
+        Ok(outcome) => outcome,
+        Err(panic) => Err(StoreError::Damaged {
+            path: path.to_path_buf(),
+            detail: panic_message(panic.as_ref()),
+        }),
+    }
+}
+
+/// What a panic said (its payload is a `String` or a `&str` in practice).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "an internal check failed".to_owned())
+}
+
+/// A store file of 0 bytes in a data dir whose other files show it was in
+/// use: its registrations are gone, and starting on it would say nothing.
+fn refuse_emptied(data_dir: &Path, path: &Path) -> Result<(), StoreError> {
+    if !std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+        return Ok(());
+    }
+    let evidence: Vec<&str> = [
+        KEY_FILE,
+        crate::paths::STATE_KEY_FILE,
+        crate::paths::TOKEN_FILE,
+        "index",
+    ]
+    .into_iter()
+    .filter(|name| data_dir.join(name).exists())
+    .collect();
+    if evidence.is_empty() {
+        return Ok(());
+    }
+    Err(StoreError::Emptied {
+        path: path.to_path_buf(),
+        evidence: evidence.join(", "),
+    })
+}
+
+/// Creates the data dir, or tightens an existing one, to 0700: it holds the
+/// store, the key that seals secrets, and the admin token.
+fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let data_dir_error = |source| StoreError::DataDir {
+        path: dir.to_path_buf(),
+        source,
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(data_dir_error)?;
+    restrict_to_owner(dir, 0o700).map_err(data_dir_error)
+}
+
+/// Sets `mode` unless the permissions already are no wider.
+pub(crate) fn restrict_to_owner(path: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let current = std::fs::metadata(path)?.permissions().mode() & 0o777;
+    if current & !mode != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,151 @@
+//! The open file after a failed write: redb refuses everything on it then,
+//! so it is reopened (at most every second, when no operation holds it)
+//! and probed with a small write when the disk has room; writes resume by
+//! themselves once space returns. Until then each caller gets the error
+//! that caused it, and a write is refused before it reaches redb.
+
+use chrono::Utc;
+use redb::Database;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::meta::META;
+use super::opening::open_database;
+use super::{Store, StoreError};
+
+impl Store {
+    /// The open file, for reading. After a failed write redb refuses
+    /// everything on it, reads included, until it is reopened: that is
+    /// done first (at most every second, when no one else is using it);
+    /// until then the error that caused it is the answer.
+    pub(super) fn db(&self) -> Result<Arc<Database>, StoreError> {
+        if self.health.is_failing() {
+            self.recover();
+            if self.health.is_latched() {
+                return Err(self.failure());
+            }
+        }
+        let slot = match self.db.read() {
+            Ok(slot) => slot,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        slot.clone().ok_or_else(|| self.failure())
+    }
+
+    /// The open file, for a write. While writes fail and the disk has no
+    /// room, a write is refused before it reaches redb: a write that fails
+    /// would make redb refuse reads too.
+    pub(super) fn db_for_write(&self) -> Result<Arc<Database>, StoreError> {
+        if self.health.is_failing() && !has_room(&self.path) {
+            self.recover();
+            return Err(self.failure());
+        }
+        self.db()
+    }
+
+    /// Why the store cannot be used right now.
+    pub(super) fn failure(&self) -> StoreError {
+        let (reason, full) = self
+            .health
+            .failure()
+            .unwrap_or_else(|| ("the store file is being reopened".to_owned(), false));
+        StoreError::Disk { reason, full }
+    }
+
+    /// After failed writes (at most every second, one caller at a time):
+    /// reopens a file redb refuses (only when no operation holds it, so the
+    /// reopen cannot fail on its lock), then, when the disk has room, tries
+    /// a small write — when it goes through, the store is healthy again.
+    fn recover(&self) {
+        let Ok(_one) = self.reopening.try_lock() else {
+            return;
+        };
+        if !self.health.reopen_due() {
+            return;
+        }
+        if self.health.is_latched() {
+            let old = {
+                let mut slot = match self.db.write() {
+                    Ok(slot) => slot,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                if slot.as_ref().is_some_and(|db| Arc::strong_count(db) > 1) {
+                    // An operation is running on it: next time.
+                    return;
+                }
+                slot.take()
+            };
+            drop(old);
+            // The repair an open does after a failed write syncs what it
+            // wrote; only the probe below says writes work again.
+            self.health.hold_recovery(true);
+            let reopened = open_database(&self.path, &self.health, false, true);
+            self.health.hold_recovery(false);
+            match reopened {
+                Ok(db) => {
+                    self.health.reopened();
+                    if let Ok(mut slot) = self.db.write() {
+                        *slot = Some(Arc::new(db));
+                    }
+                }
+                Err(err) => {
+                    tracing::debug!(store = %self.path.display(), "reopening the store failed: {err}");
+                    return;
+                }
+            }
+        }
+        if !has_room(&self.path) {
+            return;
+        }
+        let Some(db) = self.db.read().ok().and_then(|slot| slot.clone()) else {
+            return;
+        };
+        let probe = (|| -> Result<(), StoreError> {
+            let txn = db.begin_write()?;
+            txn.open_table(META)?
+                .insert(META_DISK_PROBE, Utc::now().timestamp_millis() as u64)?;
+            txn.commit()?;
+            Ok(())
+        })();
+        match probe {
+            Ok(()) => self.health.writes_work(),
+            Err(err) => {
+                tracing::debug!(store = %self.path.display(), "the store's probe write failed: {err}")
+            }
+        }
+    }
+
+    /// How the store's disk is doing, as last seen (no I/O).
+    pub fn storage_status_now(&self) -> crate::model::StorageStatus {
+        self.health.status()
+    }
+
+    /// How the store's disk is doing (while writes fail, asking is also
+    /// what tries them again: a daemon nobody writes to still recovers).
+    /// Blocking.
+    pub fn storage_status(&self) -> crate::model::StorageStatus {
+        if self.health.is_failing() {
+            self.recover();
+        }
+        self.health.status()
+    }
+}
+
+/// Where a reopened store's probe write goes.
+const META_DISK_PROBE: &str = "disk_probe";
+
+/// Whether the disk holding `path` has room for a small write.
+fn has_room(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = path.parent().unwrap_or(path);
+    let Ok(c_path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return true;
+    };
+    // SAFETY: statvfs is plain data, for which all zeroes is a value.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a zeroed out-struct of the right type.
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
+        return true;
+    }
+    (stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64) >= 256 * 1024
+}
