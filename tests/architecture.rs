@@ -1,4 +1,4 @@
-//! The module rules ARCHITECTURE.md and issue 28 state, checked against the
+//! The module rules ARCHITECTURE.md states, checked against the
 //! code. `src/` is read as Rust (with `syn`), not as text: a path in a
 //! nested `use` group, after a `"http://…"` literal or inside a macro is
 //! seen, and one in a comment, doc comment or string literal is not.
