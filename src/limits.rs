@@ -127,6 +127,13 @@ pub enum Line {
 /// Reads one line into `out` (cleared first), holding at most `max` bytes
 /// of it however long it is: the rest is consumed and discarded, so a peer
 /// that sends a gigabyte without a newline costs `max` bytes, not a gigabyte.
+///
+/// Not tokio-util's `LinesCodec`/`AnyDelimiterCodec` with a max length,
+/// though that frames the same way: the codec throws an over-long line away
+/// whole, where a server's stderr is logged by its first `max` bytes; and
+/// its buffer keeps the capacity of the longest line it ever framed, where
+/// this one gives it back (one large `tools/list` per server would
+/// otherwise stay allocated for the connection's life).
 pub async fn read_line<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     out: &mut Vec<u8>,
