@@ -134,25 +134,21 @@ pub async fn serve(
 /// Raises the soft limit on open descriptors to the hard limit, so the
 /// connection cap is what binds; returns the new soft limit.
 pub fn raise_descriptor_limit() -> Option<u64> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return None;
-    }
-    if limit.rlim_cur < limit.rlim_max {
-        let raised = libc::rlimit {
-            rlim_cur: limit.rlim_max,
-            rlim_max: limit.rlim_max,
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    // rustix says "unlimited" with None, the kernel with RLIM_INFINITY
+    // (all ones), which is what callers are told.
+    let value = |limit: Option<u64>| limit.unwrap_or(u64::MAX);
+    let limit = getrlimit(Resource::Nofile);
+    if value(limit.current) < value(limit.maximum) {
+        let raised = Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
         };
-        // SAFETY: setrlimit reads the struct we own.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            return Some(raised.rlim_cur);
+        if setrlimit(Resource::Nofile, raised).is_ok() {
+            return Some(value(limit.maximum));
         }
     }
-    Some(limit.rlim_cur)
+    Some(value(limit.current))
 }
 
 #[cfg(test)]
@@ -162,16 +158,8 @@ mod tests {
     #[test]
     fn the_soft_descriptor_limit_is_raised_to_the_hard_one() {
         let soft = raise_descriptor_limit().expect("getrlimit works");
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: as above.
-        assert_eq!(
-            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
-            0
-        );
-        assert_eq!(soft, limit.rlim_cur);
-        assert_eq!(limit.rlim_cur, limit.rlim_max);
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        assert_eq!(soft, limit.current.unwrap_or(u64::MAX));
+        assert_eq!(limit.current, limit.maximum);
     }
 }

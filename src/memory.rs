@@ -2,6 +2,10 @@
 //! allocates, glibc's malloc for ONNX Runtime), and the housekeeping shared
 //! by the parts that build large transient copies of the catalog (the
 //! routing table, the search index).
+//!
+//! Through `libc`, not `rustix` like the crate's other system calls:
+//! `mallopt`, `malloc_trim` and `getenv`/`setenv` are glibc's functions,
+//! not system calls, and rustix does not wrap them.
 
 /// Returns freed heap pages to the system now, rather than at the
 /// allocator's leisure, so a daemon does not stay at the peak of its

@@ -25,6 +25,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use rustix::process::{Pid, Signal};
+
 /// The environment variable that marks a server's processes.
 pub const MARK_ENV: &str = "MCP_AGGREGATOR_SERVER";
 
@@ -43,10 +45,7 @@ fn rand_u64() -> u64 {
     let mut bytes = [0u8; 8];
     // getrandom(2) fills a buffer we own; a short read leaves zeros, and
     // the pid and time below still tell processes apart.
-    // SAFETY: the pointer and length describe `bytes`.
-    unsafe {
-        libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0);
-    }
+    let _ = rustix::rand::getrandom(&mut bytes[..], rustix::rand::GetRandomFlags::empty());
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos() as u64);
@@ -56,12 +55,12 @@ fn rand_u64() -> u64 {
 /// Makes this process the subreaper of everything it starts. Called once at
 /// start by the commands that run servers.
 pub fn become_subreaper() {
-    // SAFETY: prctl(PR_SET_CHILD_SUBREAPER, 1) takes no pointers.
-    let done = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    if done != 0 {
+    // prctl(PR_SET_CHILD_SUBREAPER, n): any n but zero sets it; rustix
+    // passes the pid given, ours.
+    if let Err(err) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
         tracing::warn!(
             "cannot become a child subreaper ({}); a server's process that leaves its group is only ended by its mark",
-            io::Error::last_os_error()
+            io::Error::from(err)
         );
     }
 }
@@ -248,14 +247,14 @@ fn family_in(seen: &[Seen], mark: &Mark, leader: Option<u32>) -> HashSet<Process
 
 /// Sends `signal` to `process` if it is still the process that was seen;
 /// false if it is gone.
-pub fn signal(process: Process, signal: i32) -> bool {
+pub fn signal(process: Process, signal: Signal) -> bool {
     let same = stat(process.pid).is_some_and(|s| s.start == process.start && s.state != b'Z');
-    if same && let Ok(pid) = i32::try_from(process.pid) {
-        // SAFETY: kill(2) has no memory-safety preconditions; the pid was
-        // just seen to be the same live process.
-        unsafe {
-            libc::kill(pid, signal);
-        }
+    if same
+        && let Ok(pid) = i32::try_from(process.pid)
+        && let Some(pid) = Pid::from_raw(pid)
+    {
+        // The pid was just seen to be the same live process.
+        let _ = rustix::process::kill_process(pid, signal);
     }
     same
 }
@@ -272,7 +271,7 @@ const KILL_ROUNDS: usize = 10;
 pub fn end(mark: &Mark, known: HashSet<Process>, grace: Duration) -> usize {
     let mut family = family(mark, None);
     family.extend(known);
-    family.retain(|p| signal(*p, libc::SIGTERM));
+    family.retain(|p| signal(*p, Signal::TERM));
     if family.is_empty() {
         return 0;
     }
@@ -287,7 +286,7 @@ pub fn end(mark: &Mark, known: HashSet<Process>, grace: Duration) -> usize {
         std::thread::sleep(Duration::from_millis(20));
     }
     for process in &family {
-        signal(*process, libc::SIGKILL);
+        signal(*process, Signal::KILL);
     }
     for _ in 0..KILL_ROUNDS {
         let left = family_in(&scan(Duration::ZERO), mark, None);
@@ -295,7 +294,7 @@ pub fn end(mark: &Mark, known: HashSet<Process>, grace: Duration) -> usize {
             break;
         }
         for process in &left {
-            signal(*process, libc::SIGKILL);
+            signal(*process, Signal::KILL);
         }
         ended.extend(left);
         reap_orphans();
@@ -321,7 +320,7 @@ pub fn end_all() {
                     pid: p.pid,
                     start: p.start,
                 },
-                libc::SIGKILL,
+                Signal::KILL,
             )
         {
             killed += 1;
@@ -372,14 +371,13 @@ pub fn reap_orphans() -> usize {
         if managed.as_ref().is_some_and(|m| m.contains(&pid)) {
             continue;
         }
-        let Ok(raw) = i32::try_from(pid) else {
+        let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
             continue;
         };
-        let mut status = 0;
-        // SAFETY: waitpid on a zombie child of ours that tokio does not
-        // manage (checked under the lock its spawns take); `status` is a
-        // valid out-pointer. WNOHANG: never blocks.
-        if unsafe { libc::waitpid(raw, &mut status, libc::WNOHANG) } == raw {
+        // A zombie child of ours that tokio does not manage (checked under
+        // the lock its spawns take). NOHANG: never blocks.
+        let waited = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG);
+        if matches!(waited, Ok(Some((reaped_pid, _))) if reaped_pid == pid) {
             reaped += 1;
         }
     }
@@ -436,7 +434,7 @@ mod tests {
         let linked = family(&Mark::new(), Some(pid));
         assert_eq!(linked.len(), 1, "the sleep, by its parent: {linked:?}");
         for p in &found {
-            signal(*p, libc::SIGKILL);
+            signal(*p, Signal::KILL);
         }
         let _ = child.wait();
     }

@@ -316,7 +316,11 @@ mod embedded {
             // the executable; MADV_DONTNEED on a private file mapping only
             // discards pages that are re-read from the file on access.
             unsafe {
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+                let _ = rustix::mm::madvise(
+                    start as *mut std::ffi::c_void,
+                    end - start,
+                    rustix::mm::Advice::LinuxDontNeed,
+                );
             }
         }
     }
@@ -327,16 +331,12 @@ mod embedded {
     #[cfg(embedded_runtime)]
     pub(super) fn runtime_path() -> Result<Option<PathBuf>, String> {
         use std::io::Write;
-        use std::os::fd::{FromRawFd, IntoRawFd};
+        use std::os::fd::IntoRawFd;
         static RUNTIME: &[u8] =
             include_bytes!(concat!(env!("MCPA_ASSETS_DIR"), "/libonnxruntime.so"));
-        // SAFETY: the name is a valid C string and the flags are constants.
-        let fd = unsafe { libc::memfd_create(c"libonnxruntime.so".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
-        }
-        // SAFETY: fd was just returned by memfd_create and is owned here.
-        let mut file = unsafe { std::fs::File::from_raw_fd(fd) };
+        let fd = rustix::fs::memfd_create(c"libonnxruntime.so", rustix::fs::MemfdFlags::CLOEXEC)
+            .map_err(|err| format!("memfd_create: {}", std::io::Error::from(err)))?;
+        let mut file = std::fs::File::from(fd);
         file.write_all(RUNTIME)
             .map_err(|err| format!("writing the runtime to memory: {err}"))?;
         forget_pages(RUNTIME);

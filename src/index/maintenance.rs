@@ -130,10 +130,8 @@ pub fn in_background<T: Send + 'static>(
 }
 
 fn lower_priority() {
+    // setpriority(PRIO_PROCESS, tid): on Linux a thread id names that
+    // thread alone.
     #[cfg(target_os = "linux")]
-    // SAFETY: setpriority on the calling thread's own id; no memory involved.
-    unsafe {
-        let tid = libc::gettid();
-        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10);
-    }
+    let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 10);
 }

@@ -196,7 +196,7 @@ fn push_json_line(lines: &mut Vec<u8>, message: &Outgoing) {
 /// tokio's blocking-thread reader, which hands every read to another thread
 /// (measured with a Node client: 10k calls/s against 90k through epoll).
 pub fn stdin() -> Box<dyn AsyncRead + Unpin + Send> {
-    match duplicate(0).map(Stream::of) {
+    match duplicate(rustix::stdio::stdin()).map(Stream::of) {
         Some(Stream::Pipe(fd)) => match tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
             Ok(pipe) => Box::new(pipe),
             Err(_) => Box::new(tokio::io::stdin()),
@@ -208,7 +208,7 @@ pub fn stdin() -> Box<dyn AsyncRead + Unpin + Send> {
 
 /// Our stdout as an async writer (see `stdin`).
 pub fn stdout() -> Box<dyn AsyncWrite + Unpin + Send> {
-    match duplicate(1).map(Stream::of) {
+    match duplicate(rustix::stdio::stdout()).map(Stream::of) {
         Some(Stream::Pipe(fd)) => match tokio::net::unix::pipe::Sender::from_owned_fd(fd) {
             Ok(pipe) => Box::new(pipe),
             Err(_) => Box::new(tokio::io::stdout()),
@@ -227,16 +227,13 @@ enum Stream {
 
 impl Stream {
     fn of(fd: std::os::fd::OwnedFd) -> Stream {
-        use std::os::fd::AsRawFd as _;
-        // SAFETY: fstat writes into a zeroed stat of the right type.
-        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: `fd` is open and owned here; `stat` is a valid pointer.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } != 0 {
+        use rustix::fs::FileType;
+        let Ok(stat) = rustix::fs::fstat(&fd) else {
             return Stream::Other;
-        }
-        match stat.st_mode & libc::S_IFMT {
-            libc::S_IFIFO => Stream::Pipe(fd),
-            libc::S_IFSOCK if is_unix_stream(&fd) => {
+        };
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Fifo => Stream::Pipe(fd),
+            FileType::Socket if is_unix_stream(&fd) => {
                 let socket = std::os::unix::net::UnixStream::from(fd);
                 match socket
                     .set_nonblocking(true)
@@ -253,35 +250,15 @@ impl Stream {
 
 /// Whether a socket is a Unix stream socket (what Node's socketpairs are).
 fn is_unix_stream(fd: &std::os::fd::OwnedFd) -> bool {
-    use std::os::fd::AsRawFd as _;
-    let option = |name| {
-        let mut value: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: getsockopt writes at most `len` bytes into `value`.
-        let done = unsafe {
-            libc::getsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                name,
-                (&raw mut value).cast(),
-                &mut len,
-            )
-        };
-        (done == 0).then_some(value)
-    };
-    option(libc::SO_DOMAIN) == Some(libc::AF_UNIX)
-        && option(libc::SO_TYPE) == Some(libc::SOCK_STREAM)
+    use rustix::net::{AddressFamily, SocketType, sockopt};
+    sockopt::socket_domain(fd).ok() == Some(AddressFamily::UNIX)
+        && sockopt::socket_type(fd).ok() == Some(SocketType::STREAM)
 }
 
-fn duplicate(fd: i32) -> Option<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd as _;
+fn duplicate(fd: std::os::fd::BorrowedFd<'static>) -> Option<std::os::fd::OwnedFd> {
     // Close-on-exec: the servers we spawn must never inherit our client's
     // pipes (they could read its requests or write into the protocol).
-    // SAFETY: fcntl(F_DUPFD_CLOEXEC) has no memory-safety preconditions; a
-    // non-negative result is a new descriptor that we own.
-    let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
-    // SAFETY: `copy` was just returned by fcntl and is owned by nobody else.
-    (copy >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(copy) })
+    rustix::io::fcntl_dupfd_cloexec(fd, 3).ok()
 }
 
 fn trim(line: &[u8]) -> &[u8] {

@@ -4,6 +4,8 @@
 //! it; its stderr goes to our log, tagged with the server's name.
 
 use bytes::Bytes;
+use rustix::io::FdFlags;
+use rustix::process::{Pid, Signal};
 use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -228,7 +230,7 @@ struct GroupGuard(u32);
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        signal_group(self.0, libc::SIGKILL);
+        signal_group(self.0, Signal::KILL);
     }
 }
 
@@ -255,14 +257,14 @@ async fn supervise_child(
                     .await
                     .unwrap_or_default()
             };
-            signal_group(pgid, libc::SIGTERM);
+            signal_group(pgid, Signal::TERM);
             for process in &family {
-                crate::reaper::signal(*process, libc::SIGTERM);
+                crate::reaper::signal(*process, Signal::TERM);
             }
             let status = match tokio::time::timeout(TERMINATE_GRACE, child.wait()).await {
                 Ok(status) => status,
                 Err(_) => {
-                    signal_group(pgid, libc::SIGKILL);
+                    signal_group(pgid, Signal::KILL);
                     child.wait().await
                 }
             };
@@ -306,30 +308,30 @@ pub fn close_inherited_on_exec() {
         .filter(|fd| *fd > 2)
         .collect();
     for fd in fds {
-        // SAFETY: fcntl on a descriptor number has no memory-safety
-        // preconditions; a closed one (the directory listing's own) fails
-        // with EBADF, which is fine.
-        unsafe {
-            let flags = libc::fcntl(fd, libc::F_GETFD);
-            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
-                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-            }
+        // SAFETY: only fcntl sees this borrow, and fcntl on a descriptor
+        // number has no memory-safety preconditions; a closed one (the
+        // directory listing's own) fails with EBADF, which is fine.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        if let Ok(flags) = rustix::io::fcntl_getfd(fd)
+            && !flags.contains(FdFlags::CLOEXEC)
+        {
+            let _ = rustix::io::fcntl_setfd(fd, flags | FdFlags::CLOEXEC);
         }
     }
 }
 
 /// Sends `signal` to every process of the group (ESRCH, "already gone", is fine).
-pub fn signal_group(pgid: u32, signal: i32) {
+pub fn signal_group(pgid: u32, signal: Signal) {
     let Ok(pgid) = i32::try_from(pgid) else {
         return;
     };
     if pgid <= 1 {
         return;
     }
-    // SAFETY: killpg(2) has no memory-safety preconditions; a positive pgid
-    // that is our own child's group is never our group or init's.
-    unsafe {
-        libc::killpg(pgid, signal);
+    // A positive pgid that is our own child's group is never our group or
+    // init's.
+    if let Some(pgid) = Pid::from_raw(pgid) {
+        let _ = rustix::process::kill_process_group(pgid, signal);
     }
 }
 

@@ -42,7 +42,7 @@ struct State {
 /// Whether an I/O error means the disk has no room.
 pub fn is_disk_full(err: &std::io::Error) -> bool {
     err.kind() == std::io::ErrorKind::StorageFull
-        || matches!(err.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+        || matches!(err.raw_os_error(), Some(code) if code == rustix::io::Errno::NOSPC.raw_os_error() || code == rustix::io::Errno::DQUOT.raw_os_error())
 }
 
 impl Health {
@@ -243,7 +243,7 @@ mod tests {
     fn failing_writes_are_shown_until_one_works() {
         let health = Health::new(Path::new("/data/store.redb"));
         assert_eq!(health.status().status, "ok");
-        let full = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        let full = std::io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error());
         health.write_failed(&full);
         health.write_failed(&full);
         let status = health.status();

@@ -136,16 +136,10 @@ const META_DISK_PROBE: &str = "disk_probe";
 
 /// Whether the disk holding `path` has room for a small write.
 fn has_room(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt as _;
     let dir = path.parent().unwrap_or(path);
-    let Ok(c_path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+    // A disk we cannot ask about is given the benefit of the doubt.
+    let Ok(stat) = rustix::fs::statvfs(dir) else {
         return true;
     };
-    // SAFETY: statvfs is plain data, for which all zeroes is a value.
-    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a zeroed out-struct of the right type.
-    if unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) } != 0 {
-        return true;
-    }
-    (stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64) >= 256 * 1024
+    stat.f_bavail.saturating_mul(stat.f_frsize) >= 256 * 1024
 }
