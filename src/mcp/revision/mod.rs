@@ -7,6 +7,7 @@
 //! the interface. A new revision is one new file here and a line in
 //! `of_request`.
 
+mod listen_2026;
 mod rev2025;
 mod rev2026;
 
