@@ -640,7 +640,7 @@ async fn rest_call_routes_reports_and_refuses() {
     assert_eq!(
         (status, body["metadata"]["routed_to"].clone()),
         (200, json!("fy")),
-        "AC2: original name + server"
+        "a call by original name + server_id"
     );
     let (status, body) = call(json!({"name": "echo"})).await;
     assert_eq!(status, 409);

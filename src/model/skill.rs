@@ -282,7 +282,7 @@ mod tests {
     }
 
     #[test]
-    fn the_state_machine_allows_only_the_seed_transitions() {
+    fn the_state_machine_allows_only_the_specified_transitions() {
         use ClassificationEvent as E;
         use ClassificationState as S;
         assert_eq!(S::Discovered.transition(E::Start), Ok(S::Classifying));

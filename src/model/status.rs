@@ -224,7 +224,7 @@ mod tests {
     }
 
     #[test]
-    fn seed_transitions_are_all_valid() {
+    fn specified_transitions_are_all_valid() {
         // The specified lifecycle's table (docs/rules.md), row by row.
         for (from, to) in [
             (Disconnected, Connecting),

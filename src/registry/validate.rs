@@ -362,7 +362,7 @@ mod tests {
     }
 
     #[test]
-    fn names_follow_the_seed_pattern() {
+    fn names_follow_the_specified_pattern() {
         for good in ["a", "github-mcp", "my_server2", "x-1_2"] {
             assert!(validate_name(good).is_ok(), "{good}");
         }
