@@ -257,6 +257,7 @@ async fn supervise_child(
                     .await
                     .unwrap_or_default()
             };
+            let termed = std::time::Instant::now();
             signal_group(pgid, Signal::TERM);
             for process in &family {
                 crate::reaper::signal(*process, Signal::TERM);
@@ -268,8 +269,10 @@ async fn supervise_child(
                     child.wait().await
                 }
             };
-            // They had their grace with the group.
-            (status, Duration::ZERO, family)
+            // The rest of their grace: a leader that exits at once must not
+            // cut short the time its escaped descendants get to stop (one
+            // told to stop may still be handling it on a busy machine).
+            (status, TERMINATE_GRACE.saturating_sub(termed.elapsed()), family)
         }
     };
     crate::reaper::forget(pgid);
