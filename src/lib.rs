@@ -5,7 +5,6 @@
 //! front doors (admin API, CLI) sit on top.
 
 pub mod api;
-pub mod bridge;
 pub mod catalog;
 pub mod cli;
 pub mod config;
@@ -25,6 +24,7 @@ pub mod model;
 pub mod paths;
 pub mod reaper;
 pub mod registry;
+pub mod relay;
 pub mod router;
 pub mod sessions;
 pub mod skills;

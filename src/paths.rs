@@ -9,6 +9,15 @@ pub const DAEMON_FILE: &str = "daemon.json";
 pub const TOKEN_FILE: &str = "admin.token";
 /// The key that seals the `requestState`s handed to 2026-07-28 clients.
 pub const STATE_KEY_FILE: &str = "state.key";
+/// The daemon's Unix socket, where `stdio` relays attach.
+pub const SOCKET_FILE: &str = "mcp.sock";
+/// Held (flock) by a `stdio` relay while it starts a daemon, so clients
+/// starting at the same moment end with one.
+pub const START_LOCK_FILE: &str = "start.lock";
+/// The log of a daemon a `stdio` relay started (it has no terminal).
+pub const DAEMON_LOG_FILE: &str = "daemon.log";
+/// Longest socket path `bind` takes (`sun_path` is 108 bytes with its NUL).
+const MAX_SOCKET_PATH: usize = 107;
 
 /// `--data-dir` > `MCP_AGGREGATOR_DATA_DIR` (clap reads both into `flag`) >
 /// the XDG data dir (`$XDG_DATA_HOME/mcp-aggregator`, else
@@ -20,8 +29,59 @@ pub fn resolve_data_dir(flag: Option<&Path>) -> Option<PathBuf> {
     dirs::data_dir().map(|dir| dir.join("mcp-aggregator"))
 }
 
-/// Written by a running daemon so the CLI (and, later, `stdio` in bridge
-/// mode) can find it.
+/// Where the daemon of `data_dir` takes local clients: `mcp.sock` in the
+/// data dir, or, when that path is too long for a socket, a file named by
+/// the data dir's hash in a private directory of ours under the temp dir.
+pub fn socket_path(data_dir: &Path) -> PathBuf {
+    let beside = data_dir.join(SOCKET_FILE);
+    if beside.as_os_str().len() <= MAX_SOCKET_PATH {
+        return beside;
+    }
+    use sha2::Digest as _;
+    let absolute = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    let digest = sha2::Sha256::digest(absolute.as_os_str().as_encoded_bytes());
+    let name: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+    std::env::temp_dir()
+        .join(format!(
+            "mcp-aggregator-{}",
+            rustix::process::getuid().as_raw()
+        ))
+        .join(format!("{name}.sock"))
+}
+
+/// Creates `dir` (and its parents), or tightens an existing one, to 0700:
+/// the data dir holds the store, keys, the token and the socket.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    if std::fs::metadata(dir)?.permissions().mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Creates the directory a socket goes in: private, and refused when it
+/// belongs to another user (the fallback one is in the shared temp dir,
+/// where anyone could have made it first).
+pub fn create_socket_dir(socket: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
+    let Some(dir) = socket.parent() else {
+        return Ok(());
+    };
+    create_private_dir(dir)?;
+    if std::fs::metadata(dir)?.uid() != rustix::process::getuid().as_raw() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("{} belongs to another user", dir.display()),
+        ));
+    }
+    Ok(())
+}
+
+/// Written by a running daemon so the CLI can find its HTTP listener.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DaemonInfo {
     pub pid: u32,

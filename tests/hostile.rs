@@ -425,7 +425,13 @@ async fn oversized_messages_are_refused_without_being_held() {
 async fn a_client_line_without_end_is_cut_at_the_limit() {
     let temp = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(BIN)
-        .args(["stdio", "--max-message-bytes", "1048576", "--data-dir"])
+        .args([
+            "stdio",
+            "--in-process",
+            "--max-message-bytes",
+            "1048576",
+            "--data-dir",
+        ])
         .arg(temp.path().join("data"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

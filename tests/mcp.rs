@@ -34,6 +34,8 @@ fn stdio_command(config: &std::path::Path, data: &std::path::Path) -> tokio::pro
         .arg(config)
         .arg("--data-dir")
         .arg(data)
+        // The daemon it starts leaves with its last client.
+        .env("MCP_AGGREGATOR_IDLE_EXIT", "0s")
         .stderr(Stdio::null());
     command
 }
@@ -366,6 +368,7 @@ impl RawClient {
             .arg("--data-dir")
             .arg(data_dir)
             .args(extra)
+            .env("MCP_AGGREGATOR_IDLE_EXIT", "0s")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

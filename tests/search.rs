@@ -404,6 +404,7 @@ impl StdioClient {
         use tokio::io::AsyncBufReadExt;
         let mut child = tokio::process::Command::new(BIN)
             .args(args)
+            .env("MCP_AGGREGATOR_IDLE_EXIT", "0s")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())

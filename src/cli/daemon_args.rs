@@ -5,7 +5,7 @@ use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use super::parse::{http_url, seconds};
+use super::parse::{duration, http_url, seconds};
 use crate::daemon::{self, DEFAULT_LISTEN, LISTEN_ENV};
 use crate::mcp::meta::{DEFAULT_EXPOSE_THRESHOLD, Expose, ExposeMode};
 use crate::paths::DATA_DIR_ENV;
@@ -53,6 +53,13 @@ pub(super) struct ServeArgs {
     pub(super) limits: LimitArgs,
     #[command(flatten)]
     pub(super) listener: ListenerArgs,
+    /// Stop once no `stdio` client has been attached for this long (e.g. `5m`); off by default for
+    /// `serve`. A daemon a `stdio` client starts runs with its `--idle-exit`.
+    #[arg(long, env = "MCP_AGGREGATOR_IDLE_EXIT", value_name = "DURATION", value_parser = duration)]
+    pub(super) idle_exit: Option<std::time::Duration>,
+    /// Started by a `stdio` client: a taken --listen port falls back to a free loopback port.
+    #[arg(long, hide = true)]
+    pub(super) started_by_client: bool,
 }
 
 /// Bounds on what a client or server can make the aggregator hold or wait for.
@@ -166,13 +173,26 @@ impl RoutingArgs {
     }
 }
 
+/// How long a daemon started by a `stdio` client stays after the last
+/// client has gone.
+pub(super) const DEFAULT_IDLE_EXIT: &str = "5m";
+
 #[derive(Debug, Args)]
 pub(super) struct StdioArgs {
-    /// Config file with servers (Claude Desktop `mcpServers` or VS Code `servers`).
+    /// Config file with servers (Claude Desktop `mcpServers` or VS Code `servers`), applied to the
+    /// daemon: its servers are added or updated by name, and those it no longer lists removed.
     #[arg(long, value_name = "FILE")]
     pub(super) config: Option<PathBuf>,
     #[command(flatten)]
     pub(super) data_dir: DataDirArg,
+    /// How long the daemon this client starts (when none owns the data dir) stays once the last
+    /// client has gone, e.g. `5m`, `30s`, `0s`. A daemon already running keeps its own.
+    #[arg(long, env = "MCP_AGGREGATOR_IDLE_EXIT", value_name = "DURATION", default_value = DEFAULT_IDLE_EXIT, value_parser = duration)]
+    pub(super) idle_exit: std::time::Duration,
+    /// Serve this one client from this process (it owns the data dir, and its servers end with it)
+    /// instead of relaying to the data dir's daemon. Fails while a daemon owns the data dir.
+    #[arg(long)]
+    pub(super) in_process: bool,
     #[command(flatten)]
     pub(super) routing: RoutingArgs,
     #[command(flatten)]

@@ -38,7 +38,10 @@ use error::CliError;
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return parse_failure(&err),
+    };
     // Before any thread or child exists: whatever descriptors whoever
     // started us left open must not reach the servers we start.
     crate::sessions::close_inherited_on_exec();
@@ -143,6 +146,24 @@ async fn admin(command: Command) -> Result<ExitCode, CliError> {
     }
 }
 
+/// Prints clap's message (help and version included), with a hint for
+/// the slip everyone makes once: a stdio server's command given to
+/// `servers add` without the `--` before it.
+fn parse_failure(err: &clap::Error) -> ExitCode {
+    let _ = err.print();
+    let given: Vec<String> = std::env::args().skip(1).collect();
+    let adding = given.windows(2).any(|w| w[0] == "servers" && w[1] == "add");
+    if err.kind() == clap::error::ErrorKind::UnknownArgument
+        && adding
+        && !given.iter().any(|a| a == "--")
+    {
+        eprintln!(
+            "\nhint: put a stdio server's command after `--`, e.g. `mcp-aggregator servers add time -- uvx mcp-server-time`"
+        );
+    }
+    ExitCode::from(u8::try_from(err.exit_code()).unwrap_or(2))
+}
+
 /// What `serve` and `stdio` both need first: the data dir and a shutdown
 /// token cancelled by SIGINT/SIGTERM.
 fn process_setup(data_dir: &DataDirArg) -> Result<(PathBuf, CancellationToken), ExitCode> {
@@ -164,7 +185,7 @@ fn finish(result: Result<(), daemon::DaemonError>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            tracing::error!("{err}");
+            // Said once: the log goes to stderr too.
             eprintln!("error: {err}");
             ExitCode::from(err.exit_code())
         }
@@ -172,14 +193,77 @@ fn finish(result: Result<(), daemon::DaemonError>) -> ExitCode {
 }
 
 async fn stdio(args: StdioArgs) -> ExitCode {
-    let (data_dir, shutdown) = match process_setup(&args.data_dir) {
-        Ok(setup) => setup,
-        Err(code) => return code,
+    if args.in_process {
+        let (data_dir, shutdown) = match process_setup(&args.data_dir) {
+            Ok(setup) => setup,
+            Err(code) => return code,
+        };
+        let front_door = args
+            .routing
+            .front_door(&args.limits, &args.health, &args.search);
+        return finish(daemon::stdio_in_process(args.config, data_dir, front_door, shutdown).await);
+    }
+    let Some(data_dir) = paths::resolve_data_dir(args.data_dir.data_dir.as_deref()) else {
+        eprintln!(
+            "error: no data dir: pass --data-dir or set {DATA_DIR_ENV} (no home directory found)"
+        );
+        return ExitCode::from(2);
     };
-    let front_door = args
-        .routing
-        .front_door(&args.limits, &args.health, &args.search);
-    finish(daemon::stdio(args.config, data_dir, front_door, shutdown).await)
+    let options = crate::relay::RelayOptions {
+        daemon_args: daemon_args_for(&data_dir, args.idle_exit),
+        data_dir,
+        config: args.config,
+    };
+    // The relay blocks on its two descriptors; a signal ends it (the
+    // daemon sees its socket close).
+    let relayed = tokio::task::spawn_blocking(move || crate::relay::run(&options)).await;
+    match relayed {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(err)) => {
+            eprintln!("error: {err}");
+            ExitCode::from(err.exit_code())
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The `serve` command line a daemon started by this `stdio` client runs:
+/// this command line's own settings (everything but what only the relay
+/// uses), for this data dir, stopping when idle.
+fn daemon_args_for(
+    data_dir: &std::path::Path,
+    idle_exit: std::time::Duration,
+) -> Vec<std::ffi::OsString> {
+    let mut given: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let Some(at) = given.iter().position(|a| a == "stdio") else {
+        return Vec::new();
+    };
+    given[at] = "serve".into();
+    let mut args = Vec::with_capacity(given.len() + 6);
+    let mut skip_value = false;
+    for arg in given {
+        if std::mem::take(&mut skip_value) {
+            continue;
+        }
+        let text = arg.to_string_lossy();
+        let name = text.split('=').next().unwrap_or_default();
+        if matches!(name, "--config" | "--data-dir" | "--idle-exit") {
+            skip_value = !text.contains('=');
+            continue;
+        }
+        args.push(arg);
+    }
+    args.extend([
+        "--data-dir".into(),
+        data_dir.as_os_str().to_owned(),
+        "--idle-exit".into(),
+        format!("{}s", idle_exit.as_secs()).into(),
+        "--started-by-client".into(),
+    ]);
+    args
 }
 
 async fn serve(args: ServeArgs) -> ExitCode {
@@ -198,6 +282,8 @@ async fn serve(args: ServeArgs) -> ExitCode {
             .front_door(&args.limits, &args.health, &args.search),
         listener: args.listener.listener(),
         mcp_sessions: args.listener.sessions(),
+        idle_exit: args.idle_exit,
+        started_by_client: args.started_by_client,
     };
     finish(daemon::serve(options, shutdown).await)
 }

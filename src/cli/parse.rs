@@ -26,6 +26,23 @@ pub(super) fn seconds(text: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_secs_f64(value))
 }
 
+/// A length of time in humantime's forms (`30s`, `5m`, `1h 30m`), or bare
+/// seconds; at most a week.
+pub(super) fn duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let parsed = match text.parse::<u64>() {
+        Ok(secs) => Ok(std::time::Duration::from_secs(secs)),
+        Err(_) => humantime::parse_duration(text),
+    };
+    match parsed {
+        Ok(length) if length <= std::time::Duration::from_secs(7 * 86_400) => Ok(length),
+        Ok(_) => Err(format!("{text} is longer than a week")),
+        Err(_) => Err(format!(
+            "{text:?} is not a length of time (e.g. 30s, 5m, 1h)"
+        )),
+    }
+}
+
 /// The oldest age `point_in_time` takes: a hundred years.
 const MAX_AGE: std::time::Duration = std::time::Duration::from_secs(36_500 * 86_400);
 
@@ -51,6 +68,18 @@ pub(super) fn point_in_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_length_of_time_is_humantime_or_seconds() {
+        let secs = |text: &str| duration(text).unwrap().as_secs();
+        assert_eq!(secs("5m"), 300);
+        assert_eq!(secs("0s"), 0);
+        assert_eq!(secs("90"), 90);
+        assert_eq!(secs("1h 30m"), 5400);
+        for bad in ["soon", "-5m", "8d", ""] {
+            assert!(duration(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn an_age_or_an_rfc_3339_time_is_a_point_in_time() {

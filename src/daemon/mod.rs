@@ -1,5 +1,11 @@
 //! `mcp-aggregator serve`: opens the store, applies the config file, serves
-//! the HTTP listener, and shuts everything down cleanly on SIGINT/SIGTERM.
+//! the HTTP listener and the local socket relays attach to, and shuts
+//! everything down cleanly on SIGINT/SIGTERM (or, started for a client,
+//! once no client has been attached for `--idle-exit`).
+//! `config_files.rs` applies config files; `local.rs` is the socket.
+
+mod config_files;
+mod local;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -13,14 +19,13 @@ use crate::config::{self, ConfigError};
 use crate::index::{IndexError, SearchIndex};
 use crate::mcp::meta::Expose;
 use crate::mcp::{self, FrontDoor, http::McpHttp};
-use crate::model::ServerSource;
 use crate::model::wire_name::WireNameRules;
 use crate::paths::{self, DaemonInfo};
 use crate::registry::{Registry, RegistryError};
 use crate::router::{ConflictStrategy, Router};
 use crate::sessions::{SessionManager, SessionSettings};
 use crate::skills::Skills;
-use crate::store::{Store, StoreError, UpsertOutcome};
+use crate::store::{Store, StoreError};
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8765";
 pub const LISTEN_ENV: &str = "MCP_AGGREGATOR_LISTEN";
@@ -38,7 +43,9 @@ pub enum DaemonError {
     Store(#[from] StoreError),
     #[error("cannot apply the config file: {0}")]
     Registry(#[from] RegistryError),
-    #[error("cannot listen on {addr}: {source}")]
+    #[error(
+        "cannot listen on {addr}: {source} (give another address with --listen ADDR:PORT or MCP_AGGREGATOR_LISTEN; nothing was changed)"
+    )]
     Bind {
         addr: SocketAddr,
         source: std::io::Error,
@@ -158,6 +165,12 @@ pub struct ServeOptions {
     pub listener: crate::listener::ListenerLimits,
     /// Idle expiry and caps of `/mcp` sessions.
     pub mcp_sessions: crate::mcp::session_table::SessionLimits,
+    /// Stop once no local client has been attached for this long (a
+    /// daemon started by a `stdio` client); never when `None`.
+    pub idle_exit: Option<Duration>,
+    /// Started by a `stdio` client: when `listen` is taken (another data
+    /// dir's daemon), listen on a free loopback port instead of failing.
+    pub started_by_client: bool,
 }
 
 /// Settings of the MCP front door and the sessions behind it, shared by
@@ -252,14 +265,16 @@ impl Stack {
         }
         let registry = Registry::new(Arc::clone(&store));
         if let Some((path, loaded)) = config {
-            match apply_config(&registry, path, loaded).await {
-                Err(DaemonError::Registry(RegistryError::Store(err @ StoreError::Disk { .. }))) => {
+            match config_files::apply(&registry, None, path, loaded).await {
+                Err(RegistryError::Store(err @ StoreError::Disk { .. })) => {
                     tracing::warn!(
                         config = %path.display(),
                         "the config file could not be applied ({err}); the stored registrations are served"
                     );
                 }
-                other => other?,
+                other => {
+                    other?;
+                }
             }
         }
         let catalog = Catalog::new(Arc::clone(&store), WireNameRules::default());
@@ -394,11 +409,12 @@ pub fn open_search_index(data_dir: &Path) -> Result<SearchIndex, DaemonError> {
 
 pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result<(), DaemonError> {
     let started = Instant::now();
-    // Read the config before touching the store: a typo must not leave a
-    // half-started daemon behind.
+    // Read the config and take the port before touching the store: a typo
+    // or a port in use must not leave a half-started daemon behind.
     let loaded = options.config.as_deref().map(config::load).transpose()?;
     let config = options.config.as_deref().zip(loaded);
-    let stack = Stack::open(&options.data_dir, config, options.front_door.clone()).await?;
+    let listener = bind_listener(&options).await?;
+    let stack = open_when_free(&options, config).await?;
     if let Some(descriptors) = crate::listener::raise_descriptor_limit() {
         tracing::debug!(descriptors, "open-descriptor limit");
     }
@@ -417,12 +433,18 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     mcp_http.spawn_expiry(shutdown.clone());
     let app = api::router(state, Some(mcp::http::routes(mcp_http)));
 
-    let listener = tokio::net::TcpListener::bind(options.listen)
-        .await
-        .map_err(|source| DaemonError::Bind {
-            addr: options.listen,
-            source,
-        })?;
+    let local = local::LocalSocket::bind(
+        &options.data_dir,
+        local::LocalServices {
+            mcp: Arc::clone(&stack.mcp),
+            registry: stack.registry.clone(),
+            router: stack.router.clone(),
+        },
+        shutdown.clone(),
+    )?;
+    if let Some(idle) = options.idle_exit {
+        local.exit_when_idle(idle, shutdown.clone());
+    }
     let bound = listener.local_addr().map_err(DaemonError::Serve)?;
     let info = DaemonInfo {
         pid: std::process::id(),
@@ -438,11 +460,13 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     }
     tracing::info!(
         url = %info.url,
+        socket = %local.path().display(),
         data_dir = %options.data_dir.display(),
         startup_ms = started.elapsed().as_millis() as u64,
-        "listening on {} (MCP at {}/mcp)",
+        "listening on {} (MCP at {}/mcp, and for `stdio` clients at {})",
         info.url,
-        info.url
+        info.url,
+        local.path().display()
     );
     stack.connect_in_background().await;
 
@@ -458,15 +482,68 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
             Ok(())
         }
     };
+    // The local socket goes first (see `local`).
+    shutdown.cancel();
     stack.shutdown().await;
     DaemonInfo::remove(&options.data_dir, info.pid);
     tracing::info!("stopped");
     result
 }
 
-/// `mcp-aggregator stdio`: the MCP front door on stdin/stdout, with this
-/// process owning the data dir, until stdin closes or a signal arrives.
-pub async fn stdio(
+/// How long a daemon started by a client waits for the data dir while a
+/// daemon that is stopping still holds it.
+const WAIT_FOR_STOPPING_DAEMON: Duration = Duration::from_secs(20);
+
+/// `Stack::open`; a daemon started by a client waits (bounded) while the
+/// store is held by a daemon that is stopping (its last client left just
+/// before this one came, and its socket is already gone).
+async fn open_when_free(
+    options: &ServeOptions,
+    config: Option<(&Path, config::LoadedConfig)>,
+) -> Result<Stack, DaemonError> {
+    let until = Instant::now() + WAIT_FOR_STOPPING_DAEMON;
+    loop {
+        let attempt = config
+            .as_ref()
+            .map(|(path, loaded)| (*path, loaded.clone()));
+        match Stack::open(&options.data_dir, attempt, options.front_door.clone()).await {
+            Err(DaemonError::Store(StoreError::AlreadyOpen { .. }))
+                if options.started_by_client && Instant::now() < until =>
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The HTTP listener's socket. A daemon started for a client whose port
+/// is taken listens on a free loopback port (the CLI finds it through the
+/// data dir).
+async fn bind_listener(options: &ServeOptions) -> Result<tokio::net::TcpListener, DaemonError> {
+    match tokio::net::TcpListener::bind(options.listen).await {
+        Ok(listener) => Ok(listener),
+        Err(err) if options.started_by_client && err.kind() == std::io::ErrorKind::AddrInUse => {
+            let any = SocketAddr::from(([127, 0, 0, 1], 0));
+            tracing::info!(
+                "{} is in use; listening on a free loopback port instead",
+                options.listen
+            );
+            tokio::net::TcpListener::bind(any)
+                .await
+                .map_err(|source| DaemonError::Bind { addr: any, source })
+        }
+        Err(source) => Err(DaemonError::Bind {
+            addr: options.listen,
+            source,
+        }),
+    }
+}
+
+/// `mcp-aggregator stdio --in-process`: the MCP front door on
+/// stdin/stdout, with this process owning the data dir (one client, no
+/// daemon), until stdin closes or a signal arrives.
+pub async fn stdio_in_process(
     config_path: Option<PathBuf>,
     data_dir: PathBuf,
     front_door: FrontDoorOptions,
@@ -474,31 +551,7 @@ pub async fn stdio(
 ) -> Result<(), DaemonError> {
     let loaded = config_path.as_deref().map(config::load).transpose()?;
     let config = config_path.as_deref().zip(loaded);
-    let stack = match Stack::open(&data_dir, config, front_door).await {
-        Ok(stack) => stack,
-        // A daemon owns the data dir: relay to it instead of failing.
-        Err(DaemonError::Store(StoreError::AlreadyOpen { .. }))
-            if let Some(daemon) = DaemonInfo::read(&data_dir) =>
-        {
-            tracing::info!(daemon = %daemon.url, "a daemon owns the data dir; relaying MCP to its /mcp");
-            if config_path.is_some() {
-                tracing::warn!(
-                    "--config is not applied while a daemon owns the data dir; the daemon's servers are used"
-                );
-            }
-            let url = format!("{}/mcp", daemon.url);
-            return crate::bridge::relay(
-                &url,
-                paths::read_token(&data_dir),
-                mcp::stdio::stdin(),
-                mcp::stdio::stdout(),
-                shutdown,
-            )
-            .await
-            .map_err(|err| DaemonError::Serve(std::io::Error::other(err)));
-        }
-        Err(err) => return Err(err),
-    };
+    let stack = Stack::open(&data_dir, config, front_door).await?;
     stack.connect_in_background().await;
     let served = mcp::stdio::serve(
         Arc::clone(&stack.mcp),
@@ -512,40 +565,6 @@ pub async fn stdio(
     };
     stack.shutdown().await;
     result
-}
-
-async fn apply_config(
-    registry: &Registry,
-    path: &Path,
-    loaded: config::LoadedConfig,
-) -> Result<(), DaemonError> {
-    for warning in &loaded.warnings {
-        tracing::warn!(config = %path.display(), "{warning}");
-    }
-    let source = config::source_path(path);
-    let actor = format!("config:{source}");
-    let count = loaded.servers.len();
-    let named: std::collections::HashSet<String> =
-        loaded.servers.iter().map(|s| s.name.clone()).collect();
-    let results = registry.upsert(loaded.servers, &actor).await?;
-    let changed = results
-        .iter()
-        .filter(|(_, o)| *o != UpsertOutcome::Unchanged)
-        .count();
-    // Servers this file brought in before but no longer names are removed
-    // (servers added through the API, or from other files, are not).
-    let mut removed = 0;
-    for server in registry.list(None).await? {
-        let from_this_file =
-            matches!(&server.source, ServerSource::ConfigFile { path } if *path == source);
-        if from_this_file && !named.contains(&server.name) {
-            registry.remove(&server.id.to_string(), &actor).await?;
-            tracing::info!(server = %server.name, "removed: no longer in the config file");
-            removed += 1;
-        }
-    }
-    tracing::info!(config = %path.display(), servers = count, changed, removed, "config applied");
-    Ok(())
 }
 
 /// Loopback names, the `--allow-host` names, and the listen address itself

@@ -14,6 +14,12 @@ impl Router {
         Ok(self.sessions.connect(id).await?)
     }
 
+    /// Starts connecting servers (id and name) that count as starting, as
+    /// at start-up: a list waits for them (bounded).
+    pub fn connect_starting(&self, servers: Vec<(ServerId, String)>) -> usize {
+        self.sessions.connect_starting(servers)
+    }
+
     /// Disconnects a server: its calls drain (or are cut off with `force`);
     /// answers how many were cut off.
     pub async fn disconnect(&self, id: ServerId, force: bool) -> Result<usize, ControlError> {

@@ -254,25 +254,37 @@ impl SessionManager {
     /// from before this returns.
     pub async fn connect_auto(&self) -> Result<usize, SessionsError> {
         let servers = self.shared.registry.list(None).await?;
-        let auto: Vec<_> = servers.into_iter().filter(|s| s.auto_connect).collect();
+        let auto: Vec<_> = servers
+            .into_iter()
+            .filter(|s| s.auto_connect)
+            .map(|s| (s.id, s.name))
+            .collect();
+        Ok(self.connect_starting(auto))
+    }
+
+    /// Starts connecting `servers` (id and name), in parallel, without
+    /// waiting: they count as starting, as at start-up, so a client that
+    /// lists once sees them (servers a config file brings to a running
+    /// daemon).
+    pub fn connect_starting(&self, servers: Vec<(ServerId, String)>) -> usize {
         self.shared
             .starting
-            .send_modify(|starting| starting.extend(auto.iter().map(|s| s.id)));
+            .send_modify(|starting| starting.extend(servers.iter().map(|(id, _)| *id)));
         let manager = self.clone();
-        let count = auto.len();
+        let count = servers.len();
         tokio::spawn(async move {
-            for server in auto {
-                match manager.connect(server.id).await {
+            for (id, name) in servers {
+                match manager.connect(id).await {
                     Ok(ConnectOutcome::Initiated) => {}
-                    Ok(ConnectOutcome::AlreadyConnected) => manager.shared.started(server.id),
+                    Ok(ConnectOutcome::AlreadyConnected) => manager.shared.started(id),
                     Err(err) => {
-                        manager.shared.started(server.id);
-                        tracing::error!(server = %server.name, "cannot start connecting: {err}")
+                        manager.shared.started(id);
+                        tracing::error!(server = %name, "cannot start connecting: {err}")
                     }
                 }
             }
         });
-        Ok(count)
+        count
     }
 
     /// Whether an `auto_connect` server is still on its first attempt, or a

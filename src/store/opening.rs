@@ -237,17 +237,10 @@ fn refuse_emptied(data_dir: &Path, path: &Path) -> Result<(), StoreError> {
 /// Creates the data dir, or tightens an existing one, to 0700: it holds the
 /// store, the key that seals secrets, and the admin token.
 fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
-    use std::os::unix::fs::DirBuilderExt as _;
-    let data_dir_error = |source| StoreError::DataDir {
+    crate::paths::create_private_dir(dir).map_err(|source| StoreError::DataDir {
         path: dir.to_path_buf(),
         source,
-    };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(data_dir_error)?;
-    restrict_to_owner(dir, 0o700).map_err(data_dir_error)
+    })
 }
 
 /// Sets `mode` unless the permissions already are no wider.

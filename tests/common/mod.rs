@@ -530,8 +530,10 @@ pub async fn mcp_session_with(d: &Daemon, capabilities: Value) -> String {
     session
 }
 
-/// `mcp-aggregator stdio` on a config file, as an MCP client starts it:
-/// the child and a line reader on its stdout (stderr is `stderr`).
+/// `mcp-aggregator stdio --in-process` on a config file: the process a
+/// client talks to is the one serving it (its memory and log are what a
+/// test watches); the child and a line reader on its stdout (stderr is
+/// `stderr`).
 pub fn spawn_stdio(
     config: &Path,
     data_dir: &Path,
@@ -543,7 +545,7 @@ pub fn spawn_stdio(
 ) {
     use tokio::io::AsyncBufReadExt as _;
     let mut child = tokio::process::Command::new(BIN)
-        .args(["stdio", "--config"])
+        .args(["stdio", "--in-process", "--config"])
         .arg(config)
         .arg("--data-dir")
         .arg(data_dir)

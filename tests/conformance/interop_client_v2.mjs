@@ -51,7 +51,7 @@ for (const [label, mode] of MODES) {
     const [binary, config, dataBase] = rest;
     transport = new StdioClientTransport({
       command: binary,
-      args: ["stdio", "--config", config, "--data-dir", `${dataBase}-${label}`],
+      args: ["stdio", "--config", config, "--data-dir", `${dataBase}-${label}`, "--idle-exit", "0s"],
       stderr: "ignore",
     });
   } else {

@@ -32,7 +32,7 @@ async def main() -> None:
     mode = sys.argv[1]
     if mode == "stdio":
         binary, config, data_dir, tool = sys.argv[2:6]
-        params = StdioServerParameters(command=binary, args=["stdio", "--config", config, "--data-dir", data_dir])
+        params = StdioServerParameters(command=binary, args=["stdio", "--config", config, "--data-dir", data_dir, "--idle-exit", "0s"])
         async with stdio_client(params) as (read, write):
             async with ClientSession(read, write) as session:
                 out = await exercise(session, tool)

@@ -44,7 +44,7 @@ async def main():
         if target == "stdio":
             binary, config, data = sys.argv[2], sys.argv[3], sys.argv[4]
             server = StdioServerParameters(
-                command=binary, args=["stdio", "--config", config, "--data-dir", f"{data}-{mode}"]
+                command=binary, args=["stdio", "--config", config, "--data-dir", f"{data}-{mode}", "--idle-exit", "0s"]
             )
         else:
             server = sys.argv[2]

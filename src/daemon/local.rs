@@ -1,0 +1,250 @@
+//! The daemon's Unix socket, where `stdio` relays attach (see `relay`):
+//! owner-only, and only a process of our own user is served. Each
+//! connection is one client: a handshake line (the config file it brings
+//! is applied first), then MCP lines both ways, served as stdio is. Counts
+//! the clients attached, for `--idle-exit`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncWriteExt as _, BufReader};
+use tokio::net::UnixStream;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::DaemonError;
+use super::config_files;
+use crate::mcp::FrontDoor;
+use crate::registry::Registry;
+use crate::relay::{HANDSHAKE_VERSION, Hello, MAX_HELLO_BYTES, Welcome};
+use crate::router::Router;
+
+/// How long a connection gets to send its handshake.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// The first wait for a client of a daemon that has had none yet: the
+/// relay that started it attaches within moments, but not within a zero
+/// `--idle-exit`.
+const FIRST_CLIENT_GRACE: Duration = Duration::from_secs(60);
+
+/// What a local client is served with.
+#[derive(Clone)]
+pub struct LocalServices {
+    pub mcp: Arc<FrontDoor>,
+    pub registry: Registry,
+    pub router: Router,
+}
+
+/// The listening socket.
+pub struct LocalSocket {
+    path: PathBuf,
+    attached: watch::Receiver<Attached>,
+}
+
+/// Who is attached.
+#[derive(Debug, Clone, Copy, Default)]
+struct Attached {
+    now: usize,
+    /// Whether any client ever attached.
+    ever: bool,
+}
+
+impl LocalSocket {
+    /// Binds the data dir's socket (one left by a daemon that did not stop
+    /// cleanly is replaced: this process owns the data dir) and serves
+    /// clients on it until `shutdown`.
+    pub fn bind(
+        data_dir: &Path,
+        services: LocalServices,
+        shutdown: CancellationToken,
+    ) -> Result<LocalSocket, DaemonError> {
+        let path = crate::paths::socket_path(data_dir);
+        let socket_error = |source| DaemonError::DataFile {
+            path: path.clone(),
+            source,
+        };
+        crate::paths::create_socket_dir(&path).map_err(socket_error)?;
+        match std::fs::remove_file(&path) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                return Err(socket_error(err));
+            }
+            _ => {}
+        }
+        let listener = tokio::net::UnixListener::bind(&path).map_err(socket_error)?;
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                .map_err(socket_error)?;
+        }
+        let (count, attached) = watch::channel(Attached::default());
+        tokio::spawn(accept(
+            listener,
+            path.clone(),
+            services,
+            Arc::new(count),
+            shutdown,
+        ));
+        Ok(LocalSocket { path, attached })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Cancels `shutdown` once no client has been attached for `idle`
+    /// (the first wait is at least `FIRST_CLIENT_GRACE`).
+    pub fn exit_when_idle(&self, idle: Duration, shutdown: CancellationToken) {
+        let mut attached = self.attached.clone();
+        tokio::spawn(async move {
+            loop {
+                let wait = match attached.wait_for(|a| a.now == 0).await {
+                    Ok(a) if a.ever => idle,
+                    Ok(_) => idle.max(FIRST_CLIENT_GRACE),
+                    Err(_) => return,
+                };
+                let idle_passed = tokio::select! {
+                    () = tokio::time::sleep(wait) => true,
+                    changed = attached.wait_for(|a| a.now > 0) => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        false
+                    }
+                    () = shutdown.cancelled() => return,
+                };
+                // One may have attached in the same instant.
+                if idle_passed && attached.borrow().now == 0 {
+                    tracing::info!(
+                        "no client for {}; stopping (--idle-exit)",
+                        humantime::format_duration(wait)
+                    );
+                    shutdown.cancel();
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// Serves clients until `shutdown`, then removes the socket at once: a
+/// client starting meanwhile starts the next daemon instead of attaching
+/// to one that is stopping (it waits for this one's store).
+async fn accept(
+    listener: tokio::net::UnixListener,
+    path: PathBuf,
+    services: LocalServices,
+    count: Arc<watch::Sender<Attached>>,
+    shutdown: CancellationToken,
+) {
+    let own_uid = rustix::process::getuid().as_raw();
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(err) => {
+                    // Out of descriptors, most likely: wait for some to close.
+                    tracing::warn!("cannot accept a local client: {err}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => {
+                let _ = std::fs::remove_file(&path);
+                return;
+            }
+        };
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == own_uid => {}
+            Ok(cred) => {
+                tracing::warn!(uid = cred.uid(), "refused a local client of another user");
+                continue;
+            }
+            Err(err) => {
+                tracing::warn!("refused a local client whose user is unknown: {err}");
+                continue;
+            }
+        }
+        let (services, count, shutdown) = (services.clone(), Arc::clone(&count), shutdown.clone());
+        tokio::spawn(async move {
+            count.send_modify(|a| {
+                a.now += 1;
+                a.ever = true;
+            });
+            serve_client(stream, &services, shutdown).await;
+            count.send_modify(|a| a.now -= 1);
+        });
+    }
+}
+
+async fn serve_client(stream: UnixStream, services: &LocalServices, shutdown: CancellationToken) {
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    let mut line = Vec::new();
+    let read = tokio::time::timeout(
+        HELLO_TIMEOUT,
+        crate::limits::read_line(&mut reader, &mut line, MAX_HELLO_BYTES),
+    )
+    .await;
+    let welcome = match read {
+        Ok(Ok(crate::limits::Line::Complete)) => match serde_json::from_slice::<Hello>(&line) {
+            Ok(hello) if hello.version == HANDSHAKE_VERSION => attach(hello, services).await,
+            Ok(hello) => Welcome::Refused {
+                reason: format!(
+                    "handshake version {} (this daemon speaks {HANDSHAKE_VERSION}): the daemon runs another mcp-aggregator build; stop it and start again",
+                    hello.version
+                ),
+            },
+            Err(err) => Welcome::Refused {
+                reason: format!("not a handshake: {err}"),
+            },
+        },
+        Ok(Ok(crate::limits::Line::TooLong)) => Welcome::Refused {
+            reason: format!("handshake larger than {MAX_HELLO_BYTES} bytes"),
+        },
+        // Gone, or silent: nobody to answer.
+        Ok(Ok(crate::limits::Line::End)) | Ok(Err(_)) | Err(_) => return,
+    };
+    // Stopping: no welcome, and the relay tries the next daemon.
+    if shutdown.is_cancelled() {
+        return;
+    }
+    let attached = matches!(welcome, Welcome::Attached { .. });
+    let mut answer = match serde_json::to_vec(&welcome) {
+        Ok(answer) => answer,
+        Err(_) => return,
+    };
+    answer.push(b'\n');
+    if write.write_all(&answer).await.is_err() || !attached {
+        return;
+    }
+    crate::mcp::stdio::serve(Arc::clone(&services.mcp), reader, write, shutdown).await;
+}
+
+/// Applies the client's config file (in its environment) and says what
+/// went wrong, if anything: the client is attached either way, to what the
+/// daemon has.
+async fn attach(hello: Hello, services: &LocalServices) -> Welcome {
+    let mut warnings = Vec::new();
+    if let Some(path) = &hello.config {
+        let env = hello.env;
+        let loaded = crate::config::load_with_env(path, &|name| env.get(name).cloned());
+        let applied = match loaded {
+            Ok(loaded) => {
+                config_files::apply(&services.registry, Some(&services.router), path, loaded)
+                    .await
+                    .map(|_| ())
+                    .map_err(|err| format!("cannot apply {}: {err}", path.display()))
+            }
+            Err(err) => Err(err.to_string()),
+        };
+        if let Err(warning) = applied {
+            tracing::warn!("{warning}");
+            warnings.push(format!(
+                "{warning}; the daemon's servers are used as they were"
+            ));
+        }
+    }
+    Welcome::Attached {
+        pid: std::process::id(),
+        warnings,
+    }
+}

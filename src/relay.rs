@@ -1,0 +1,309 @@
+//! `mcp-aggregator stdio` as a thin relay: one daemon owns a data dir
+//! (redb allows one process) and every client's `stdio` process passes its
+//! bytes to it over the daemon's Unix socket. When no daemon runs, the
+//! first relay starts one in the background (detached, its log in the data
+//! dir); clients starting at the same moment take turns on a lock, so they
+//! end with one. After a one-line handshake (the client's config file and
+//! the environment its `$VAR`s expand in) bytes pass both ways untouched,
+//! on two blocking threads: nothing is parsed, and an idle relay is asleep.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::{BufRead as _, Write as _};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::config::ConfigError;
+use crate::paths;
+
+/// What the handshake looks like; a daemon refuses another version.
+pub const HANDSHAKE_VERSION: u32 = 1;
+/// Longest handshake line a daemon reads (it carries the environment).
+pub const MAX_HELLO_BYTES: usize = 4 * 1024 * 1024;
+/// How long a daemon started for a client gets until it takes clients
+/// (its store checked, its index opened).
+pub const START_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long the daemon gets to answer the handshake (a config file to
+/// apply, a busy store).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often a starting daemon's socket is tried.
+const START_POLL: Duration = Duration::from_millis(20);
+/// A daemon log past this size is moved aside (`daemon.log.1`) when a
+/// relay starts a daemon.
+const MAX_LOG_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The first line a relay sends.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Hello {
+    pub version: u32,
+    /// The client's config file, absolute.
+    #[serde(default)]
+    pub config: Option<PathBuf>,
+    /// The relay's environment: the config file's `$VAR`s expand in it
+    /// (each client's own, not the daemon's).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// The daemon's answer to a `Hello`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Welcome {
+    /// Attached: MCP lines follow. `warnings` are worth telling the user
+    /// (a config file the daemon could not apply).
+    Attached {
+        pid: u32,
+        #[serde(default)]
+        warnings: Vec<String>,
+    },
+    /// Not attached, and why.
+    Refused { reason: String },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot use the data dir {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot start the aggregator daemon: {0}")]
+    Start(String),
+    #[error("the aggregator daemon refused this client: {0}")]
+    Refused(String),
+    #[error("the aggregator daemon did not answer the handshake: {0}")]
+    Handshake(String),
+    #[error("relaying failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl RelayError {
+    /// 2 for what the user can fix in the command (a config file, a data
+    /// dir, a refused handshake), 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RelayError::Config(_) | RelayError::DataDir { .. } | RelayError::Refused(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// What a relay needs.
+#[derive(Debug, Clone)]
+pub struct RelayOptions {
+    pub data_dir: PathBuf,
+    pub config: Option<PathBuf>,
+    /// The arguments of the `serve` a daemon started for this client runs
+    /// with (the data dir, `--idle-exit`, the client's settings).
+    pub daemon_args: Vec<OsString>,
+}
+
+/// Relays stdin and stdout to the data dir's daemon (started if none
+/// runs) until either side ends. Blocking.
+pub fn run(options: &RelayOptions) -> Result<(), RelayError> {
+    // A broken config file is said here, before any daemon starts.
+    let config = match &options.config {
+        Some(path) => {
+            crate::config::load(path)?;
+            Some(std::path::absolute(path)?)
+        }
+        None => None,
+    };
+    let hello = Hello {
+        version: HANDSHAKE_VERSION,
+        config,
+        env: std::env::vars().collect(),
+    };
+    // A daemon that is stopping (its last client left a moment ago) closes
+    // without a welcome: the next one is started, or found.
+    let deadline = Instant::now() + START_TIMEOUT;
+    let (socket, welcome) = loop {
+        let socket = connect_or_start(options)?;
+        match handshake(&socket, &hello) {
+            Ok(welcome) => break (socket, welcome),
+            Err(RelayError::Handshake(reason)) if Instant::now() < deadline => {
+                tracing::debug!("the daemon closed without a welcome ({reason}); trying again");
+                std::thread::sleep(START_POLL);
+            }
+            Err(err) => return Err(err),
+        }
+    };
+    match welcome {
+        Welcome::Attached { pid, warnings } => {
+            tracing::debug!(daemon = pid, "attached to the aggregator daemon");
+            for warning in warnings {
+                tracing::warn!("{warning}");
+            }
+        }
+        Welcome::Refused { reason } => return Err(RelayError::Refused(reason)),
+    }
+    pump(socket)
+}
+
+/// The daemon's socket: connected at once when a daemon runs, else after
+/// starting one (or after another client started one first).
+fn connect_or_start(options: &RelayOptions) -> Result<UnixStream, RelayError> {
+    let socket = paths::socket_path(&options.data_dir);
+    if let Ok(stream) = UnixStream::connect(&socket) {
+        return Ok(stream);
+    }
+    let data_dir_error = |source| RelayError::DataDir {
+        path: options.data_dir.clone(),
+        source,
+    };
+    paths::create_private_dir(&options.data_dir).map_err(data_dir_error)?;
+    let lock = {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(options.data_dir.join(paths::START_LOCK_FILE))
+            .map_err(data_dir_error)?
+    };
+    // Released when `lock` is dropped (or this process ends).
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|err| data_dir_error(err.into()))?;
+    // Another client may have started it while this one waited.
+    if let Ok(stream) = UnixStream::connect(&socket) {
+        return Ok(stream);
+    }
+    let mut daemon = start_daemon(options)?;
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if let Ok(stream) = UnixStream::connect(&socket) {
+            // Reaped when it ends, should this client outlive it.
+            std::thread::spawn(move || daemon.wait());
+            return Ok(stream);
+        }
+        if let Some(status) = daemon.try_wait()? {
+            return Err(RelayError::Start(format!(
+                "it exited ({status}) before taking clients; its log ({}) ends with:\n{}",
+                options.data_dir.join(paths::DAEMON_LOG_FILE).display(),
+                log_tail(&options.data_dir)
+            )));
+        }
+        if Instant::now() >= deadline {
+            return Err(RelayError::Start(format!(
+                "it did not take clients within {START_TIMEOUT:?} (pid {}); see {}",
+                daemon.id(),
+                options.data_dir.join(paths::DAEMON_LOG_FILE).display()
+            )));
+        }
+        std::thread::sleep(START_POLL);
+    }
+}
+
+/// Starts `mcp-aggregator serve` for the data dir, detached from this
+/// client: its own process group (a client's Ctrl-C or hang-up is not
+/// its), no terminal, its output appended to the data dir's log.
+fn start_daemon(options: &RelayOptions) -> Result<std::process::Child, RelayError> {
+    use std::os::unix::process::CommandExt as _;
+    let log_path = options.data_dir.join(paths::DAEMON_LOG_FILE);
+    if std::fs::metadata(&log_path).is_ok_and(|m| m.len() > MAX_LOG_BYTES) {
+        let _ = std::fs::rename(&log_path, options.data_dir.join("daemon.log.1"));
+    }
+    let log = {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&log_path)
+            .map_err(|source| RelayError::DataDir {
+                path: options.data_dir.clone(),
+                source,
+            })?
+    };
+    let executable = std::env::current_exe()
+        .map_err(|err| RelayError::Start(format!("cannot find our own executable: {err}")))?;
+    let child = std::process::Command::new(executable)
+        .args(&options.daemon_args)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .map_err(|err| RelayError::Start(err.to_string()))?;
+    tracing::info!(
+        pid = child.id(),
+        log = %log_path.display(),
+        "started the aggregator daemon for {}",
+        options.data_dir.display()
+    );
+    Ok(child)
+}
+
+/// The last lines of the daemon's log, for an error message.
+fn log_tail(data_dir: &Path) -> String {
+    let text = std::fs::read_to_string(data_dir.join(paths::DAEMON_LOG_FILE)).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(8)..].join("\n")
+}
+
+/// Sends the hello and reads the answer, byte by byte up to its newline:
+/// what follows it is MCP and belongs to the client.
+fn handshake(socket: &UnixStream, hello: &Hello) -> Result<Welcome, RelayError> {
+    let mut line = serde_json::to_vec(hello).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    (&*socket).write_all(&line)?;
+    socket.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    let mut answer = Vec::new();
+    let mut reader = std::io::BufReader::with_capacity(1, socket);
+    let read = reader.read_until(b'\n', &mut answer);
+    socket.set_read_timeout(None)?;
+    match read {
+        Ok(0) => Err(RelayError::Handshake(
+            "it closed the connection (see its log)".into(),
+        )),
+        Err(err) if err.kind() == std::io::ErrorKind::ConnectionReset => Err(
+            RelayError::Handshake("it closed the connection (see its log)".into()),
+        ),
+        Ok(_) => serde_json::from_slice(&answer)
+            .map_err(|err| RelayError::Handshake(format!("an answer that makes no sense: {err}"))),
+        Err(err) => Err(RelayError::Handshake(err.to_string())),
+    }
+}
+
+/// Copies stdin to the daemon and the daemon to stdout until the daemon
+/// closes (after the client's input ended and its answers went out, or
+/// when it stops). Raw descriptors, no buffering: a message goes on as
+/// soon as it arrives.
+fn pump(socket: UnixStream) -> Result<(), RelayError> {
+    let to_daemon = socket.try_clone()?;
+    let duplicate = |fd| rustix::io::fcntl_dupfd_cloexec(fd, 3).map(std::fs::File::from);
+    let stdin = duplicate(rustix::stdio::stdin()).map_err(std::io::Error::from)?;
+    let stdout = duplicate(rustix::stdio::stdout()).map_err(std::io::Error::from)?;
+    std::thread::spawn(move || {
+        let _ = forward(stdin, &to_daemon);
+        // The daemon answers what is under way, then closes.
+        let _ = to_daemon.shutdown(std::net::Shutdown::Write);
+    });
+    match forward(&socket, stdout) {
+        Ok(()) => Ok(()),
+        // The client went away: nothing left to relay to.
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Bytes from `from` to `to` as they come, until `from` ends. Not
+/// `std::io::copy`: between a pipe and a Unix socket it splices, and a
+/// splice into a Unix socket was seen holding a small message back (a
+/// client's second request never reached the daemon).
+fn forward(mut from: impl std::io::Read, mut to: impl std::io::Write) -> std::io::Result<()> {
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        match from.read(&mut buffer) {
+            Ok(0) => return Ok(()),
+            Ok(read) => to.write_all(&buffer[..read])?,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+}
