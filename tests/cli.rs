@@ -52,6 +52,17 @@ fn usage_errors_exit_2() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
+    // A stdio server's command without `--` gets the hint to add it.
+    let output = Command::new(BIN)
+        .args(["servers", "add", "time", "uvx", "mcp-server-time"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("unexpected argument") && stderr.contains("-- uvx mcp-server-time"),
+        "{stderr}"
+    );
     let output = Command::new(BIN)
         .args(["stdio", "--config", "/no/such/file.json"])
         .output()

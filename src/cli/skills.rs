@@ -39,7 +39,7 @@ pub(super) async fn run(command: SkillsCommand) -> Result<ExitCode, CliError> {
                     ]
                 })
                 .collect();
-            println!("{}", table(&["ID", "NAME", "TOOLS", ""], rows));
+            println!("{}", table(&["ID", "NAME", "TOOLS", "FLAGS"], rows));
             Ok(ExitCode::SUCCESS)
         }
         SkillsCommand::Show(args) => {

@@ -131,12 +131,20 @@ pub(super) fn spawn_update_fanout(server: &Arc<FrontDoor>) {
     });
 }
 
+/// How long list changes are gathered before a client is told of them.
+const LIST_CHANGED_WINDOW: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Sends list_changed notifications to a client whenever what it can list
 /// changes; ends when the client goes away.
 pub async fn forward_list_changes(router: Router, client: Arc<ClientConnection>) {
     let mut changes = router.subscribe();
     let mut last = *changes.borrow_and_update();
     while changes.changed().await.is_ok() {
+        // Servers joining at start change the lists many times within a
+        // moment, and each notification makes a desktop client list again:
+        // one per kind for the lot, and none for a list that came back to
+        // what the client last heard of.
+        tokio::time::sleep(LIST_CHANGED_WINDOW).await;
         let now = *changes.borrow_and_update();
         if client.outbound().is_closed() {
             break;
