@@ -247,57 +247,112 @@ fn clients_of_both_sdks_share_one_daemon_that_leaves_after_the_last() {
 }
 
 /// A raw line client on `mcp-aggregator stdio` (pipes), for what the SDKs
-/// hide: the process's own exit.
-fn raw_stdio(args: &[&str]) -> (Child, ChildStdin, std::io::Lines<BufReader<ChildStdout>>) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdin = child.stdin.take().unwrap();
-    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    (child, stdin, lines)
+/// hide: the process's own exit, and the notifications it was sent.
+struct Raw {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: std::io::Lines<BufReader<ChildStdout>>,
+    next_id: u64,
+    /// Methods of the notifications seen so far.
+    notified: Vec<String>,
 }
 
-fn ask(
-    stdin: &mut ChildStdin,
-    lines: &mut std::io::Lines<BufReader<ChildStdout>>,
-    id: u64,
-    method: &str,
-    params: Value,
-) -> Value {
-    writeln!(
-        stdin,
-        "{}",
-        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-    )
-    .unwrap();
-    loop {
-        let line = lines.next().expect("an answer").unwrap();
-        let message: Value = serde_json::from_str(&line).unwrap();
-        if message["id"] == json!(id) {
-            return message;
+impl Raw {
+    /// Starts the client and initializes.
+    fn start(args: &[&str]) -> Raw {
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut raw = Raw {
+            child,
+            stdin,
+            lines,
+            next_id: 0,
+            notified: Vec::new(),
+        };
+        let answer = raw.ask(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}),
+        );
+        assert!(answer["result"]["serverInfo"].is_object(), "{answer}");
+        raw.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        raw
+    }
+
+    fn send(&mut self, message: Value) {
+        let stdin = self.stdin.as_mut().expect("input open");
+        writeln!(stdin, "{message}").unwrap();
+    }
+
+    fn ask(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let line = self.lines.next().expect("an answer").unwrap();
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == json!(id) {
+                return message;
+            }
+            if let Some(method) = message["method"].as_str() {
+                self.notified.push(method.to_owned());
+            }
         }
+    }
+
+    fn tools(&mut self) -> Vec<String> {
+        let list = self.ask("tools/list", json!({}));
+        list["result"]["tools"]
+            .as_array()
+            .map(|tools| {
+                tools
+                    .iter()
+                    .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Lists until `check` holds for the names.
+    fn wait_tools(&mut self, what: &str, check: impl Fn(&[String]) -> bool) -> Vec<String> {
+        wait_for(UP, || {
+            let tools = self.tools();
+            check(&tools).then_some(tools)
+        })
+        .unwrap_or_else(|| panic!("never listed: {what}"))
+    }
+
+    /// Waits until a notification of `method` has come (pinging to read).
+    fn wait_notified(&mut self, method: &str) {
+        let seen = wait_for(UP, || {
+            self.ask("ping", json!({}));
+            self.notified.iter().any(|m| m == method).then_some(())
+        });
+        assert!(seen.is_some(), "no {method}: {:?}", self.notified);
+    }
+
+    /// Closes the input and waits for the exit.
+    fn close(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        wait_for(UP, || self.child.try_wait().unwrap()).expect("the relay ends with its input")
     }
 }
 
-fn initialize(stdin: &mut ChildStdin, lines: &mut std::io::Lines<BufReader<ChildStdout>>) {
-    let answer = ask(
-        stdin,
-        lines,
-        1,
-        "initialize",
-        json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}),
-    );
-    assert!(answer["result"]["serverInfo"].is_object(), "{answer}");
-    writeln!(
-        stdin,
-        "{}",
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    )
-    .unwrap();
+impl Drop for Raw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn has(tools: &[String], name: &str) -> bool {
+    tools.iter().any(|t| t == name)
 }
 
 /// A daemon killed under its clients: their relays end (the client sees
@@ -318,14 +373,13 @@ fn a_crashed_daemon_is_replaced_by_the_next_client() {
         "--idle-exit",
         "0s",
     ];
-    let (mut relay, mut stdin, mut lines) = raw_stdio(&args);
-    initialize(&mut stdin, &mut lines);
+    let mut first = Raw::start(&args);
     let daemons = daemons_of(&data_dir);
     assert_eq!(daemons.len(), 1, "{daemons:?}");
     common::signal(daemons[0] as i32, libc::SIGKILL);
-    // Ended, with a word on stderr when the daemon's end cut a message
-    // short (its status then says so too).
-    wait_for(UP, || relay.try_wait().unwrap()).expect("the relay ends with its daemon");
+    // Ended (with a word on stderr when the daemon's end cut a message
+    // short, and its status then says so too).
+    wait_for(UP, || first.child.try_wait().unwrap()).expect("the relay ends with its daemon");
     assert!(
         data_dir.join("mcp.sock").exists(),
         "the dead daemon's socket is left (what this test recovers from)"
@@ -333,30 +387,19 @@ fn a_crashed_daemon_is_replaced_by_the_next_client() {
     // Its server is not left running either (it belonged to the daemon).
     assert_gone(&pids_in(&pids), "the dead daemon's server");
 
-    let (mut relay, mut stdin, mut lines) = raw_stdio(&args);
-    initialize(&mut stdin, &mut lines);
-    let tools = wait_for(UP, || {
-        let list = ask(&mut stdin, &mut lines, 2, "tools/list", json!({}));
-        let names: Vec<String> = list["result"]["tools"]
-            .as_array()?
-            .iter()
-            .filter_map(|t| t["name"].as_str().map(str::to_owned))
-            .collect();
-        names.iter().any(|n| n == "fx__echo").then_some(names)
-    });
-    assert!(tools.is_some(), "the new daemon serves fx");
+    let mut second = Raw::start(&args);
+    second.wait_tools("fx__echo", |t| has(t, "fx__echo"));
     let fresh = daemons_of(&data_dir);
     assert_eq!(fresh.len(), 1);
     assert_ne!(fresh, daemons, "a new daemon");
-    drop(stdin);
-    let status = wait_for(UP, || relay.try_wait().unwrap()).expect("the relay ends with its input");
+    let status = second.close();
     assert!(status.success(), "{status}");
     assert_gone(&fresh, "the daemon (idle exit 0s)");
 }
 
 /// A client's config file is applied to the daemon another client
 /// started: its servers join, the first client is told (list_changed),
-/// and a file that does not parse stops nobody.
+/// and a file that does not parse stops that client alone.
 #[test]
 fn a_joining_clients_config_is_applied_to_the_running_daemon() {
     let temp = tempfile::tempdir().unwrap();
@@ -370,59 +413,27 @@ fn a_joining_clients_config_is_applied_to_the_running_daemon() {
     .unwrap();
     let data_dir = temp.path().join("data");
     let data_arg = data_dir.to_str().unwrap();
-    let (_a, mut a_in, mut a_lines) = raw_stdio(&[
-        "stdio",
-        "--config",
-        first.to_str().unwrap(),
-        "--data-dir",
-        data_arg,
-        "--idle-exit",
-        "0s",
-    ]);
-    initialize(&mut a_in, &mut a_lines);
-    let names = |list: &Value| -> Vec<String> {
-        list["result"]["tools"]
-            .as_array()
-            .map(|tools| {
-                tools
-                    .iter()
-                    .filter_map(|t| t["name"].as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
+    let with_config = |config: &Path| {
+        Raw::start(&[
+            "stdio",
+            "--config",
+            config.to_str().unwrap(),
+            "--data-dir",
+            data_arg,
+            "--idle-exit",
+            "0s",
+        ])
     };
-    let mut id = 10;
-    let listed = wait_for(UP, || {
-        id += 1;
-        let tools = names(&ask(&mut a_in, &mut a_lines, id, "tools/list", json!({})));
-        tools.iter().any(|n| n == "fx__echo").then_some(tools)
-    });
-    assert!(listed.is_some());
+    let mut a = with_config(&first);
+    a.wait_tools("fx__echo", |t| has(t, "fx__echo"));
 
-    let (mut b, mut b_in, mut b_lines) = raw_stdio(&[
-        "stdio",
-        "--config",
-        second.to_str().unwrap(),
-        "--data-dir",
-        data_arg,
-        "--idle-exit",
-        "0s",
-    ]);
-    initialize(&mut b_in, &mut b_lines);
-    let both = wait_for(UP, || {
-        id += 1;
-        let tools = names(&ask(&mut b_in, &mut b_lines, id, "tools/list", json!({})));
-        (tools.iter().any(|n| n == "fx__echo") && tools.iter().any(|n| n == "fy__echo"))
-            .then_some(tools)
+    let mut b = with_config(&second);
+    b.wait_tools("both files' servers", |t| {
+        has(t, "fx__echo") && has(t, "fy__echo")
     });
-    assert!(both.is_some(), "the second client sees both files' servers");
     // The first client was told its list changed, and sees fy too.
-    let told = wait_for(UP, || {
-        id += 1;
-        let tools = names(&ask(&mut a_in, &mut a_lines, id, "tools/list", json!({})));
-        tools.iter().any(|n| n == "fy__echo").then_some(())
-    });
-    assert!(told.is_some(), "the first client sees fy");
+    a.wait_tools("fy__echo for the first client", |t| has(t, "fy__echo"));
+    a.wait_notified("notifications/tools/list_changed");
     assert_eq!(daemons_of(&data_dir).len(), 1);
 
     // A broken file: the relay says so and exits 2; the daemon is untouched.
@@ -445,17 +456,100 @@ fn a_joining_clients_config_is_applied_to_the_running_daemon() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let echoed = ask(
-        &mut a_in,
-        &mut a_lines,
-        99,
+    let echoed = a.ask(
         "tools/call",
         json!({"name": "fy__echo", "arguments": {"x": 1}}),
     );
     assert!(echoed["result"]["content"].is_array(), "{echoed}");
     assert_ne!(echoed["result"]["isError"], true, "{echoed}");
-    drop(b_in);
-    assert!(wait_for(UP, || b.try_wait().unwrap()).is_some());
+    assert!(b.close().success());
+}
+
+/// The aggregator's state as the daemon of `data_dir` reports it.
+fn daemon_state(data_dir: &Path) -> Value {
+    let info: Value =
+        serde_json::from_str(&std::fs::read_to_string(data_dir.join("daemon.json")).unwrap())
+            .unwrap();
+    let url = info["url"].as_str().unwrap();
+    let host = url.trim_start_matches("http://");
+    let (status, body) = common::raw_http(
+        url,
+        &format!(
+            "GET /api/v1/aggregator/state HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// A config file edited while clients are attached is applied (they are
+/// told); an edit that does not load changes nothing and says why, in the
+/// state; the next good edit is applied again, removals included.
+#[test]
+fn a_config_edit_is_applied_while_clients_are_attached() {
+    let temp = tempfile::tempdir().unwrap();
+    let pids = temp.path().join("fx.pids");
+    let config = config_with_fixture(temp.path(), &pids);
+    let data_dir = temp.path().join("data");
+    let mut client = Raw::start(&[
+        "stdio",
+        "--config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+        "--idle-exit",
+        "0s",
+    ]);
+    client.wait_tools("fx__echo", |t| has(t, "fx__echo"));
+    let fixture = json!({"command": FIXTURE, "args": ["--pid-file", pids.to_str().unwrap()]});
+
+    // fy added by an edit.
+    client.notified.clear();
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"fx": fixture, "fy": {"command": FIXTURE}}}).to_string(),
+    )
+    .unwrap();
+    client.wait_tools("fy__echo after the edit", |t| {
+        has(t, "fy__echo") && has(t, "fx__echo")
+    });
+    assert!(
+        client
+            .notified
+            .iter()
+            .any(|m| m == "notifications/tools/list_changed"),
+        "{:?}",
+        client.notified
+    );
+    assert_eq!(pids_in(&pids).len(), 1, "fx, unchanged, was not restarted");
+
+    // A broken edit: nothing changes, and the state says why.
+    std::fs::write(&config, "{\"mcpServers\": {\"fx\": ").unwrap();
+    let reason = wait_for(UP, || {
+        let state = daemon_state(&data_dir);
+        state["config_files"][0]["error"]
+            .as_str()
+            .map(str::to_owned)
+    })
+    .expect("the broken edit is reported in the state");
+    assert!(reason.contains("Invalid JSON"), "{reason}");
+    let tools = client.tools();
+    assert!(
+        has(&tools, "fx__echo") && has(&tools, "fy__echo"),
+        "{tools:?}"
+    );
+
+    // The next good edit drops fy.
+    std::fs::write(&config, json!({"mcpServers": {"fx": fixture}}).to_string()).unwrap();
+    client.wait_tools("fy gone", |t| has(t, "fx__echo") && !has(t, "fy__echo"));
+    // Recorded once the apply is over (a moment after the lists show it).
+    let state = wait_for(UP, || {
+        let state = daemon_state(&data_dir);
+        state["config_files"][0]["error"].is_null().then_some(state)
+    })
+    .expect("the good edit clears the error");
+    assert_eq!(state["config_files"][0]["servers"], 1, "{state}");
+    assert!(client.close().success());
 }
 
 /// `serve` on a port in use fails before touching the store, says how to
@@ -502,14 +596,13 @@ fn the_socket_is_owner_only() {
     use std::os::unix::fs::PermissionsExt as _;
     let temp = tempfile::tempdir().unwrap();
     let data_dir = temp.path().join("data");
-    let (mut relay, mut stdin, mut lines) = raw_stdio(&[
+    let client = Raw::start(&[
         "stdio",
         "--data-dir",
         data_dir.to_str().unwrap(),
         "--idle-exit",
         "0s",
     ]);
-    initialize(&mut stdin, &mut lines);
     let mode = std::fs::metadata(data_dir.join("mcp.sock"))
         .unwrap()
         .permissions()
@@ -517,6 +610,5 @@ fn the_socket_is_owner_only() {
     assert_eq!(mode & 0o777, 0o600, "{mode:o}");
     let dir_mode = std::fs::metadata(&data_dir).unwrap().permissions().mode();
     assert_eq!(dir_mode & 0o777, 0o700, "{dir_mode:o}");
-    drop(stdin);
-    assert!(wait_for(UP, || relay.try_wait().unwrap()).is_some());
+    assert!(client.close().success());
 }

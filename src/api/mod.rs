@@ -45,6 +45,8 @@ pub struct AppState {
     /// Which `Host` and `Origin` values the listener accepts.
     pub hosts: guard::HostPolicy,
     pub started: Instant,
+    /// The config files the daemon keeps applied, as they stand.
+    pub config_files: tokio::sync::watch::Receiver<Vec<crate::registry::ConfigFileStatus>>,
 }
 
 #[derive(OpenApi)]

@@ -378,6 +378,7 @@ pub async fn aggregator_state(
     let progress = state.skills.progress().borrow().clone();
     counts.classified_tools = progress.classified as u64;
     counts.unclassified_tools = counts.total_tools.saturating_sub(counts.classified_tools);
+    counts.config_files = state.config_files.borrow().clone();
     Ok(Json(counts))
 }
 

@@ -3,16 +3,29 @@
 //! by name; a server is removed only when the file that added it no longer
 //! names it (servers added through the API, or by other files, stay). Once
 //! the daemon runs, what a file changed is connected, reconnected with its
-//! new settings, or stopped at once.
+//! new settings, or stopped at once. `ConfigFiles` keeps them applied: a
+//! file is re-read when it changes (in the environment of whoever brought
+//! it), and an edit that does not load leaves the last good state, with
+//! the reason shown in the log and in the aggregator's state.
 
-use std::collections::HashSet;
-use std::path::Path;
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::LoadedConfig;
 use crate::model::ServerSource;
-use crate::registry::{Registry, RegistryError};
+use crate::registry::{ConfigFileStatus, Registry, RegistryError};
 use crate::router::Router;
 use crate::store::UpsertOutcome;
+
+/// How often watched files are looked at.
+const POLL: Duration = Duration::from_secs(1);
+/// How long a changed file must stand still before it is applied (an
+/// editor writes in several steps).
+const SETTLE: Duration = Duration::from_millis(300);
 
 /// What applying a file did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -77,4 +90,197 @@ pub async fn apply(
         changed,
         removed,
     })
+}
+
+/// The variables a file's `$VAR`s expand in: a client's, or (`None`) this
+/// process's own.
+type Environment = Option<Arc<BTreeMap<String, String>>>;
+
+/// What a file looked like when last read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    modified: Option<SystemTime>,
+    len: u64,
+    content: u64,
+}
+
+impl Stamp {
+    /// `None` when the file cannot be read (gone, unreadable).
+    fn of(path: &Path) -> Option<Stamp> {
+        use std::hash::{Hash as _, Hasher as _};
+        let metadata = std::fs::metadata(path).ok()?;
+        if metadata.len() > crate::config::MAX_CONFIG_BYTES {
+            return Some(Stamp {
+                modified: metadata.modified().ok(),
+                len: metadata.len(),
+                content: 0,
+            });
+        }
+        let bytes = std::fs::read(path).ok()?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        bytes.hash(&mut hasher);
+        Some(Stamp {
+            modified: metadata.modified().ok(),
+            len: metadata.len(),
+            content: hasher.finish(),
+        })
+    }
+}
+
+struct Watched {
+    env: Environment,
+    stamp: Option<Stamp>,
+    status: ConfigFileStatus,
+}
+
+/// The config files a running daemon keeps applied; cheap to clone.
+#[derive(Clone)]
+pub struct ConfigFiles {
+    registry: Registry,
+    router: Router,
+    files: Arc<Mutex<BTreeMap<PathBuf, Watched>>>,
+    /// One file applied at a time (a client attaching while its file is
+    /// re-read).
+    applying: Arc<tokio::sync::Mutex<()>>,
+    status: Arc<watch::Sender<Vec<ConfigFileStatus>>>,
+}
+
+impl ConfigFiles {
+    pub fn new(registry: Registry, router: Router) -> ConfigFiles {
+        ConfigFiles {
+            registry,
+            router,
+            files: Arc::default(),
+            applying: Arc::default(),
+            status: Arc::new(watch::Sender::new(Vec::new())),
+        }
+    }
+
+    /// Each file as it stands, for the aggregator's state.
+    pub fn status(&self) -> watch::Receiver<Vec<ConfigFileStatus>> {
+        self.status.subscribe()
+    }
+
+    /// Keeps watching a file applied at start (`serve --config`).
+    pub fn started_with(&self, path: &Path, servers: usize) {
+        let stamp = Stamp::of(path);
+        self.record(path, None, stamp, Ok(servers));
+    }
+
+    /// Loads and applies a file in `env` (a client's), and keeps it
+    /// applied from now on. `Err` says why it was not.
+    pub async fn apply_file(
+        &self,
+        path: &Path,
+        env: BTreeMap<String, String>,
+    ) -> Result<(), String> {
+        self.load_and_apply(path, Some(Arc::new(env))).await
+    }
+
+    async fn load_and_apply(&self, path: &Path, env: Environment) -> Result<(), String> {
+        let _one_at_a_time = self.applying.lock().await;
+        let stamp = Stamp::of(path);
+        let loaded = match &env {
+            Some(env) => crate::config::load_with_env(path, &|name| env.get(name).cloned()),
+            None => crate::config::load(path),
+        };
+        let result = match loaded {
+            Ok(loaded) => apply(&self.registry, Some(&self.router), path, loaded)
+                .await
+                .map(|applied| applied.servers)
+                .map_err(|err| format!("cannot apply {}: {err}", path.display())),
+            Err(err) => Err(err.to_string()),
+        };
+        if let Err(reason) = &result {
+            tracing::warn!(
+                config = %path.display(),
+                "{reason}; the servers stay as the last good version left them"
+            );
+        }
+        self.record(path, env, stamp, result.clone());
+        result.map(|_| ())
+    }
+
+    fn record(
+        &self,
+        path: &Path,
+        env: Environment,
+        stamp: Option<Stamp>,
+        result: Result<usize, String>,
+    ) {
+        let Ok(mut files) = self.files.lock() else {
+            return;
+        };
+        let watched = files.entry(path.to_path_buf()).or_insert_with(|| Watched {
+            env: env.clone(),
+            stamp: None,
+            status: ConfigFileStatus {
+                path: path.display().to_string(),
+                servers: 0,
+                applied_at: None,
+                error: None,
+            },
+        });
+        // The newest client's environment wins for later edits.
+        watched.env = env;
+        watched.stamp = stamp;
+        match result {
+            Ok(servers) => {
+                watched.status.servers = servers;
+                watched.status.applied_at = Some(chrono::Utc::now());
+                watched.status.error = None;
+            }
+            Err(reason) => watched.status.error = Some(reason),
+        }
+        let status = files.values().map(|w| w.status.clone()).collect();
+        self.status.send_replace(status);
+    }
+
+    /// Re-applies each file once it has changed and stood still, until
+    /// `shutdown`.
+    pub fn spawn_watch(&self, shutdown: CancellationToken) {
+        let files = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(POLL) => {}
+                    () = shutdown.cancelled() => return,
+                }
+                for (path, env) in files.changed().await {
+                    tokio::select! {
+                        _ = files.load_and_apply(&path, env) => {}
+                        () = shutdown.cancelled() => return,
+                    }
+                }
+            }
+        });
+    }
+
+    /// Files that changed since they were last read and then stood still
+    /// for `SETTLE`.
+    async fn changed(&self) -> Vec<(PathBuf, Environment)> {
+        let watched: Vec<(PathBuf, Option<Stamp>)> = match self.files.lock() {
+            Ok(files) => files.iter().map(|(p, w)| (p.clone(), w.stamp)).collect(),
+            Err(_) => return Vec::new(),
+        };
+        let moved: Vec<(PathBuf, Option<Stamp>)> = watched
+            .into_iter()
+            .filter_map(|(path, last)| {
+                let now = Stamp::of(&path);
+                (now != last).then_some((path, now))
+            })
+            .collect();
+        if moved.is_empty() {
+            return Vec::new();
+        }
+        tokio::time::sleep(SETTLE).await;
+        let Ok(files) = self.files.lock() else {
+            return Vec::new();
+        };
+        moved
+            .into_iter()
+            .filter(|(path, seen)| Stamp::of(path) == *seen)
+            .filter_map(|(path, _)| files.get(&path).map(|w| (path, w.env.clone())))
+            .collect()
+    }
 }

@@ -13,11 +13,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::DaemonError;
-use super::config_files;
+use super::config_files::ConfigFiles;
 use crate::mcp::FrontDoor;
-use crate::registry::Registry;
 use crate::relay::{HANDSHAKE_VERSION, Hello, MAX_HELLO_BYTES, Welcome};
-use crate::router::Router;
 
 /// How long a connection gets to send its handshake.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -30,8 +28,7 @@ const FIRST_CLIENT_GRACE: Duration = Duration::from_secs(60);
 #[derive(Clone)]
 pub struct LocalServices {
     pub mcp: Arc<FrontDoor>,
-    pub registry: Registry,
-    pub router: Router,
+    pub config_files: ConfigFiles,
 }
 
 /// The listening socket.
@@ -219,29 +216,17 @@ async fn serve_client(stream: UnixStream, services: &LocalServices, shutdown: Ca
     crate::mcp::stdio::serve(Arc::clone(&services.mcp), reader, write, shutdown).await;
 }
 
-/// Applies the client's config file (in its environment) and says what
-/// went wrong, if anything: the client is attached either way, to what the
-/// daemon has.
+/// Applies the client's config file (in its environment, and kept applied
+/// as it changes) and says what went wrong, if anything: the client is
+/// attached either way, to what the daemon has.
 async fn attach(hello: Hello, services: &LocalServices) -> Welcome {
     let mut warnings = Vec::new();
-    if let Some(path) = &hello.config {
-        let env = hello.env;
-        let loaded = crate::config::load_with_env(path, &|name| env.get(name).cloned());
-        let applied = match loaded {
-            Ok(loaded) => {
-                config_files::apply(&services.registry, Some(&services.router), path, loaded)
-                    .await
-                    .map(|_| ())
-                    .map_err(|err| format!("cannot apply {}: {err}", path.display()))
-            }
-            Err(err) => Err(err.to_string()),
-        };
-        if let Err(warning) = applied {
-            tracing::warn!("{warning}");
-            warnings.push(format!(
-                "{warning}; the daemon's servers are used as they were"
-            ));
-        }
+    if let Some(path) = &hello.config
+        && let Err(reason) = services.config_files.apply_file(path, hello.env).await
+    {
+        warnings.push(format!(
+            "{reason}; the daemon's servers are used as they were"
+        ));
     }
     Welcome::Attached {
         pid: std::process::id(),

@@ -414,7 +414,15 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     let loaded = options.config.as_deref().map(config::load).transpose()?;
     let config = options.config.as_deref().zip(loaded);
     let listener = bind_listener(&options).await?;
+    let first_config = config
+        .as_ref()
+        .map(|(path, loaded)| (path.to_path_buf(), loaded.servers.len()));
     let stack = open_when_free(&options, config).await?;
+    let config_files = config_files::ConfigFiles::new(stack.registry.clone(), stack.router.clone());
+    if let Some((path, servers)) = first_config {
+        config_files.started_with(&path, servers);
+    }
+    config_files.spawn_watch(shutdown.clone());
     if let Some(descriptors) = crate::listener::raise_descriptor_limit() {
         tracing::debug!(descriptors, "open-descriptor limit");
     }
@@ -428,6 +436,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         token: token.map(Arc::from),
         hosts: host_policy(&options),
         started,
+        config_files: config_files.status(),
     };
     let mcp_http = McpHttp::new(Arc::clone(&stack.mcp), options.mcp_sessions);
     mcp_http.spawn_expiry(shutdown.clone());
@@ -437,8 +446,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         &options.data_dir,
         local::LocalServices {
             mcp: Arc::clone(&stack.mcp),
-            registry: stack.registry.clone(),
-            router: stack.router.clone(),
+            config_files,
         },
         shutdown.clone(),
     )?;

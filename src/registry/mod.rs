@@ -90,6 +90,22 @@ pub struct AggregatorState {
     pub classified_tools: u64,
     pub unclassified_tools: u64,
     pub last_sync: Option<DateTime<Utc>>,
+    /// The config files the daemon keeps applied (its own `--config` and
+    /// each `stdio` client's), and why an edit was not applied.
+    pub config_files: Vec<ConfigFileStatus>,
+}
+
+/// A config file the daemon keeps applied.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct ConfigFileStatus {
+    pub path: String,
+    /// Servers it named when last applied.
+    pub servers: usize,
+    /// When it was last applied (none yet: its first read failed).
+    pub applied_at: Option<DateTime<Utc>>,
+    /// Why the file as it is now is not applied; the servers stay as the
+    /// last good version left them.
+    pub error: Option<String>,
 }
 
 /// The registry; cheap to clone, shared by every front door.
@@ -333,6 +349,7 @@ impl Registry {
                 classified_tools: 0,
                 unclassified_tools: total_tools,
                 last_sync,
+                config_files: Vec::new(),
             })
         })
         .await
