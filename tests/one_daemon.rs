@@ -465,8 +465,9 @@ fn a_joining_clients_config_is_applied_to_the_running_daemon() {
     assert!(b.close().success());
 }
 
-/// The aggregator's state as the daemon of `data_dir` reports it.
-fn daemon_state(data_dir: &Path) -> Value {
+/// A GET of the admin API of the daemon of `data_dir`, found through its
+/// daemon file.
+fn daemon_get(data_dir: &Path, path: &str) -> Value {
     let info: Value =
         serde_json::from_str(&std::fs::read_to_string(data_dir.join("daemon.json")).unwrap())
             .unwrap();
@@ -474,12 +475,74 @@ fn daemon_state(data_dir: &Path) -> Value {
     let host = url.trim_start_matches("http://");
     let (status, body) = common::raw_http(
         url,
-        &format!(
-            "GET /api/v1/aggregator/state HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-        ),
+        &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
     );
     assert_eq!(status, 200, "{body}");
     serde_json::from_str(&body).unwrap()
+}
+
+/// The aggregator's state as the daemon of `data_dir` reports it.
+fn daemon_state(data_dir: &Path) -> Value {
+    daemon_get(data_dir, "/api/v1/aggregator/state")
+}
+
+/// Each tool call is in the audit log: the client (its clientInfo name),
+/// the server, the tool, how long, ok or the error; never its arguments or
+/// result.
+#[test]
+fn tool_calls_are_in_the_audit_log_without_their_arguments() {
+    let temp = tempfile::tempdir().unwrap();
+    let pids = temp.path().join("fx.pids");
+    let config = config_with_fixture(temp.path(), &pids);
+    let data_dir = temp.path().join("data");
+    let mut client = Raw::start(&[
+        "stdio",
+        "--config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+        "--idle-exit",
+        "0s",
+    ]);
+    client.wait_tools("fx__echo", |t| has(t, "fx__echo"));
+    let secret = "do-not-log-this-argument";
+    let echoed = client.ask(
+        "tools/call",
+        json!({"name": "fx__echo", "arguments": {"secret": secret}}),
+    );
+    assert!(echoed["result"]["content"].is_array(), "{echoed}");
+    let failed = client.ask("tools/call", json!({"name": "fx__fail", "arguments": {}}));
+    assert!(failed["error"].is_object(), "{failed}");
+    let calls = wait_for(UP, || {
+        let calls = daemon_get(&data_dir, "/api/v1/aggregator/audit?action=call&limit=10");
+        (calls.as_array()?.len() >= 2).then_some(calls)
+    })
+    .expect("both calls are in the audit log");
+    let text = calls.to_string();
+    assert!(!text.contains(secret), "arguments are never logged: {text}");
+    assert!(!text.contains("\"secret\""), "{text}");
+    let entries = calls.as_array().unwrap();
+    let echo = entries
+        .iter()
+        .find(|e| {
+            e["details"]
+                .as_str()
+                .is_some_and(|d| d.contains("tool fx.echo"))
+        })
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(echo["actor"], "mcp:raw", "{echo}");
+    assert_eq!(echo["server"], "fx", "{echo}");
+    assert_eq!(echo["result"], "ok", "{echo}");
+    assert!(echo["details"].as_str().unwrap().ends_with(" ms"), "{echo}");
+    let fail = entries
+        .iter()
+        .find(|e| e["details"].as_str().is_some_and(|d| d.contains("fail")))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        fail["result"].as_str().unwrap().starts_with("error: "),
+        "{fail}"
+    );
+    assert!(client.close().success());
 }
 
 /// A config file edited while clients are attached is applied (they are

@@ -79,6 +79,7 @@ pub async fn call_tool(
             caller: &crate::model::Caller {
                 capabilities: Some(std::sync::Arc::new(serde_json::json!({}))),
                 log_level: None,
+                who: Some(std::sync::Arc::from("api")),
             },
         })
         .instrument(span)

@@ -143,6 +143,10 @@ pub(super) struct RoutingArgs {
     /// Tool count above which --expose auto offers only the meta-tools.
     #[arg(long, env = "MCP_AGGREGATOR_EXPOSE_THRESHOLD", value_name = "N", default_value_t = DEFAULT_EXPOSE_THRESHOLD)]
     pub(super) expose_threshold: usize,
+    /// Do not record tool calls in the audit log (by default each call is: who, which tool of
+    /// which server, how long, ok or the error; never arguments or results).
+    #[arg(long, env = "MCP_AGGREGATOR_NO_CALL_AUDIT")]
+    pub(super) no_call_audit: bool,
 }
 
 impl RoutingArgs {
@@ -169,6 +173,7 @@ impl RoutingArgs {
             skills: search.skills(),
             search: search.setting(),
             graph_from: search.graph_from,
+            audit_calls: !self.no_call_audit,
         }
     }
 }

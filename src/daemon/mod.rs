@@ -198,6 +198,8 @@ pub struct FrontDoorOptions {
     pub search: crate::index::SearchSetting,
     /// Vectors beyond which the vector index is a graph (`--graph-from`).
     pub graph_from: usize,
+    /// Whether tool calls are recorded in the audit log.
+    pub audit_calls: bool,
 }
 
 impl Default for FrontDoorOptions {
@@ -214,6 +216,7 @@ impl Default for FrontDoorOptions {
             skills: crate::skills::SkillsSettings::default(),
             search: crate::index::SearchSetting::default(),
             graph_from: crate::index::GRAPH_FROM,
+            audit_calls: true,
         }
     }
 }
@@ -292,6 +295,9 @@ impl Stack {
             front_door.startup_wait,
         )
         .await;
+        if front_door.audit_calls {
+            router.audit_calls(registry.clone());
+        }
         let search = {
             let (store, dir) = (Arc::clone(&store), data_dir.to_path_buf());
             let setting = front_door.search;

@@ -17,6 +17,8 @@ pub struct ClientConnection {
     pub(super) protocol_version: OnceLock<String>,
     /// The client's `initialize` capabilities.
     pub(super) capabilities: OnceLock<Arc<Value>>,
+    /// Who it is, from its `clientInfo`, as the audit log names it.
+    pub(super) who: OnceLock<Arc<str>>,
     pub(super) initialized: std::sync::atomic::AtomicBool,
     pub(super) in_flight: Mutex<HashMap<String, tokio_util::sync::CancellationToken>>,
     /// Requests we sent the client (a server's sampling, elicitation,
@@ -90,6 +92,7 @@ impl ClientConnection {
             outbound,
             protocol_version: OnceLock::new(),
             capabilities: OnceLock::new(),
+            who: OnceLock::new(),
             initialized: std::sync::atomic::AtomicBool::new(false),
             in_flight: Mutex::new(HashMap::new()),
             asked: Arc::new(Mutex::new(HashMap::new())),
@@ -111,6 +114,7 @@ impl ClientConnection {
             outbound,
             protocol_version: self.protocol_version.clone(),
             capabilities,
+            who: self.who.clone(),
             initialized: std::sync::atomic::AtomicBool::new(self.is_initialized()),
             in_flight: Mutex::new(HashMap::new()),
             asked: Arc::clone(&self.asked),
@@ -141,6 +145,7 @@ impl ClientConnection {
             outbound: Arc::clone(&self.outbound),
             protocol_version: OnceLock::new(),
             capabilities: declared,
+            who: OnceLock::new(),
             initialized: std::sync::atomic::AtomicBool::new(true),
             in_flight: Mutex::new(HashMap::new()),
             asked: Arc::clone(&self.asked),
@@ -194,7 +199,17 @@ impl ClientConnection {
                     .unwrap_or_else(|| Arc::new(json!({}))),
             ),
             log_level: level,
+            who: self.who.get().cloned(),
         }
+    }
+
+    /// Keeps who the client says it is (`clientInfo`), for the audit log.
+    pub(super) fn set_client_info(&self, info: Option<&Value>) {
+        let name = info
+            .and_then(|i| i.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("unnamed client");
+        let _ = self.who.set(Arc::from(format!("mcp:{name}")));
     }
 
     /// Whether the client declared a capability (`sampling`, `roots`, …).

@@ -18,6 +18,9 @@ pub struct Caller {
     pub capabilities: Option<Arc<Value>>,
     /// The least severe log message the client wants; none: no logs.
     pub log_level: Option<&'static str>,
+    /// Who the client is, as the audit log names it (`mcp:<its name>`,
+    /// `api:<peer>`).
+    pub who: Option<Arc<str>>,
 }
 
 /// Where a server's notifications about one call go, already in the

@@ -317,6 +317,12 @@ impl Registry {
         .await
     }
 
+    /// Appends audit entries made elsewhere (tool calls), in one write.
+    pub async fn append_audits(&self, entries: Vec<AuditEntry>) -> Result<(), RegistryError> {
+        self.blocking(move |store| Ok(store.append_audits(entries)?))
+            .await
+    }
+
     /// Audit entries `filter` matches, newest first, older than `before`
     /// when given.
     pub async fn audit(

@@ -136,7 +136,13 @@ impl Router {
         use tracing::Instrument as _;
         // Exported only when traces are on (`logging::TRACE_TARGET`).
         let span = tracing::trace_span!(target: "mcp_aggregator::otel", "route", tool = call.name);
-        self.call_tool_traced(call).instrument(span).await
+        let (name, caller) = (call.name, call.caller);
+        let started = Instant::now();
+        let outcome = self.call_tool_traced(call).instrument(span).await;
+        if let Some(audit) = self.call_audit.get() {
+            audit.record(caller, name, started.elapsed(), &outcome);
+        }
+        outcome
     }
 
     pub(super) async fn call_tool_traced(

@@ -4,6 +4,7 @@
 //! by table lookup — never by splitting), then a unique original name.
 
 pub mod cache;
+mod call_audit;
 mod calls;
 pub mod conflicts;
 mod control;
@@ -68,6 +69,19 @@ pub enum CallError {
     Catalog(String),
 }
 
+impl CallError {
+    /// The server the call reached or named, when the error knows it.
+    pub fn server(&self) -> Option<&str> {
+        match self {
+            CallError::UnknownServer(server)
+            | CallError::Unavailable { server, .. }
+            | CallError::Interrupted { server, .. }
+            | CallError::TimedOut { server, .. } => Some(server),
+            _ => None,
+        }
+    }
+}
+
 /// Why a connect or a disconnect was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -99,6 +113,8 @@ pub struct Router {
     /// One rebuild at a time, so an older snapshot never replaces a newer.
     rebuilding: Arc<tokio::sync::Mutex<()>>,
     startup_wait: Duration,
+    /// Where tool calls are recorded, once turned on.
+    call_audit: Arc<std::sync::OnceLock<call_audit::CallAudit>>,
 }
 
 /// How long, by default, a list or call made while `auto_connect` servers
@@ -123,6 +139,7 @@ impl Router {
             cache: Arc::new(cache::ResourceCache::new(cache::CacheSettings::default())),
             rebuilding: Arc::new(tokio::sync::Mutex::new(())),
             startup_wait,
+            call_audit: Arc::default(),
         };
         router.rebuild().await;
         router.spawn_maintainer();
@@ -130,7 +147,13 @@ impl Router {
         router
     }
 
-    /// The current table (lock-free).
+    /// Records every tool call from now on in the audit log (`call`
+    /// entries: who, which tool of which server, how long, ok or the
+    /// error; never arguments or results).
+    pub fn audit_calls(&self, registry: crate::registry::Registry) {
+        let _ = self.call_audit.set(call_audit::CallAudit::start(registry));
+    }
+
     /// For a process about to exit: lets go of the table without freeing
     /// it piece by piece (a second at 100,000 tools).
     pub fn abandon_table_at_exit(&self) {

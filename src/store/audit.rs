@@ -77,6 +77,26 @@ impl Store {
         Ok(())
     }
 
+    /// Appends entries made elsewhere (tool calls, gathered and written in
+    /// one transaction), bounded as every entry is.
+    pub fn append_audits(&self, entries: Vec<AuditEntry>) -> Result<(), StoreError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
+        for mut entry in entries {
+            entry.actor = bounded_field(&entry.actor);
+            entry.action = bounded_field(&entry.action);
+            entry.server = bounded_field(&entry.server);
+            entry.result = bounded_field(&entry.result);
+            entry.details = entry.details.as_deref().map(bounded_field);
+            append_audit(&txn, self.audit_max_bytes, entry)?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
     #[cfg(test)]
     pub(crate) fn set_audit_max_bytes(&mut self, bytes: u64) {
         self.audit_max_bytes = bytes;

@@ -101,6 +101,7 @@ fn initialize(server: &FrontDoor, client: &Arc<ClientConnection>, params: Option
         .cloned()
         .unwrap_or(Value::Null);
     let _ = client.capabilities.set(Arc::new(capabilities));
+    client.set_client_info(params.and_then(|p| p.get("clientInfo")));
     server.remember_client(client);
     json!({
         "protocolVersion": version,

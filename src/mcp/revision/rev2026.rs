@@ -64,6 +64,8 @@ struct RequestMeta {
     /// The least severe log level the client wants for this request; none
     /// means no log messages at all.
     pub log_level: Option<String>,
+    /// Its `clientInfo`, if it sent one.
+    pub client_info: Option<Value>,
 }
 
 /// Reads and checks a request's `_meta` (missing or malformed required
@@ -122,6 +124,7 @@ fn request_meta(params: Option<&Value>) -> Result<RequestMeta, RpcFailure> {
         version,
         capabilities,
         log_level,
+        client_info: meta.get(CLIENT_INFO).cloned(),
     })
 }
 
@@ -333,6 +336,7 @@ impl FrontDoor {
             meta.log_level.as_deref(),
             Some(inputs.clone()),
         );
+        connection.set_client_info(meta.client_info.as_ref());
         let method = method.to_owned();
         let mut call =
             Box::pin(async move { me.dispatch(&connection, &method, params, arguments).await });
