@@ -16,6 +16,9 @@
 //! `MCP_BENCH_AGGREGATOR=path` measures another build of the aggregator
 //! (an A/B of two commits on the same machine, minutes apart);
 //! `MCP_BENCH_QUICK=1` measures the raw echo backend only.
+//! `stdio` relays to the daemon it starts (the aggregator's CPU is both
+//! processes'); `MCP_BENCH_STDIO_IN_PROCESS=1` measures `stdio
+//! --in-process` instead.
 
 use serde_json::{Value, json};
 use std::path::Path;
@@ -421,6 +424,10 @@ struct StdioFigures {
     legacy: Vec<Duration>,
     modern: Vec<Duration>,
     legacy_cpu_us: f64,
+    /// The relaying `stdio` process's own share (none in-process).
+    relay_cpu_us: Option<f64>,
+    /// Its CPU at rest, as a share of a core.
+    relay_idle_share: f64,
     modern_cpu_us: f64,
     direct_tput: f64,
     tput: f64,
@@ -455,19 +462,37 @@ async fn measure_stdio(
     wire: Wire,
 ) -> StdioFigures {
     let data = temp.join(format!("stdio-data-{}-{}", backend as u8, wire as u8));
-    let mut through = Stdio_::spawn_on(
-        &aggregator(),
-        &[
-            "stdio",
-            "--config",
-            config,
-            "--data-dir",
-            data.to_str().expect("utf-8"),
-        ],
-        wire,
-    )
-    .await;
+    let mut args = vec![
+        "stdio",
+        "--config",
+        config,
+        "--data-dir",
+        data.to_str().expect("utf-8"),
+        // The daemon it starts leaves with it.
+        "--idle-exit",
+        "0s",
+    ];
+    if std::env::var_os("MCP_BENCH_STDIO_IN_PROCESS").is_some() {
+        args.push("--in-process");
+    }
+    let mut through = Stdio_::spawn_on(&aggregator(), &args, wire).await;
     settle_stdio(&mut through).await;
+    // `stdio` relays to the daemon it started: the aggregator's CPU is
+    // both processes', the relay's own shown apart.
+    let daemon: Option<u32> = std::fs::read_to_string(data.join("daemon.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .and_then(|info| info["pid"].as_u64())
+        .and_then(|pid| u32::try_from(pid).ok());
+    if let Some(pid) = daemon {
+        wait_until_idle(pid, IDLE_SHARE).await;
+    }
+    let relay_pid = through.pid();
+    let serving_cpu = move || cpu_seconds(relay_pid) + daemon.map_or(0.0, cpu_seconds);
+    // The relay at rest: its CPU over a few idle seconds.
+    let idle_from = cpu_seconds(relay_pid);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let relay_idle_share = (cpu_seconds(relay_pid) - idle_from) / 3.0;
     let (command, args) = backend.command();
     let relayed: Vec<&str> = std::iter::once(command)
         .chain(args.iter().map(String::as_str))
@@ -475,16 +500,17 @@ async fn measure_stdio(
     let mut relay = Stdio_::spawn_on(RELAY, &relayed, wire).await;
     let (mut d_times, mut t_times, mut m_times) = (Vec::new(), Vec::new(), Vec::new());
     let mut f_times = Vec::new();
-    let (mut t_cpu, mut m_cpu) = (0.0, 0.0);
+    let (mut t_cpu, mut m_cpu, mut r_cpu) = (0.0, 0.0, 0.0);
     for _ in 0..ROUNDS {
         d_times.extend(sequential(direct, "echo").await);
         f_times.extend(sequential(&mut relay, "echo").await);
-        let cpu = cpu_seconds(through.pid());
+        let (cpu, relay_cpu) = (serving_cpu(), cpu_seconds(relay_pid));
         t_times.extend(sequential(&mut through, "s0__echo").await);
-        t_cpu += cpu_seconds(through.pid()) - cpu;
-        let cpu = cpu_seconds(through.pid());
+        t_cpu += serving_cpu() - cpu;
+        r_cpu += cpu_seconds(relay_pid) - relay_cpu;
+        let cpu = serving_cpu();
         m_times.extend(sequential_modern(&mut through, "s0__echo").await);
-        m_cpu += cpu_seconds(through.pid()) - cpu;
+        m_cpu += serving_cpu() - cpu;
     }
     d_times.sort();
     t_times.sort();
@@ -497,20 +523,22 @@ async fn measure_stdio(
     for _ in 0..ROUNDS {
         let d = pipelined(direct, "echo").await;
         floor_ratios.push(pipelined(&mut relay, "echo").await / d);
-        let cpu = cpu_seconds(through.pid());
+        let cpu = serving_cpu();
         let t = pipelined(&mut through, "s0__echo").await;
-        tput_cpu += cpu_seconds(through.pid()) - cpu;
+        tput_cpu += serving_cpu() - cpu;
         d_tputs.push(d);
         t_tputs.push(t);
         ratios.push(t / d);
     }
-    let rss_mib = common::rss_kib(through.pid()) as f64 / 1024.0;
+    let rss_mib = common::rss_kib(daemon.unwrap_or(relay_pid)) as f64 / 1024.0;
     StdioFigures {
         wire,
         direct: d_times,
         legacy: t_times,
         modern: m_times,
         legacy_cpu_us: t_cpu / calls * 1e6,
+        relay_cpu_us: daemon.map(|_| r_cpu / calls * 1e6),
+        relay_idle_share,
         modern_cpu_us: m_cpu / calls * 1e6,
         direct_tput: median(d_tputs),
         tput: median(t_tputs),
@@ -726,6 +754,15 @@ fn print(figures: &Figures) {
         socket.modern_cpu_us,
         f.http_cpu_us,
         f.http_modern_cpu_us
+    );
+    let relay_cell = |f: &StdioFigures| match f.relay_cpu_us {
+        Some(us) => format!("{us:.1} µs; at rest {:.2} % of a core", f.relay_idle_share * 100.0),
+        None => "in-process".to_owned(),
+    };
+    println!(
+        "| of which the relaying `stdio` process, per sequential 2025 call | - | {} | {} | - |",
+        relay_cell(pipe),
+        relay_cell(socket)
     );
     println!(
         "| throughput, {IN_FLIGHT} in flight, median of {ROUNDS} rounds (x direct: median of per-round ratios) | {:.0}/s | {:.0}/s ({:.2}x) | {:.0}/s ({:.2}x) | {:.0}/s ({IN_FLIGHT} clients) |",

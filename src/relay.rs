@@ -4,13 +4,18 @@
 //! first relay starts one in the background (detached, its log in the data
 //! dir); clients starting at the same moment take turns on a lock, so they
 //! end with one. After a one-line handshake (the client's config file and
-//! the environment its `$VAR`s expand in) bytes pass both ways untouched,
-//! on two blocking threads: nothing is parsed, and an idle relay is asleep.
+//! the environment its `$VAR`s expand in) the relay hands its stdin and
+//! stdout to the daemon (`SCM_RIGHTS`): the daemon then talks to the
+//! client directly, as if it were the process the client started, and
+//! the relay only waits, asleep, until the daemon is done with them (or
+//! ends, or the relay is killed, which ends the client's session). Where
+//! descriptors cannot be passed, bytes are copied both ways on two
+//! blocking threads instead.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io::{BufRead as _, Write as _};
+use std::io::{BufRead as _, Read as _, Write as _};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -19,7 +24,12 @@ use crate::config::ConfigError;
 use crate::paths;
 
 /// What the handshake looks like; a daemon refuses another version.
-pub const HANDSHAKE_VERSION: u32 = 1;
+pub const HANDSHAKE_VERSION: u32 = 2;
+/// After the welcome, the relay's one byte: its stdin and stdout come
+/// with it (`SCM_RIGHTS`) ...
+pub const HANDING_OVER: u8 = b'F';
+/// ... or bytes will be copied through the socket.
+pub const COPYING: u8 = b'B';
 /// Longest handshake line a daemon reads (it carries the environment).
 pub const MAX_HELLO_BYTES: usize = 4 * 1024 * 1024;
 /// How long a daemon started for a client gets until it takes clients
@@ -141,7 +151,51 @@ pub fn run(options: &RelayOptions) -> Result<(), RelayError> {
         }
         Welcome::Refused { reason } => return Err(RelayError::Refused(reason)),
     }
-    pump(socket)
+    match hand_over(&socket) {
+        Ok(()) => wait_until_released(&socket),
+        Err(err) => {
+            tracing::debug!("cannot hand the descriptors over ({err}); copying bytes");
+            (&socket).write_all(&[COPYING])?;
+            pump(socket)
+        }
+    }
+}
+
+/// Passes our stdin and stdout to the daemon, with `HANDING_OVER`.
+fn hand_over(socket: &UnixStream) -> std::io::Result<()> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
+    let descriptors = [rustix::stdio::stdin(), rustix::stdio::stdout()];
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(&descriptors)) {
+        return Err(std::io::Error::other("no room for the descriptors"));
+    }
+    let sent = sendmsg(
+        socket,
+        &[std::io::IoSlice::new(&[HANDING_OVER])],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
+    if sent == 1 {
+        Ok(())
+    } else {
+        Err(std::io::Error::other("the hand-over was not sent"))
+    }
+}
+
+/// Sleeps until the daemon closes the connection: it is done with the
+/// client (its input ended) or it stopped. Nothing is ever sent on it.
+fn wait_until_released(socket: &UnixStream) -> Result<(), RelayError> {
+    let mut ignored = [0u8; 64];
+    loop {
+        match (&*socket).read(&mut ignored) {
+            Ok(0) => return Ok(()),
+            Ok(_) => {}
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(err) if err.kind() == std::io::ErrorKind::ConnectionReset => return Ok(()),
+            Err(err) => return Err(err.into()),
+        }
+    }
 }
 
 /// The daemon's socket: connected at once when a daemon runs, else after

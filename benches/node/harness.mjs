@@ -95,7 +95,7 @@ async function throughput(client, tool, calls, inFlight) {
 
 const direct = start(backend.command, backend.args);
 await initialise(direct, 'echo');
-const through = start(aggregator, ['stdio', '--config', config, '--data-dir', path.join(dir, 'data')]);
+const through = start(aggregator, ['stdio', '--config', config, '--data-dir', path.join(dir, 'data'), '--idle-exit', '0s']);
 await initialise(through, 'echo__echo');
 await initialise(through, 'everything__echo');
 await through.request('tools/call', { name: 'search_tools', arguments: { query: 'echo a message' } });

@@ -78,7 +78,7 @@ async function throughput(client, tool, calls, inFlight) {
 
 const direct = await connect(process.execPath, [echo]);
 await waitFor(direct, 'echo');
-const through = await connect(aggregator, ['stdio', '--config', config, '--data-dir', path.join(dir, 'data'), ...extra]);
+const through = await connect(aggregator, ['stdio', '--config', config, '--data-dir', path.join(dir, 'data'), '--idle-exit', '0s', ...extra]);
 await waitFor(through, 'echo__echo');
 await waitFor(through, 'everything__echo');
 await through.callTool({ name: 'search_tools', arguments: { query: 'echo a message' } });

@@ -213,7 +213,92 @@ async fn serve_client(stream: UnixStream, services: &LocalServices, shutdown: Ca
     if write.write_all(&answer).await.is_err() || !attached {
         return;
     }
-    crate::mcp::stdio::serve(Arc::clone(&services.mcp), reader, write, shutdown).await;
+    // The relay sent nothing after its hello until it read the welcome.
+    if !reader.buffer().is_empty() {
+        return;
+    }
+    let mode = tokio::time::timeout(HELLO_TIMEOUT, receive_mode(reader.get_ref().as_ref())).await;
+    match mode {
+        Ok(Ok(Mode::HandedOver { input, output })) => {
+            // The client is ours to talk to directly. The relay's end of
+            // this connection closing (the client killed it) ends the
+            // session; the session ending closes ours (the relay exits).
+            let session = shutdown.child_token();
+            let relay_gone = session.clone();
+            let mut control = reader.into_inner();
+            let watcher = tokio::spawn(async move {
+                let mut ignored = [0u8; 64];
+                while let Ok(read) = tokio::io::AsyncReadExt::read(&mut control, &mut ignored).await {
+                    if read == 0 {
+                        break;
+                    }
+                }
+                relay_gone.cancel();
+            });
+            let (input, output) = (
+                crate::mcp::stdio::reader_from(input),
+                crate::mcp::stdio::writer_from(output),
+            );
+            crate::mcp::stdio::serve(Arc::clone(&services.mcp), input, output, session).await;
+            drop(write);
+            watcher.abort();
+        }
+        Ok(Ok(Mode::Copying)) => {
+            crate::mcp::stdio::serve(Arc::clone(&services.mcp), reader, write, shutdown).await;
+        }
+        Ok(Ok(Mode::Gone)) | Ok(Err(_)) | Err(_) => {}
+    }
+}
+
+/// What the relay does after the welcome.
+enum Mode {
+    /// Its client's input and output, to serve directly.
+    HandedOver {
+        input: std::os::fd::OwnedFd,
+        output: std::os::fd::OwnedFd,
+    },
+    /// Bytes come and go through this connection.
+    Copying,
+    /// It left (or sent something else).
+    Gone,
+}
+
+/// Reads the relay's one byte after the welcome and the descriptors that
+/// come with it (received close-on-exec: the servers we start never
+/// inherit a client's pipes).
+async fn receive_mode(socket: &UnixStream) -> std::io::Result<Mode> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
+    socket
+        .async_io(tokio::io::Interest::READABLE, || {
+            let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+            let mut control = RecvAncillaryBuffer::new(&mut space);
+            let mut byte = [0u8; 1];
+            let received = recvmsg(
+                socket,
+                &mut [std::io::IoSliceMut::new(&mut byte)],
+                &mut control,
+                RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
+            )?;
+            let mut descriptors: Vec<std::os::fd::OwnedFd> = Vec::new();
+            for message in control.drain() {
+                if let RecvAncillaryMessage::ScmRights(rights) = message {
+                    descriptors.extend(rights);
+                }
+            }
+            Ok(match (received.bytes, byte[0], descriptors.len()) {
+                (1, crate::relay::HANDING_OVER, 2) => {
+                    let output = descriptors.pop();
+                    let input = descriptors.pop();
+                    match (input, output) {
+                        (Some(input), Some(output)) => Mode::HandedOver { input, output },
+                        _ => Mode::Gone,
+                    }
+                }
+                (1, crate::relay::COPYING, 0) => Mode::Copying,
+                _ => Mode::Gone,
+            })
+        })
+        .await
 }
 
 /// Applies the client's config file (in its environment, and kept applied

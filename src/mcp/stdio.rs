@@ -196,54 +196,90 @@ fn push_json_line(lines: &mut Vec<u8>, message: &Outgoing) {
 /// tokio's blocking-thread reader, which hands every read to another thread
 /// (measured with a Node client: 10k calls/s against 90k through epoll).
 pub fn stdin() -> Box<dyn AsyncRead + Unpin + Send> {
-    match duplicate(rustix::stdio::stdin()).map(Stream::of) {
-        Some(Stream::Pipe(fd)) => match tokio::net::unix::pipe::Receiver::from_owned_fd(fd) {
-            Ok(pipe) => Box::new(pipe),
-            Err(_) => Box::new(tokio::io::stdin()),
-        },
-        Some(Stream::Socket(socket)) => Box::new(socket),
-        Some(Stream::Other) | None => Box::new(tokio::io::stdin()),
+    match duplicate(rustix::stdio::stdin()) {
+        Some(fd) => reader_from(fd),
+        None => Box::new(tokio::io::stdin()),
     }
 }
 
 /// Our stdout as an async writer (see `stdin`).
 pub fn stdout() -> Box<dyn AsyncWrite + Unpin + Send> {
-    match duplicate(rustix::stdio::stdout()).map(Stream::of) {
-        Some(Stream::Pipe(fd)) => match tokio::net::unix::pipe::Sender::from_owned_fd(fd) {
-            Ok(pipe) => Box::new(pipe),
-            Err(_) => Box::new(tokio::io::stdout()),
-        },
-        Some(Stream::Socket(socket)) => Box::new(socket),
-        Some(Stream::Other) | None => Box::new(tokio::io::stdout()),
+    match duplicate(rustix::stdio::stdout()) {
+        Some(fd) => writer_from(fd),
+        None => Box::new(tokio::io::stdout()),
     }
+}
+
+/// A client's input descriptor (ours, or one a `stdio` relay handed the
+/// daemon) as an async reader: through epoll for a pipe or a Unix socket,
+/// else (a terminal, a file) through blocking threads. Out of descriptors
+/// to duplicate one with, it reads as ended.
+pub fn reader_from(fd: std::os::fd::OwnedFd) -> Box<dyn AsyncRead + Unpin + Send> {
+    match Stream::of(fd) {
+        Stream::Pipe(fd) => {
+            let spare = fd.try_clone();
+            match (tokio::net::unix::pipe::Receiver::from_owned_fd(fd), spare) {
+                (Ok(pipe), _) => Box::new(pipe),
+                (Err(_), Ok(fd)) => Box::new(blocking(fd)),
+                (Err(_), Err(_)) => Box::new(tokio::io::empty()),
+            }
+        }
+        Stream::Socket(socket) => Box::new(socket),
+        Stream::Other(fd) => Box::new(blocking(fd)),
+    }
+}
+
+/// A client's output descriptor as an async writer (see `reader_from`;
+/// out of descriptors, what is written is lost).
+pub fn writer_from(fd: std::os::fd::OwnedFd) -> Box<dyn AsyncWrite + Unpin + Send> {
+    match Stream::of(fd) {
+        Stream::Pipe(fd) => {
+            let spare = fd.try_clone();
+            match (tokio::net::unix::pipe::Sender::from_owned_fd(fd), spare) {
+                (Ok(pipe), _) => Box::new(pipe),
+                (Err(_), Ok(fd)) => Box::new(blocking(fd)),
+                (Err(_), Err(_)) => Box::new(tokio::io::sink()),
+            }
+        }
+        Stream::Socket(socket) => Box::new(socket),
+        Stream::Other(fd) => Box::new(blocking(fd)),
+    }
+}
+
+/// A descriptor read and written through blocking threads.
+fn blocking(fd: std::os::fd::OwnedFd) -> tokio::fs::File {
+    tokio::fs::File::from_std(std::fs::File::from(fd))
 }
 
 /// What one of our standard descriptors is.
 enum Stream {
     Pipe(std::os::fd::OwnedFd),
     Socket(tokio::net::UnixStream),
-    Other,
+    Other(std::os::fd::OwnedFd),
 }
 
 impl Stream {
     fn of(fd: std::os::fd::OwnedFd) -> Stream {
         use rustix::fs::FileType;
         let Ok(stat) = rustix::fs::fstat(&fd) else {
-            return Stream::Other;
+            return Stream::Other(fd);
         };
         match FileType::from_raw_mode(stat.st_mode) {
             FileType::Fifo => Stream::Pipe(fd),
             FileType::Socket if is_unix_stream(&fd) => {
+                let Ok(spare) = fd.try_clone() else {
+                    return Stream::Other(fd);
+                };
                 let socket = std::os::unix::net::UnixStream::from(fd);
                 match socket
                     .set_nonblocking(true)
                     .and_then(|()| tokio::net::UnixStream::from_std(socket))
                 {
                     Ok(socket) => Stream::Socket(socket),
-                    Err(_) => Stream::Other,
+                    Err(_) => Stream::Other(spare),
                 }
             }
-            _ => Stream::Other,
+            _ => Stream::Other(fd),
         }
     }
 }
