@@ -756,7 +756,10 @@ fn print(figures: &Figures) {
         f.http_modern_cpu_us
     );
     let relay_cell = |f: &StdioFigures| match f.relay_cpu_us {
-        Some(us) => format!("{us:.1} µs; at rest {:.2} % of a core", f.relay_idle_share * 100.0),
+        Some(us) => format!(
+            "{us:.1} µs; at rest {:.2} % of a core",
+            f.relay_idle_share * 100.0
+        ),
         None => "in-process".to_owned(),
     };
     println!(

@@ -675,3 +675,30 @@ fn the_socket_is_owner_only() {
     assert_eq!(dir_mode & 0o777, 0o700, "{dir_mode:o}");
     assert!(client.close().success());
 }
+
+/// A client stops its server by killing it: the relay killed with the
+/// client's pipes still open ends that client's session in the daemon
+/// (the daemon talks to the client on the descriptors the relay handed
+/// over), and a daemon with no client left leaves.
+#[test]
+fn a_killed_relay_ends_its_session() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let mut client = Raw::start(&[
+        "stdio",
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+        "--idle-exit",
+        "0s",
+    ]);
+    let daemons = daemons_of(&data_dir);
+    assert_eq!(daemons.len(), 1, "{daemons:?}");
+    // Served: the handed-over descriptors work.
+    assert!(client.ask("ping", json!({}))["result"].is_object());
+    client.child.kill().unwrap();
+    client.child.wait().unwrap();
+    // The pipes stay open on this side (`client.stdin` is held), so only
+    // the relay's end tells the daemon.
+    assert!(client.stdin.is_some());
+    assert_gone(&daemons, "the daemon, its last session ended");
+}

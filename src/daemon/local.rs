@@ -228,7 +228,8 @@ async fn serve_client(stream: UnixStream, services: &LocalServices, shutdown: Ca
             let mut control = reader.into_inner();
             let watcher = tokio::spawn(async move {
                 let mut ignored = [0u8; 64];
-                while let Ok(read) = tokio::io::AsyncReadExt::read(&mut control, &mut ignored).await {
+                while let Ok(read) = tokio::io::AsyncReadExt::read(&mut control, &mut ignored).await
+                {
                     if read == 0 {
                         break;
                     }
