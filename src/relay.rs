@@ -198,11 +198,31 @@ fn wait_until_released(socket: &UnixStream) -> Result<(), RelayError> {
     }
 }
 
+/// Connects to the daemon's socket, and only to a daemon of our own user:
+/// the hello carries our environment, and a socket path in a shared
+/// directory could have been put there by anyone.
+fn connect(socket: &Path) -> Option<UnixStream> {
+    let stream = UnixStream::connect(socket).ok()?;
+    let ours = rustix::process::getuid().as_raw();
+    match rustix::net::sockopt::socket_peercred(&stream) {
+        Ok(peer) if peer.uid.as_raw() == ours => Some(stream),
+        Ok(peer) => {
+            tracing::error!(
+                socket = %socket.display(),
+                uid = peer.uid.as_raw(),
+                "the socket belongs to another user; not attaching to it"
+            );
+            None
+        }
+        Err(_) => None,
+    }
+}
+
 /// The daemon's socket: connected at once when a daemon runs, else after
 /// starting one (or after another client started one first).
 fn connect_or_start(options: &RelayOptions) -> Result<UnixStream, RelayError> {
     let socket = paths::socket_path(&options.data_dir);
-    if let Ok(stream) = UnixStream::connect(&socket) {
+    if let Some(stream) = connect(&socket) {
         return Ok(stream);
     }
     let data_dir_error = |source| RelayError::DataDir {
@@ -210,27 +230,18 @@ fn connect_or_start(options: &RelayOptions) -> Result<UnixStream, RelayError> {
         source,
     };
     paths::create_private_dir(&options.data_dir).map_err(data_dir_error)?;
-    let lock = {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(options.data_dir.join(paths::START_LOCK_FILE))
-            .map_err(data_dir_error)?
-    };
-    // Released when `lock` is dropped (or this process ends).
-    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
-        .map_err(|err| data_dir_error(err.into()))?;
+    // Released when `_lock` is dropped (or this process ends). Without it
+    // (a full disk refusing the file) clients starting together may start
+    // two daemons, of which the store lets one run.
+    let _lock = start_lock(&options.data_dir);
     // Another client may have started it while this one waited.
-    if let Ok(stream) = UnixStream::connect(&socket) {
+    if let Some(stream) = connect(&socket) {
         return Ok(stream);
     }
     let mut daemon = start_daemon(options)?;
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
-        if let Ok(stream) = UnixStream::connect(&socket) {
+        if let Some(stream) = connect(&socket) {
             // Reaped when it ends, should this client outlive it.
             std::thread::spawn(move || daemon.wait());
             return Ok(stream);
@@ -253,6 +264,33 @@ fn connect_or_start(options: &RelayOptions) -> Result<UnixStream, RelayError> {
     }
 }
 
+/// The data dir's start lock, held (waited for while another client
+/// starts a daemon); none when the file cannot be made.
+fn start_lock(data_dir: &Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = data_dir.join(paths::START_LOCK_FILE);
+    let locked = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|file| {
+            rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
+            Ok(file)
+        });
+    match locked {
+        Ok(file) => Some(file),
+        Err(err) => {
+            tracing::warn!(
+                "cannot lock {} ({err}); starting the daemon without it",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
 /// Starts `mcp-aggregator serve` for the data dir, detached from this
 /// client: its own process group (a client's Ctrl-C or hang-up is not
 /// its), no terminal, its output appended to the data dir's log.
@@ -269,18 +307,28 @@ fn start_daemon(options: &RelayOptions) -> Result<std::process::Child, RelayErro
             .append(true)
             .mode(0o600)
             .open(&log_path)
-            .map_err(|source| RelayError::DataDir {
-                path: options.data_dir.clone(),
-                source,
-            })?
+    };
+    // A full disk: the daemon still serves what is stored, unlogged.
+    let (stdout, stderr) = match log.and_then(|log| Ok((log.try_clone()?, log))) {
+        Ok((out, err)) => (
+            std::process::Stdio::from(out),
+            std::process::Stdio::from(err),
+        ),
+        Err(err) => {
+            tracing::warn!(
+                "cannot write {} ({err}); the daemon runs without a log",
+                log_path.display()
+            );
+            (std::process::Stdio::null(), std::process::Stdio::null())
+        }
     };
     let executable = std::env::current_exe()
         .map_err(|err| RelayError::Start(format!("cannot find our own executable: {err}")))?;
     let child = std::process::Command::new(executable)
         .args(&options.daemon_args)
         .stdin(std::process::Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
+        .stdout(stdout)
+        .stderr(stderr)
         .process_group(0)
         .spawn()
         .map_err(|err| RelayError::Start(err.to_string()))?;
