@@ -126,7 +126,11 @@ pub fn run(options: &RelayOptions) -> Result<(), RelayError> {
     let hello = Hello {
         version: HANDSHAKE_VERSION,
         config,
-        env: std::env::vars().collect(),
+        // Variables that are not UTF-8 cannot be in a config file's
+        // expansion anyway (and `vars()` would panic on them).
+        env: std::env::vars_os()
+            .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+            .collect(),
     };
     // A daemon that is stopping (its last client left a moment ago) closes
     // without a welcome: the next one is started, or found.
