@@ -35,6 +35,7 @@ fn ten(query: impl Into<String>, mode: SearchMode) -> SearchRequest {
         mode,
         servers: None,
         skills: None,
+        tools: None,
         include_external: true,
     }
 }

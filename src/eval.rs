@@ -178,6 +178,7 @@ pub fn run(
                 mode,
                 servers: None,
                 skills: None,
+                tools: None,
                 include_external: true,
             })?;
             let top: Vec<String> = outcome

@@ -55,6 +55,9 @@ pub struct Hello {
     /// (each client's own, not the daemon's).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The profile whose view the client sees (none: everything).
+    #[serde(default)]
+    pub profile: Option<String>,
 }
 
 /// The daemon's answer to a `Hello`.
@@ -107,6 +110,8 @@ impl RelayError {
 pub struct RelayOptions {
     pub data_dir: PathBuf,
     pub config: Option<PathBuf>,
+    /// The profile whose view the client sees.
+    pub profile: Option<String>,
     /// The arguments of the `serve` a daemon started for this client runs
     /// with (the data dir, `--idle-exit`, the client's settings).
     pub daemon_args: Vec<OsString>,
@@ -131,6 +136,7 @@ pub fn run(options: &RelayOptions) -> Result<(), RelayError> {
         env: std::env::vars_os()
             .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
             .collect(),
+        profile: options.profile.clone(),
     };
     // A daemon that is stopping (its last client left a moment ago) closes
     // without a welcome: the next one is started, or found.

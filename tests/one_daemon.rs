@@ -702,3 +702,215 @@ fn a_killed_relay_ends_its_session() {
     assert!(client.stdin.is_some());
     assert_gone(&daemons, "the daemon, its last session ended");
 }
+
+fn refs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// A config with the fixture servers `fx` and `fy` and two profiles:
+/// `fx-only` (fx's tools but `fail`) and `echoes` as given.
+fn config_with_profiles(dir: &Path, echoes: Value) -> PathBuf {
+    let config = dir.join("servers.json");
+    let text = json!({
+        "mcpServers": {"fx": {"command": FIXTURE}, "fy": {"command": FIXTURE}},
+        "profiles": {
+            "fx-only": {"servers": ["fx"], "exclude_tools": ["fx.fail"]},
+            "echoes": echoes,
+        },
+    });
+    std::fs::write(&config, text.to_string()).unwrap();
+    config
+}
+
+/// A client that picked a profile sees that view only, with both SDKs:
+/// tools outside it are neither listed nor callable (directly or through
+/// `call_tool`), and `search_tools` finds nothing outside it; a client
+/// without one sees everything.
+#[test]
+fn a_profile_hides_and_refuses_tools_outside_its_view() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = config_with_profiles(temp.path(), json!({"tools": ["*__echo"]}));
+    let data_dir = temp.path().join("data");
+    let args = |profile: &'static str| {
+        let mut args = vec![
+            "stdio",
+            "--config",
+            config.to_str().unwrap(),
+            "--data-dir",
+            data_dir.to_str().unwrap(),
+            "--idle-exit",
+            "0s",
+        ];
+        if !profile.is_empty() {
+            args.extend(["--profile", profile]);
+        }
+        args.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let everything_args = args("");
+    let mut everything = Raw::start(&refs(&everything_args));
+    everything.wait_tools("fx and fy", |t| has(t, "fx__echo") && has(t, "fy__fail"));
+
+    let python_args = args("fx-only");
+    let mut python = Held::launch(Sdk::Python, &refs(&python_args), None);
+    python.ready();
+    let tools = python.wait_tool("fx__echo");
+    assert!(has(&tools, "fx__sleep"), "{tools:?}");
+    assert!(!has(&tools, "fx__fail"), "excluded: {tools:?}");
+    assert!(!tools.iter().any(|t| t.starts_with("fy__")), "{tools:?}");
+    python.echo("python in fx-only");
+    for hidden in ["fy__echo", "fx__fail", "fx.fail"] {
+        let refused = python.command(&format!("call {hidden} {{}}"));
+        let error = refused["error"].as_str().unwrap_or_default();
+        assert!(error.contains("Tool not found"), "{hidden}: {refused}");
+    }
+    let through_meta = python.command(&format!(
+        "call call_tool {}",
+        json!({"name": "fy__echo", "arguments": {}})
+    ));
+    assert!(
+        through_meta["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("Tool not found")),
+        "{through_meta}"
+    );
+
+    let typescript_args = args("echoes");
+    let mut typescript = Held::launch(Sdk::TypeScript, &refs(&typescript_args), None);
+    typescript.ready();
+    let tools = typescript.wait_tool("fy__echo");
+    let own: Vec<&String> = tools.iter().filter(|t| t.contains("__")).collect();
+    assert_eq!(own, ["fx__echo", "fy__echo"], "{tools:?}");
+    let refused = typescript.command("call fx__sleep {}");
+    assert!(refused["error"].is_string(), "{refused}");
+    typescript.echo("typescript in echoes");
+
+    // search_tools looks only among the view's tools.
+    let searcher_args = args("fx-only");
+    let mut searcher = Raw::start(&refs(&searcher_args));
+    searcher.wait_tools("fx__echo", |t| has(t, "fx__echo"));
+    let found = searcher.ask(
+        "tools/call",
+        json!({"name": "search_tools", "arguments": {"query": "fail with an internal error echo", "limit": 20}}),
+    );
+    let names: Vec<&str> = found["result"]["structuredContent"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{found}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"fx__echo"), "{found}");
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with("fx__") && *n != "fx__fail"),
+        "{names:?}"
+    );
+    // The client without a profile still has everything.
+    let all = everything.tools();
+    assert!(has(&all, "fx__fail") && has(&all, "fy__echo"), "{all:?}");
+
+    // What the API shows of a view.
+    let view = daemon_get(&data_dir, "/api/v1/profiles/echoes");
+    assert_eq!(
+        view["visible_tools"],
+        json!(["fx.echo", "fy.echo"]),
+        "{view}"
+    );
+    assert_eq!(view["mcp_path"], "/mcp/echoes", "{view}");
+
+    python.quit();
+    typescript.quit();
+    assert!(searcher.close().success());
+    assert!(everything.close().success());
+}
+
+/// A profile edited in the config file changes its clients' view while
+/// they are attached, and they are told (list_changed).
+#[test]
+fn a_profile_edit_reaches_its_clients() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = config_with_profiles(temp.path(), json!({"tools": ["*__echo"]}));
+    let data_dir = temp.path().join("data");
+    let mut client = Raw::start(&[
+        "stdio",
+        "--config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+        "--idle-exit",
+        "0s",
+        "--profile",
+        "echoes",
+    ]);
+    client.wait_tools("both echoes", |t| has(t, "fx__echo") && has(t, "fy__echo"));
+    client.notified.clear();
+    config_with_profiles(
+        temp.path(),
+        json!({"servers": ["fy"], "tools": ["*__echo"]}),
+    );
+    let tools = client.wait_tools("fy's echo only", |t| {
+        has(t, "fy__echo") && !has(t, "fx__echo")
+    });
+    assert!(!has(&tools, "fy__fail"), "{tools:?}");
+    client.wait_notified("notifications/tools/list_changed");
+    let refused = client.ask("tools/call", json!({"name": "fx__echo", "arguments": {}}));
+    assert!(refused["error"].is_object(), "{refused}");
+    assert!(client.close().success());
+}
+
+/// A profile nobody defined: the client is told which exist (exit 2),
+/// and `/mcp/NAME` answers 404.
+#[test]
+fn an_unknown_profile_is_refused_with_the_known_ones() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = config_with_profiles(temp.path(), json!({"tools": ["*__echo"]}));
+    let data_dir = temp.path().join("data");
+    let held = Raw::start(&[
+        "stdio",
+        "--config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+        "--idle-exit",
+        "0s",
+    ]);
+    let refused = Command::new(BIN)
+        .args([
+            "stdio",
+            "--data-dir",
+            data_dir.to_str().unwrap(),
+            "--profile",
+            "nope",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("Profile not found: nope"), "{stderr}");
+    assert!(
+        stderr.contains("echoes") && stderr.contains("fx-only"),
+        "{stderr}"
+    );
+
+    let info: Value =
+        serde_json::from_str(&std::fs::read_to_string(data_dir.join("daemon.json")).unwrap())
+            .unwrap();
+    let url = info["url"].as_str().unwrap();
+    let host = url.trim_start_matches("http://");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}).to_string();
+    let request = |path: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let (status, answer) = common::raw_http(url, &request("/mcp/nope"));
+    assert_eq!(status, 404, "{answer}");
+    assert!(answer.contains("Profile not found: nope"), "{answer}");
+    let (status, answer) = common::raw_http(url, &request("/mcp/echoes"));
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = common::raw_http(url, &request("/mcp?profile=nope"));
+    assert_eq!(status, 404, "{answer}");
+    assert!(held.close().success());
+}

@@ -11,7 +11,7 @@ impl From<RegistryError> for HttpError {
         let status = match &err {
             RegistryError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             RegistryError::Conflict(_) => StatusCode::CONFLICT,
-            RegistryError::NotFound(_) => StatusCode::NOT_FOUND,
+            RegistryError::NotFound(_) | RegistryError::ProfileNotFound(_) => StatusCode::NOT_FOUND,
             // Nothing is wrong with the request: the disk is full (507), or
             // failing or damaged (503); said once in the log by the store.
             RegistryError::Store(store) if store.is_disk_full() => StatusCode::INSUFFICIENT_STORAGE,

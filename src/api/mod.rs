@@ -7,6 +7,7 @@ pub mod error;
 pub mod extract;
 pub mod guard;
 pub mod metrics;
+pub mod profiles;
 pub mod search;
 pub mod servers;
 pub mod skills;
@@ -52,7 +53,7 @@ pub struct AppState {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "mcp-aggregator admin API", description = "Register, inspect and remove the MCP servers the aggregator connects to."),
-    tags((name = "servers", description = "Server registrations"), (name = "tools", description = "Calling tools"), (name = "skills", description = "Skills and classification"), (name = "process", description = "The aggregator process"))
+    tags((name = "servers", description = "Server registrations"), (name = "tools", description = "Calling tools"), (name = "skills", description = "Skills and classification"), (name = "profiles", description = "Views: what a client that picks a profile sees"), (name = "process", description = "The aggregator process"))
 )]
 struct ApiDoc;
 
@@ -89,6 +90,12 @@ pub fn router_with_openapi(
             skills::delete_skill
         ))
         .routes(routes!(skills::skill_tools))
+        .routes(routes!(profiles::list_profiles))
+        .routes(routes!(
+            profiles::get_profile,
+            profiles::put_profile,
+            profiles::delete_profile
+        ))
         .routes(routes!(healthz))
         .routes(routes!(metrics::metrics))
         .split_for_parts();

@@ -80,6 +80,7 @@ pub async fn call_tool(
                 capabilities: Some(std::sync::Arc::new(serde_json::json!({}))),
                 log_level: None,
                 who: Some(std::sync::Arc::from("api")),
+                profile: None,
             },
         })
         .instrument(span)
@@ -105,7 +106,7 @@ pub async fn call_tool(
 async fn call_error(state: &AppState, err: CallError) -> Response {
     let detail = err.to_string();
     let (status, extra) = match &err {
-        CallError::UnknownTool(_) | CallError::UnknownServer(_) => {
+        CallError::UnknownTool(_) | CallError::UnknownServer(_) | CallError::UnknownProfile(_) => {
             (StatusCode::NOT_FOUND, json!({}))
         }
         CallError::UnknownReference => (StatusCode::UNPROCESSABLE_ENTITY, json!({})),

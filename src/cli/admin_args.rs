@@ -348,3 +348,52 @@ pub(super) struct RecoverArgs {
     #[arg(long)]
     pub(super) replace: bool,
 }
+
+/// `profiles …`: views, what a client that picks one sees.
+#[derive(Debug, Subcommand)]
+pub(super) enum ProfilesCommand {
+    /// List the profiles.
+    List(ClientArgs),
+    /// Show one profile and the tools its view lists now.
+    #[command(after_help = "Examples:\n  mcp-aggregator profiles show coding")]
+    Show(ProfileNameArgs),
+    /// Add a profile, or replace the one of this name. A list left out does not restrict; a tool
+    /// must pass every list given. Patterns take `*` and `?`.
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator profiles set coding --server github --server 'fs*' --exclude-tool 'github.delete_*'\n  \
+mcp-aggregator profiles set readers --tool '*__read_*' --tool '*.get_*'\n\n\
+A client picks it with `mcp-aggregator stdio --profile coding`, or at /mcp/coding.")]
+    Set(ProfileSetArgs),
+    /// Remove a profile (clients still using it see nothing from then on).
+    Remove(ProfileNameArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ProfileNameArgs {
+    /// Profile name (e.g. coding).
+    pub(super) name: String,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ProfileSetArgs {
+    /// Profile name: lowercase letters, digits, `_` and `-`, starting with a letter.
+    pub(super) name: String,
+    #[arg(long)]
+    pub(super) description: Option<String>,
+    /// Only these servers (names or globs); repeat for more.
+    #[arg(long = "server", value_name = "NAME")]
+    pub(super) servers: Vec<String>,
+    /// Only these tools: ids (`server.tool`) or wire names (`server__tool`), or globs; repeat.
+    #[arg(long = "tool", value_name = "PATTERN")]
+    pub(super) tools: Vec<String>,
+    /// Leave these tools out (globs); repeat.
+    #[arg(long = "exclude-tool", value_name = "PATTERN")]
+    pub(super) exclude_tools: Vec<String>,
+    /// Only tools classified into these skills (ids or globs); repeat.
+    #[arg(long = "skill", value_name = "ID")]
+    pub(super) skills: Vec<String>,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}

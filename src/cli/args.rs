@@ -4,8 +4,8 @@
 use clap::{Parser, Subcommand};
 
 use super::admin_args::{
-    AuditArgs, CallArgs, ClientArgs, ImportArgs, SearchArgs, ServersCommand, SkillsCommand,
-    StoreCommand, ToolsArgs,
+    AuditArgs, CallArgs, ClientArgs, ImportArgs, ProfilesCommand, SearchArgs, ServersCommand,
+    SkillsCommand, StoreCommand, ToolsArgs,
 };
 use super::daemon_args::{ServeArgs, StdioArgs};
 use crate::logging::LogFormat;
@@ -97,6 +97,9 @@ and rebuilds there. Cached embeddings are reused; only texts never embedded befo
     /// Skills: the categories tools are classified into, and classification.
     #[command(subcommand)]
     Skills(SkillsCommand),
+    /// Profiles (views): which servers, tools and skills a client that picks one sees.
+    #[command(subcommand)]
+    Profiles(ProfilesCommand),
     /// Check a store file for damage, and recover what can be read of a damaged one.
     #[command(subcommand)]
     Store(StoreCommand),

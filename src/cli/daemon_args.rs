@@ -190,6 +190,10 @@ pub(super) struct StdioArgs {
     pub(super) config: Option<PathBuf>,
     #[command(flatten)]
     pub(super) data_dir: DataDirArg,
+    /// Show this client only a profile's view (a `profiles` entry of a config file, or one added
+    /// through the API): its servers, tools and skills; nothing else is listed or callable.
+    #[arg(long, env = "MCP_AGGREGATOR_PROFILE", value_name = "NAME")]
+    pub(super) profile: Option<String>,
     /// How long the daemon this client starts (when none owns the data dir) stays once the last
     /// client has gone, e.g. `5m`, `30s`, `0s`. A daemon already running keeps its own.
     #[arg(long, env = "MCP_AGGREGATOR_IDLE_EXIT", value_name = "DURATION", default_value = DEFAULT_IDLE_EXIT, value_parser = duration)]

@@ -16,6 +16,7 @@ mod error;
 mod import;
 mod output;
 mod parse;
+mod profiles;
 mod search;
 mod servers;
 mod skills;
@@ -141,6 +142,7 @@ async fn admin(command: Command) -> Result<ExitCode, CliError> {
         Command::State(args) => state::show(args).await,
         Command::Audit(args) => audit::show(args).await,
         Command::Skills(command) => skills::run(command).await,
+        Command::Profiles(command) => profiles::run(command).await,
         Command::Store(command) => store::run(command).await,
         Command::Serve(_) | Command::Stdio(_) => unreachable!("handled in run"),
     }
@@ -201,7 +203,10 @@ async fn stdio(args: StdioArgs) -> ExitCode {
         let front_door = args
             .routing
             .front_door(&args.limits, &args.health, &args.search);
-        return finish(daemon::stdio_in_process(args.config, data_dir, front_door, shutdown).await);
+        return finish(
+            daemon::stdio_in_process(args.config, args.profile, data_dir, front_door, shutdown)
+                .await,
+        );
     }
     let Some(data_dir) = paths::resolve_data_dir(args.data_dir.data_dir.as_deref()) else {
         eprintln!(
@@ -213,6 +218,7 @@ async fn stdio(args: StdioArgs) -> ExitCode {
         daemon_args: daemon_args_for(&data_dir, args.idle_exit),
         data_dir,
         config: args.config,
+        profile: args.profile,
     };
     // The relay blocks on its two descriptors; a signal ends it (the
     // daemon sees its socket close).
@@ -250,7 +256,8 @@ fn daemon_args_for(
         }
         let text = arg.to_string_lossy();
         let name = text.split('=').next().unwrap_or_default();
-        if matches!(name, "--config" | "--data-dir" | "--idle-exit") {
+        // The client's own: a daemon serves every client.
+        if matches!(name, "--config" | "--data-dir" | "--idle-exit" | "--profile") {
             skip_value = !text.contains('=');
             continue;
         }

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::model::{ServerSource, Transport};
+use crate::model::{Profile, ServerSource, Transport};
 use crate::registry::validate::{self, ServerSpec};
 use expand::ExpandError;
 
@@ -63,6 +63,9 @@ impl ConfigError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadedConfig {
     pub servers: Vec<ServerSpec>,
+    /// Its `profiles` (views), checked; their `source` is set by whoever
+    /// applies the file.
+    pub profiles: Vec<Profile>,
     /// Things worth telling the user that are not errors (ignored keys,
     /// renamed servers, inferred transports).
     pub warnings: Vec<String>,
@@ -132,10 +135,28 @@ pub fn parse(
         warnings: Vec::new(),
     };
     let servers = parser.root(&root)?;
+    let profiles = parser.profiles(&root)?;
     Ok(LoadedConfig {
         servers,
+        profiles,
         warnings: parser.warnings,
     })
+}
+
+/// A `profiles` entry as written (its name is its key).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileEntry {
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    servers: Option<Vec<String>>,
+    #[serde(default)]
+    tools: Option<Vec<String>>,
+    #[serde(default, alias = "excludeTools")]
+    exclude_tools: Vec<String>,
+    #[serde(default)]
+    skills: Option<Vec<String>>,
 }
 
 /// serde_json appends " at line X column Y"; we say that ourselves.
@@ -222,6 +243,51 @@ impl Parser<'_> {
             }
         }
         Ok(specs)
+    }
+
+    /// The root's `profiles`: name -> what the view admits.
+    fn profiles(&mut self, root: &Value) -> Result<Vec<Profile>, ConfigError> {
+        let Some(section) = root.get("profiles") else {
+            return Ok(Vec::new());
+        };
+        let Some(entries) = section.as_object() else {
+            return Err(self.schema(
+                "$.profiles",
+                format!("profiles must be an object, not {}", kind(section)),
+            ));
+        };
+        let mut profiles = Vec::with_capacity(entries.len());
+        for (name, value) in entries {
+            let location = format!("$.profiles{}", key_path(name));
+            let entry: ProfileEntry = serde_path_to_error::deserialize(value).map_err(|err| {
+                let inner = err.path().to_string();
+                let at = if inner == "." {
+                    location.clone()
+                } else {
+                    format!("{location}.{inner}")
+                };
+                self.schema(at, err.into_inner().to_string())
+            })?;
+            let profile = Profile {
+                name: name.clone(),
+                description: entry.description,
+                servers: entry.servers,
+                tools: entry.tools,
+                exclude_tools: entry.exclude_tools,
+                skills: entry.skills,
+                source: None,
+                updated_at: chrono::Utc::now(),
+            };
+            profile.validate().map_err(|err| {
+                let at = match err.field.as_str() {
+                    "name" => location.clone(),
+                    field => format!("{location}.{field}"),
+                };
+                self.schema(at, format!("{} {}", err.field, err.message))
+            })?;
+            profiles.push(profile);
+        }
+        Ok(profiles)
     }
 
     fn server(

@@ -84,12 +84,34 @@ pub async fn apply(
             removed += 1;
         }
     }
-    tracing::info!(config = %path.display(), servers, changed, removed, "config applied");
+    let profiles = apply_profiles(registry, &source, loaded.profiles).await?;
+    tracing::info!(config = %path.display(), servers, changed, removed, profiles, "config applied");
     Ok(Applied {
         servers,
         changed,
         removed,
     })
+}
+
+/// Stores a file's profiles (added or replaced by name) and removes those
+/// it added before and no longer names; how many it names.
+async fn apply_profiles(
+    registry: &Registry,
+    source: &str,
+    profiles: Vec<crate::model::Profile>,
+) -> Result<usize, RegistryError> {
+    let named: HashSet<String> = profiles.iter().map(|p| p.name.clone()).collect();
+    let count = profiles.len();
+    for mut profile in profiles {
+        profile.source = Some(source.to_owned());
+        registry.put_profile(profile).await?;
+    }
+    for profile in registry.profiles().await? {
+        if profile.source.as_deref() == Some(source) && !named.contains(&profile.name) {
+            registry.remove_profile(&profile.name).await?;
+        }
+    }
+    Ok(count)
 }
 
 /// The variables a file's `$VAR`s expand in: a client's, or (`None`) this

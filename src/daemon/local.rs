@@ -29,6 +29,7 @@ const FIRST_CLIENT_GRACE: Duration = Duration::from_secs(60);
 pub struct LocalServices {
     pub mcp: Arc<FrontDoor>,
     pub config_files: ConfigFiles,
+    pub registry: crate::registry::Registry,
 }
 
 /// The listening socket.
@@ -181,9 +182,13 @@ async fn serve_client(stream: UnixStream, services: &LocalServices, shutdown: Ca
         crate::limits::read_line(&mut reader, &mut line, MAX_HELLO_BYTES),
     )
     .await;
+    let mut profile = None;
     let welcome = match read {
         Ok(Ok(crate::limits::Line::Complete)) => match serde_json::from_slice::<Hello>(&line) {
-            Ok(hello) if hello.version == HANDSHAKE_VERSION => attach(hello, services).await,
+            Ok(hello) if hello.version == HANDSHAKE_VERSION => {
+                profile = hello.profile.clone();
+                attach(hello, services).await
+            }
             Ok(hello) => Welcome::Refused {
                 reason: format!(
                     "handshake version {} (this daemon speaks {HANDSHAKE_VERSION}): the daemon runs another mcp-aggregator build; stop it and start again",
@@ -240,12 +245,14 @@ async fn serve_client(stream: UnixStream, services: &LocalServices, shutdown: Ca
                 crate::mcp::stdio::reader_from(input),
                 crate::mcp::stdio::writer_from(output),
             );
-            crate::mcp::stdio::serve(Arc::clone(&services.mcp), input, output, session).await;
+            crate::mcp::stdio::serve(Arc::clone(&services.mcp), input, output, profile, session)
+                .await;
             drop(write);
             watcher.abort();
         }
         Ok(Ok(Mode::Copying)) => {
-            crate::mcp::stdio::serve(Arc::clone(&services.mcp), reader, write, shutdown).await;
+            crate::mcp::stdio::serve(Arc::clone(&services.mcp), reader, write, profile, shutdown)
+                .await;
         }
         Ok(Ok(Mode::Gone)) | Ok(Err(_)) | Err(_) => {}
     }
@@ -313,6 +320,14 @@ async fn attach(hello: Hello, services: &LocalServices) -> Welcome {
         warnings.push(format!(
             "{reason}; the daemon's servers are used as they were"
         ));
+    }
+    // The config file (just applied) may be what defines it.
+    if let Some(profile) = &hello.profile
+        && let Err(err) = services.mcp.router().check_profile(profile).await
+    {
+        return Welcome::Refused {
+            reason: crate::daemon::unknown_profile(&services.registry, err).await,
+        };
     }
     Welcome::Attached {
         pid: std::process::id(),

@@ -59,6 +59,8 @@ pub enum DaemonError {
     Index(#[from] IndexError),
     #[error("the server stopped with an error: {0}")]
     Serve(std::io::Error),
+    #[error("{0}")]
+    Profile(String),
 }
 
 /// The exit status of a daemon whose store cannot be used as it is
@@ -71,7 +73,9 @@ impl DaemonError {
     /// used as it is, 1 for everything else.
     pub fn exit_code(&self) -> u8 {
         match self {
-            DaemonError::Config(_) | DaemonError::Registry(RegistryError::Invalid(_)) => 2,
+            DaemonError::Config(_)
+            | DaemonError::Registry(RegistryError::Invalid(_))
+            | DaemonError::Profile(_) => 2,
             DaemonError::Store(err) | DaemonError::Registry(RegistryError::Store(err))
                 if err.is_unusable() =>
             {
@@ -308,6 +312,7 @@ impl Stack {
             index.set_graph_from(front_door.graph_from);
             index
         };
+        router.use_index(search.clone());
         let background = CancellationToken::new();
         search.spawn_maintenance(
             sessions.catalog().subscribe(),
@@ -453,6 +458,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         local::LocalServices {
             mcp: Arc::clone(&stack.mcp),
             config_files,
+            registry: stack.registry.clone(),
         },
         shutdown.clone(),
     )?;
@@ -559,6 +565,7 @@ async fn bind_listener(options: &ServeOptions) -> Result<tokio::net::TcpListener
 /// daemon), until stdin closes or a signal arrives.
 pub async fn stdio_in_process(
     config_path: Option<PathBuf>,
+    profile: Option<String>,
     data_dir: PathBuf,
     front_door: FrontDoorOptions,
     shutdown: CancellationToken,
@@ -566,11 +573,19 @@ pub async fn stdio_in_process(
     let loaded = config_path.as_deref().map(config::load).transpose()?;
     let config = config_path.as_deref().zip(loaded);
     let stack = Stack::open(&data_dir, config, front_door).await?;
+    if let Some(name) = &profile
+        && let Err(err) = stack.router.check_profile(name).await
+    {
+        let reason = unknown_profile(&stack.registry, err).await;
+        stack.shutdown().await;
+        return Err(DaemonError::Profile(reason));
+    }
     stack.connect_in_background().await;
     let served = mcp::stdio::serve(
         Arc::clone(&stack.mcp),
         mcp::stdio::stdin(),
         mcp::stdio::stdout(),
+        profile,
         shutdown,
     );
     let result = tokio::select! {
@@ -579,6 +594,21 @@ pub async fn stdio_in_process(
     };
     stack.shutdown().await;
     result
+}
+
+/// Says that a client's profile does not exist, and which do.
+pub async fn unknown_profile(registry: &Registry, err: crate::router::CallError) -> String {
+    let known: Vec<String> = registry
+        .profiles()
+        .await
+        .map(|profiles| profiles.into_iter().map(|p| p.name).collect())
+        .unwrap_or_default();
+    match known.is_empty() {
+        true => format!(
+            "{err}: no profiles are defined (a config file's `profiles`, or POST /api/v1/profiles)"
+        ),
+        false => format!("{err}; the profiles are: {}", known.join(", ")),
+    }
 }
 
 /// Loopback names, the `--allow-host` names, and the listen address itself

@@ -119,6 +119,9 @@ struct Inner {
     /// Set at shutdown: a running sync stops at its next batch.
     stopping: AtomicBool,
     progress: watch::Sender<IndexProgress>,
+    /// Moves on whenever tools' skills may have changed (a sync, or a
+    /// classification applied): views that filter by skill look again.
+    skills_moved: watch::Sender<u64>,
 }
 
 impl Inner {
@@ -199,6 +202,7 @@ impl SearchIndex {
                 synced_once: AtomicBool::new(false),
                 stopping: AtomicBool::new(false),
                 progress,
+                skills_moved: watch::channel(0).0,
             }),
         })
     }

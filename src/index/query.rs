@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Instant;
 use utoipa::ToSchema;
 
@@ -49,6 +50,10 @@ pub struct SearchQuery {
     /// `hybrid` (default), `keyword` or `semantic`.
     #[serde(default)]
     pub mode: SearchMode,
+    /// Only these tools (a client's view: `search_tools` through a
+    /// profile); never read from a request.
+    #[serde(skip)]
+    pub only_tools: Option<Arc<HashSet<Arc<str>>>>,
 }
 
 fn yes() -> bool {
@@ -127,6 +132,7 @@ impl SearchQuery {
             skill_filter: None,
             limit: None,
             mode: SearchMode::Hybrid,
+            only_tools: None,
         }
     }
 }
@@ -179,6 +185,7 @@ impl SearchIndex {
                 .skill_filter
                 .as_ref()
                 .map(|skills| skills.iter().cloned().collect()),
+            tools: query.only_tools.clone(),
             include_external: query.include_external,
         })?;
         // Descriptions and schemas of the hits, in one read (a tool removed

@@ -68,6 +68,8 @@ pub struct SearchRequest {
     pub servers: Option<HashSet<ServerId>>,
     /// Only tools with at least one of these skills; `None` = any tool.
     pub skills: Option<HashSet<String>>,
+    /// Only these tools (a client's view); `None`: every tool.
+    pub tools: Option<Arc<HashSet<Arc<str>>>>,
     pub include_external: bool,
 }
 
@@ -149,10 +151,16 @@ impl SearchIndex {
                     .skills
                     .as_ref()
                     .is_none_or(|wanted| doc.skill_ids.iter().any(|s| wanted.contains(s)))
+                && request
+                    .tools
+                    .as_ref()
+                    .is_none_or(|tools| tools.contains(&doc.tool_id))
                 && (request.include_external || !doc.is_external)
         };
-        let unfiltered =
-            request.servers.is_none() && request.skills.is_none() && request.include_external;
+        let unfiltered = request.servers.is_none()
+            && request.skills.is_none()
+            && request.tools.is_none()
+            && request.include_external;
         let tools_searched = if unfiltered {
             docs.len()
         } else {

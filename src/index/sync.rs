@@ -27,6 +27,9 @@ impl SearchIndex {
     /// Publishes a sync's progress; `synced` is kept once set, and set by
     /// a sync that ends.
     fn report(&self, progress: IndexProgress) {
+        if !progress.syncing {
+            self.skills_moved();
+        }
         self.inner.progress.send_modify(|current| {
             *current = IndexProgress {
                 synced: current.synced || !progress.syncing,

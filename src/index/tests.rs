@@ -150,6 +150,7 @@ fn ask(
             mode,
             servers,
             skills: None,
+            tools: None,
             include_external: true,
         })
         .unwrap()

@@ -2,7 +2,7 @@
 //! keyword and vector indexes: a sync fills it, searches filter and answer
 //! from it, and the skills service's classifications update it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::{IndexError, SearchIndex};
@@ -71,6 +71,40 @@ impl SearchIndex {
                 *doc = Arc::new(ToolDoc::from_record(tool));
             }
         }
+        drop(docs);
+        self.skills_moved();
         Ok(())
+    }
+
+    pub(super) fn skills_moved(&self) {
+        self.inner
+            .skills_moved
+            .send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Changes whenever tools' skills may have changed.
+    pub fn skill_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.skills_moved.subscribe()
+    }
+
+    /// The ids of the tools with a skill `wanted` accepts.
+    pub fn tools_with_skill(&self, wanted: &dyn Fn(&str) -> bool) -> HashSet<Arc<str>> {
+        let Ok(docs) = self.inner.docs.read() else {
+            return HashSet::new();
+        };
+        docs.values()
+            .filter(|doc| doc.skill_ids.iter().any(|s| wanted(s)))
+            .map(|doc| Arc::clone(&doc.tool_id))
+            .collect()
+    }
+
+    /// A tool's skills, as search knows them.
+    pub fn skills_of(&self, tool_id: &str) -> Vec<String> {
+        self.inner
+            .docs
+            .read()
+            .ok()
+            .and_then(|docs| docs.get(tool_id).map(|doc| doc.skill_ids.clone()))
+            .unwrap_or_default()
     }
 }

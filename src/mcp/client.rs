@@ -19,6 +19,9 @@ pub struct ClientConnection {
     pub(super) capabilities: OnceLock<Arc<Value>>,
     /// Who it is, from its `clientInfo`, as the audit log names it.
     pub(super) who: OnceLock<Arc<str>>,
+    /// The profile the client picked (`stdio --profile`, `/mcp/{name}`):
+    /// it sees and reaches only that view. None: everything.
+    pub(super) profile: OnceLock<Arc<str>>,
     pub(super) initialized: std::sync::atomic::AtomicBool,
     pub(super) in_flight: Mutex<HashMap<String, tokio_util::sync::CancellationToken>>,
     /// Requests we sent the client (a server's sampling, elicitation,
@@ -93,6 +96,7 @@ impl ClientConnection {
             protocol_version: OnceLock::new(),
             capabilities: OnceLock::new(),
             who: OnceLock::new(),
+            profile: OnceLock::new(),
             initialized: std::sync::atomic::AtomicBool::new(false),
             in_flight: Mutex::new(HashMap::new()),
             asked: Arc::new(Mutex::new(HashMap::new())),
@@ -115,6 +119,7 @@ impl ClientConnection {
             protocol_version: self.protocol_version.clone(),
             capabilities,
             who: self.who.clone(),
+            profile: self.profile.clone(),
             initialized: std::sync::atomic::AtomicBool::new(self.is_initialized()),
             in_flight: Mutex::new(HashMap::new()),
             asked: Arc::clone(&self.asked),
@@ -146,6 +151,7 @@ impl ClientConnection {
             protocol_version: OnceLock::new(),
             capabilities: declared,
             who: OnceLock::new(),
+            profile: self.profile.clone(),
             initialized: std::sync::atomic::AtomicBool::new(true),
             in_flight: Mutex::new(HashMap::new()),
             asked: Arc::clone(&self.asked),
@@ -200,7 +206,19 @@ impl ClientConnection {
             ),
             log_level: level,
             who: self.who.get().cloned(),
+            profile: self.profile.get().cloned(),
         }
+    }
+
+    /// Puts the client in a profile's view, for good (checked by the
+    /// caller: `Router::check_profile`).
+    pub fn set_profile(&self, profile: &str) {
+        let _ = self.profile.set(Arc::from(profile));
+    }
+
+    /// The profile the client picked, if any.
+    pub fn profile(&self) -> Option<&str> {
+        self.profile.get().map(|p| &**p)
     }
 
     /// Keeps who the client says it is (`clientInfo`), for the audit log.

@@ -95,6 +95,7 @@ impl From<CallError> for RpcFailure {
             CallError::UnknownTool(_)
             | CallError::UnknownServer(_)
             | CallError::UnknownPrompt(_)
+            | CallError::UnknownProfile(_)
             | CallError::UnknownReference => RpcFailure::invalid(err.to_string()),
             CallError::Ambiguous { ref candidates, .. } => {
                 let data = json!({"candidates": candidates});

@@ -52,7 +52,7 @@ impl FrontDoor {
     ) -> Result<Json, RpcFailure> {
         match method {
             "tools/call" => self.call_tool(client, params, arguments).await,
-            "tools/list" => self.list_tools().await,
+            "tools/list" => self.list_tools(client.profile()).await,
             _ => self
                 .answer_here(client, method, params)
                 .await
@@ -62,23 +62,34 @@ impl FrontDoor {
 
     /// `tools/list`: the whole list in one page (some clients, the MCP
     /// Inspector CLI among them, do not follow cursors).
-    async fn list_tools(&self) -> Result<Json, RpcFailure> {
+    /// `profile`: the client's view (none: every tool).
+    async fn list_tools(&self, profile: Option<&str>) -> Result<Json, RpcFailure> {
         self.router.settle_startup().await;
         let table = self.router.table();
+        // The view's positions in the table's list; none: all of it.
+        let view = profile.map(|profile| self.router.view_of(&table, profile));
+        let positions = view.as_ref().map(|v| v.tools.as_slice());
         let meta = super::meta::meta_tools().iter();
-        let lists_all = self.expose.lists_all(table.tools.len());
+        let listed = positions.map_or(table.tools.len(), <[usize]>::len);
+        let lists_all = self.expose.lists_all(listed);
         let read = match (&table.tools.held, lists_all) {
             (None, true) => self
                 .router
-                .read_listed_tools(Arc::clone(&table))
+                .read_listed_tools(Arc::clone(&table), positions.map(<[usize]>::to_vec))
                 .await
                 .map_err(RpcFailure::from)?,
             _ => Vec::new(),
         };
-        let tools: Vec<&RawValue> = match (&table.tools.held, lists_all) {
-            (Some(held), true) => held.iter().chain(meta).map(|t| &**t).collect(),
-            (None, true) => read.iter().chain(meta).map(|t| &**t).collect(),
-            (_, false) => meta.map(|t| &**t).collect(),
+        let tools: Vec<&RawValue> = match (&table.tools.held, lists_all, positions) {
+            (Some(held), true, None) => held.iter().chain(meta).map(|t| &**t).collect(),
+            (Some(held), true, Some(positions)) => positions
+                .iter()
+                .filter_map(|&at| held.get(at))
+                .chain(meta)
+                .map(|t| &**t)
+                .collect(),
+            (None, true, _) => read.iter().chain(meta).map(|t| &**t).collect(),
+            (_, false, _) => meta.map(|t| &**t).collect(),
         };
         // Written straight from the definitions' text.
         #[derive(serde::Serialize)]
@@ -111,8 +122,11 @@ impl FrontDoor {
         if name == super::meta::SEARCH_TOOLS {
             let (search, table) = (self.search.clone(), self.router.table());
             let arguments = arguments.as_ref().map(Json::to_tree);
+            let only = client
+                .profile()
+                .map(|profile| Arc::clone(&self.router.view_of(&table, profile).tool_ids));
             return tokio::task::spawn_blocking(move || {
-                super::meta::search_tools(&search, &table, arguments.as_ref())
+                super::meta::search_tools(&search, &table, arguments.as_ref(), only)
             })
             .await
             .map(Json::Tree)
@@ -152,7 +166,7 @@ impl FrontDoor {
         // Note who the server works for while the call runs.
         let server_id = self
             .router
-            .resolve_settled(&name, None)
+            .resolve_in_view(&name, None, client.profile())
             .await
             .ok()
             .map(|(_, route)| route.server_id);
@@ -200,19 +214,37 @@ impl FrontDoor {
         method: &str,
         params: Option<Value>,
     ) -> Result<Value, RpcFailure> {
-        let table = || self.router.table();
+        // The lists as the client's view has them.
+        let lists = || {
+            let table = self.router.table();
+            match client.profile() {
+                None => (
+                    Arc::clone(&table.resources),
+                    Arc::clone(&table.resource_templates),
+                    Arc::clone(&table.prompts),
+                ),
+                Some(profile) => {
+                    let view = self.router.view_of(&table, profile);
+                    (
+                        Arc::clone(&view.resources),
+                        Arc::clone(&view.resource_templates),
+                        Arc::clone(&view.prompts),
+                    )
+                }
+            }
+        };
         match method {
             "resources/list" => {
                 self.router.settle_startup().await;
-                Ok(json!({"resources": table().resources.as_ref()}))
+                Ok(json!({"resources": lists().0.as_ref()}))
             }
             "resources/templates/list" => {
                 self.router.settle_startup().await;
-                Ok(json!({"resourceTemplates": table().resource_templates.as_ref()}))
+                Ok(json!({"resourceTemplates": lists().1.as_ref()}))
             }
             "prompts/list" => {
                 self.router.settle_startup().await;
-                Ok(json!({"prompts": table().prompts.as_ref()}))
+                Ok(json!({"prompts": lists().2.as_ref()}))
             }
             "resources/read" => {
                 let mut params =
@@ -231,7 +263,10 @@ impl FrontDoor {
             "completion/complete" => {
                 let params = params
                     .ok_or_else(|| RpcFailure::invalid("completion/complete needs params"))?;
-                self.router.complete(params).await.map_err(RpcFailure::from)
+                self.router
+                    .complete(params, client.profile())
+                    .await
+                    .map_err(RpcFailure::from)
             }
             "prompts/get" => {
                 let mut params =

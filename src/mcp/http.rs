@@ -45,6 +45,10 @@ impl Drop for HttpSession {
 pub fn routes<S: Clone + Send + Sync + 'static>(mcp: McpHttp) -> axum::Router<S> {
     axum::Router::new()
         .route("/mcp", axum::routing::post(post).get(get).delete(delete))
+        .route(
+            "/mcp/{profile}",
+            axum::routing::post(post).get(get).delete(delete),
+        )
         .layer(axum::extract::DefaultBodyLimit::max(
             crate::limits::max_message_bytes(),
         ))
@@ -99,9 +103,16 @@ impl McpHttp {
             .ok_or_else(|| HttpError::new(StatusCode::NOT_FOUND, "unknown or expired MCP session"))
     }
 
-    fn open_session(&self, remote: IpAddr) -> Result<(String, Arc<HttpSession>, InUse), HttpError> {
+    fn open_session(
+        &self,
+        remote: IpAddr,
+        profile: Option<&str>,
+    ) -> Result<(String, Arc<HttpSession>, InUse), HttpError> {
         let (outbound, notifications) = Outbound::for_client();
         let connection = ClientConnection::new(Arc::new(outbound));
+        if let Some(profile) = profile {
+            connection.set_profile(profile);
+        }
         // Until the client opens its GET stream, nothing we send reaches it.
         connection.set_accepts_requests(false);
         let notifier = tokio::spawn(super::subscriptions::forward_list_changes(
@@ -128,6 +139,66 @@ impl McpHttp {
 
 /// The peer's address (loopback when the listener did not record one).
 pub struct RemoteIp(pub IpAddr);
+
+/// The profile a request names (`/mcp/{profile}`, or `/mcp?profile=`),
+/// checked to exist: the client sees that view only.
+pub struct PickedProfile(Option<Arc<str>>);
+
+impl axum::extract::FromRequestParts<McpHttp> for PickedProfile {
+    type Rejection = HttpError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        mcp: &McpHttp,
+    ) -> Result<PickedProfile, HttpError> {
+        let in_path = parts
+            .uri
+            .path()
+            .strip_prefix("/mcp/")
+            .filter(|name| !name.is_empty())
+            .map(str::to_owned);
+        let in_query = parts.uri.query().and_then(|query| {
+            url::form_urlencoded::parse(query.as_bytes())
+                .find(|(key, _)| key == "profile")
+                .map(|(_, value)| value.into_owned())
+        });
+        let name = match (in_path, in_query) {
+            (Some(path), Some(query)) if path != query => {
+                return Err(HttpError::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("the path names profile {path:?} and the query {query:?}: name one"),
+                ));
+            }
+            (Some(name), _) | (None, Some(name)) => name,
+            (None, None) => return Ok(PickedProfile(None)),
+        };
+        mcp.server
+            .router()
+            .check_profile(&name)
+            .await
+            .map_err(|err| HttpError::new(StatusCode::NOT_FOUND, err.to_string()))?;
+        Ok(PickedProfile(Some(Arc::from(name))))
+    }
+}
+
+impl PickedProfile {
+    /// A session stays in the view it was opened in; a request naming
+    /// another is refused.
+    fn check_session(&self, connection: &ClientConnection) -> Result<(), HttpError> {
+        match (&self.0, connection.profile()) {
+            (Some(asked), session) if session != Some(&**asked) => Err(HttpError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "this session was opened {}, not in profile {asked:?}",
+                    session.map_or("without a profile".to_owned(), |p| format!(
+                        "in profile {p:?}"
+                    ))
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for RemoteIp {
     type Rejection = std::convert::Infallible;
@@ -172,6 +243,7 @@ type RequestParts = (
 pub async fn post(
     State(mcp): State<McpHttp>,
     RemoteIp(remote): RemoteIp,
+    picked: PickedProfile,
     TakenHeaders(headers): TakenHeaders,
     body: Bytes,
 ) -> Response {
@@ -228,12 +300,12 @@ pub async fn post(
     let stateless =
         !batch && (says_stateless || (!is_initialize && headers.get(SESSION_HEADER).is_none()));
     if stateless {
-        return stateless_post(&mcp, &headers, requests, others, answers).await;
+        return stateless_post(&mcp, &headers, picked, requests, others, answers).await;
     }
     // `in_use` keeps the session from expiring or being evicted while
     // this request runs (and, for a stream, while the stream is open).
     let (session_id, session, in_use) = if is_initialize {
-        match mcp.open_session(remote) {
+        match mcp.open_session(remote, picked.0.as_deref()) {
             Ok((id, session, in_use)) => (Some(id), session, in_use),
             Err(err) => return err.into_response(),
         }
@@ -243,6 +315,9 @@ pub async fn post(
             Err(err) => return err.into_response(),
         }
     };
+    if let Err(err) = picked.check_session(&session.connection) {
+        return err.into_response();
+    }
     let connection = Arc::clone(&session.connection);
     for message in &others {
         mcp.server.handle_other(&connection, message);
@@ -343,6 +418,7 @@ pub async fn post(
 async fn stateless_post(
     mcp: &McpHttp,
     headers: &HeaderMap,
+    picked: PickedProfile,
     requests: Vec<RequestParts>,
     others: Vec<Value>,
     mut answers: Vec<Value>,
@@ -374,6 +450,9 @@ async fn stateless_post(
     let (tx, rx) = Outbound::for_client();
     let tx = Arc::new(tx);
     let transport = ClientConnection::new(Arc::clone(&tx));
+    if let Some(profile) = &picked.0 {
+        transport.set_profile(profile);
+    }
     if wants_stream && revision.may_notify(&method, params.as_ref()) {
         // Closing the stream cancels the request.
         let cancelled = tokio_util::sync::CancellationToken::new();
@@ -408,7 +487,11 @@ async fn stateless_post(
 }
 
 /// `GET /mcp`: the session's notification stream.
-pub async fn get(State(mcp): State<McpHttp>, headers: HeaderMap) -> Response {
+pub async fn get(
+    State(mcp): State<McpHttp>,
+    picked: PickedProfile,
+    headers: HeaderMap,
+) -> Response {
     if headers.get(SESSION_HEADER).is_none() {
         // The 2026-07-28 revision has no GET stream (subscriptions/listen
         // replaces it); a 2025 session names itself.
@@ -422,6 +505,9 @@ pub async fn get(State(mcp): State<McpHttp>, headers: HeaderMap) -> Response {
         Ok(found) => found,
         Err(err) => return err.into_response(),
     };
+    if let Err(err) = picked.check_session(&session.connection) {
+        return err.into_response();
+    }
     let Some(receiver) = session
         .notifications
         .lock()

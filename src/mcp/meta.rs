@@ -104,7 +104,13 @@ pub fn tool_error(text: impl Into<String>) -> Value {
 
 /// Runs `search_tools` with the client's arguments. Blocking (the query's
 /// embedding): call from a blocking thread.
-pub fn search_tools(index: &SearchIndex, table: &RouteTable, arguments: Option<&Value>) -> Value {
+/// `only`: the tools of the client's view (none: every tool).
+pub fn search_tools(
+    index: &SearchIndex,
+    table: &RouteTable,
+    arguments: Option<&Value>,
+    only: Option<std::sync::Arc<std::collections::HashSet<std::sync::Arc<str>>>>,
+) -> Value {
     let Some(query) = arguments
         .and_then(|a| a.get("query"))
         .and_then(Value::as_str)
@@ -136,6 +142,7 @@ pub fn search_tools(index: &SearchIndex, table: &RouteTable, arguments: Option<&
     let request = SearchQuery {
         limit: Some(limit),
         server_filter: servers,
+        only_tools: only,
         ..SearchQuery::new(query)
     };
     let answer = match index.answer(&request, &table.search_view(), true) {

@@ -14,11 +14,13 @@ use crate::jsonrpc::Outgoing;
 use crate::limits::{self, Line};
 
 /// Serves one client on `input`/`output` until the input ends, `shutdown`,
-/// or the client stops taking its answers.
+/// or the client stops taking its answers; `profile` (checked by the
+/// caller) is the view it sees.
 pub async fn serve(
     server: Arc<FrontDoor>,
     input: impl AsyncRead + Unpin + Send + 'static,
     output: impl AsyncWrite + Unpin + Send + 'static,
+    profile: Option<String>,
     shutdown: CancellationToken,
 ) {
     server.set_single_client(true);
@@ -31,6 +33,9 @@ pub async fn serve(
     let stopped = stop.cancelled();
     tokio::pin!(stopped);
     let client = ClientConnection::new(Arc::clone(&outbound));
+    if let Some(profile) = &profile {
+        client.set_profile(profile);
+    }
 
     let writer = spawn_line_writer(output, queue);
     let notifier = tokio::spawn(super::subscriptions::forward_list_changes(

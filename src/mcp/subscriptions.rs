@@ -138,14 +138,17 @@ const LIST_CHANGED_WINDOW: std::time::Duration = std::time::Duration::from_milli
 /// changes; ends when the client goes away.
 pub async fn forward_list_changes(router: Router, client: Arc<ClientConnection>) {
     let mut changes = router.subscribe();
-    let mut last = *changes.borrow_and_update();
+    changes.borrow_and_update();
+    // What the client's view holds (its profile's, or everything).
+    let mut last = router.fingerprints_for(client.profile());
     while changes.changed().await.is_ok() {
         // Servers joining at start change the lists many times within a
         // moment, and each notification makes a desktop client list again:
         // one per kind for the lot, and none for a list that came back to
         // what the client last heard of.
         tokio::time::sleep(LIST_CHANGED_WINDOW).await;
-        let now = *changes.borrow_and_update();
+        changes.borrow_and_update();
+        let now = router.fingerprints_for(client.profile());
         if client.outbound().is_closed() {
             break;
         }

@@ -21,6 +21,9 @@ pub struct Caller {
     /// Who the client is, as the audit log names it (`mcp:<its name>`,
     /// `api:<peer>`).
     pub who: Option<Arc<str>>,
+    /// The profile the client picked: it reaches only what that view
+    /// admits. `None`: everything.
+    pub profile: Option<Arc<str>>,
 }
 
 /// Where a server's notifications about one call go, already in the

@@ -5,6 +5,7 @@ pub mod backoff;
 pub mod call;
 pub mod health;
 pub mod param_headers;
+pub mod profile;
 pub mod redact;
 pub mod server;
 pub mod skill;
@@ -15,6 +16,7 @@ pub mod wire_name;
 
 pub use backoff::Backoff;
 pub use call::{CallSink, Caller, ConnectOutcome, ServerNotice, ServerRequestHandler};
+pub use profile::{Profile, ProfileError, ProfileMatcher};
 pub use server::{
     AuditEntry, AuditFilter, AuditResult, ConnectionHistoryEntry, ServerId, ServerRecord,
     ServerSource, Transport, TransportType,

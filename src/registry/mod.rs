@@ -2,6 +2,7 @@
 //! in the store, resolves a server by id or name, and announces every change
 //! on an event channel the other parts subscribe to.
 
+mod profiles;
 pub mod validate;
 
 use chrono::{DateTime, Utc};
@@ -31,6 +32,8 @@ pub enum RegistryError {
     Conflict(String),
     #[error("Server not found: {0}")]
     NotFound(String),
+    #[error("Profile not found: {0}")]
+    ProfileNotFound(String),
     #[error(transparent)]
     Store(StoreError),
     #[error("the store task failed: {0}")]
@@ -74,6 +77,10 @@ pub enum RegistryEvent {
         id: ServerId,
         name: String,
         status: ServerStatus,
+    },
+    /// A profile was added, changed or removed.
+    ProfileChanged {
+        name: String,
     },
 }
 

@@ -128,6 +128,42 @@ impl Router {
         }
     }
 
+    /// `resolve_settled` within a client's view (none: everything): a
+    /// tool outside it is unknown, and no error names one.
+    pub async fn resolve_in_view(
+        &self,
+        name: &str,
+        server: Option<&str>,
+        profile: Option<&str>,
+    ) -> Result<(Arc<RouteTable>, Arc<Route>), CallError> {
+        let resolved = self.resolve_settled(name, server).await;
+        let Some(profile) = profile else {
+            return resolved;
+        };
+        let unknown = || CallError::UnknownTool(name.to_owned());
+        match resolved {
+            Ok((table, route)) if self.admits_route(Some(profile), &route) => Ok((table, route)),
+            Ok(_) | Err(CallError::UnknownTool(_)) => Err(unknown()),
+            Err(CallError::Ambiguous { name, candidates }) => {
+                let table = self.table();
+                let candidates: Vec<String> = candidates
+                    .into_iter()
+                    .filter(|id| {
+                        table
+                            .namespaced
+                            .get(id.as_str())
+                            .is_some_and(|route| self.admits_route(Some(profile), route))
+                    })
+                    .collect();
+                match candidates.len() {
+                    0 => Err(CallError::UnknownTool(name)),
+                    _ => Err(CallError::Ambiguous { name, candidates }),
+                }
+            }
+            Err(other) => Err(other),
+        }
+    }
+
     /// Calls a tool; `arguments` and `meta` pass through unchanged, except
     /// that a progress token is swapped for one of ours. With a `sink`, the
     /// server's progress (with the client's token) and log messages during
@@ -159,7 +195,9 @@ impl Router {
             caller,
         } = call;
         let started = Instant::now();
-        let (table, route) = self.resolve_settled(name, server).await?;
+        let (table, route) = self
+            .resolve_in_view(name, server, caller.profile.as_deref())
+            .await?;
         let session = self.session_for(&table, route.server_id).await?;
         let routing = started.elapsed();
         let _routed = sink.map(|sink| {

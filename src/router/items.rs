@@ -15,13 +15,21 @@ impl Router {
     /// Where a resource URI a client used goes (see
     /// `RouteTable::route_resource`), waiting for servers still starting if
     /// nobody offers it yet.
-    pub async fn route_resource(&self, uri: &str) -> Result<(ItemRoute, UriForm), CallError> {
-        if let Some(found) = self.table().route_resource(uri) {
-            return Ok(found);
-        }
-        self.settle().await;
-        self.table()
-            .route_resource(uri)
+    /// Outside the caller's view (`profile`), no resource is found.
+    pub async fn route_resource(
+        &self,
+        uri: &str,
+        profile: Option<&str>,
+    ) -> Result<(ItemRoute, UriForm), CallError> {
+        let found = match self.table().route_resource(uri) {
+            Some(found) => Some(found),
+            None => {
+                self.settle().await;
+                self.table().route_resource(uri)
+            }
+        };
+        found
+            .filter(|(route, _)| self.admits_server(profile, route.server_id))
             .ok_or_else(|| CallError::UnknownResource(uri.to_owned()))
     }
 
@@ -46,7 +54,7 @@ impl Router {
         meta: Option<Value>,
         caller: &Caller,
     ) -> Result<Value, CallError> {
-        let (route, form) = self.route_resource(uri).await?;
+        let (route, form) = self.route_resource(uri, caller.profile.as_deref()).await?;
         let key = cache::key(route.server_id, &route.original);
         let mut result = match self.cache.get(&key) {
             Some(cached) => cached,
@@ -97,6 +105,7 @@ impl Router {
         }
         let route = table
             .route_prompt(name)
+            .filter(|route| self.admits_server(caller.profile.as_deref(), route.server_id))
             .cloned()
             .ok_or_else(|| CallError::UnknownPrompt(name.to_owned()))?;
         let session = self.session_for(&table, route.server_id).await?;
@@ -125,7 +134,11 @@ impl Router {
     /// resource template its `ref` names, with the ref in the server's own
     /// terms. A server that offers no completions gets no request: the
     /// answer is an empty list.
-    pub async fn complete(&self, mut params: Value) -> Result<Value, CallError> {
+    pub async fn complete(
+        &self,
+        mut params: Value,
+        profile: Option<&str>,
+    ) -> Result<Value, CallError> {
         let reference = params.get("ref").cloned().unwrap_or(Value::Null);
         let kind = reference.get("type").and_then(Value::as_str);
         let (field, route) = match kind {
@@ -159,6 +172,12 @@ impl Router {
             }
             _ => return Err(CallError::UnknownReference),
         };
+        if !self.admits_server(profile, route.server_id) {
+            return Err(match field {
+                "name" => CallError::UnknownPrompt(route.original.to_string()),
+                _ => CallError::UnknownResource(route.original.to_string()),
+            });
+        }
         let session = self.session_for(&self.table(), route.server_id).await?;
         if !session.has_capability("completions") {
             return Ok(json!({"completion": {"values": [], "hasMore": false}}));

@@ -12,6 +12,7 @@ mod items;
 mod routes;
 pub mod table;
 mod upkeep;
+mod views;
 
 use arc_swap::ArcSwap;
 use serde_json::Value;
@@ -26,6 +27,7 @@ pub use calls::{CallOutcome, InputRound, ToolCall, WARNING_META};
 pub use conflicts::{Conflict, ConflictStrategy};
 pub use routes::{ItemRoute, Route};
 use table::{Fingerprints, RouteTable};
+pub use views::ViewLists;
 
 /// Why a call could not be routed or completed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -62,6 +64,8 @@ pub enum CallError {
     UnknownResource(String),
     #[error("Prompt not found: {0}")]
     UnknownPrompt(String),
+    #[error("Profile not found: {0}")]
+    UnknownProfile(String),
     #[error("`ref` must be a ref/prompt with a `name` or a ref/resource with a `uri`")]
     UnknownReference,
     /// The store could not be read (what it says is in the message).
@@ -108,6 +112,10 @@ pub struct Router {
     changes: watch::Sender<Fingerprints>,
     /// How many times servers announced a change of each list.
     announced: Arc<std::sync::Mutex<Fingerprints>>,
+    /// The same, server by server (for views).
+    announced_by:
+        Arc<std::sync::Mutex<std::collections::HashMap<crate::model::ServerId, Fingerprints>>>,
+    views: Arc<views::Views>,
     strategy: ConflictStrategy,
     cache: Arc<cache::ResourceCache>,
     /// One rebuild at a time, so an older snapshot never replaces a newer.
@@ -135,6 +143,8 @@ impl Router {
             sessions,
             changes,
             announced: Arc::default(),
+            announced_by: Arc::default(),
+            views: Arc::default(),
             strategy,
             cache: Arc::new(cache::ResourceCache::new(cache::CacheSettings::default())),
             rebuilding: Arc::new(tokio::sync::Mutex::new(())),
@@ -144,6 +154,7 @@ impl Router {
         router.rebuild().await;
         router.spawn_maintainer();
         router.spawn_cache_keeper();
+        router.spawn_view_keeper();
         router
     }
 
@@ -246,7 +257,7 @@ mod tests {
         assert_eq!(held_texts.len(), 60, "gamma is not available");
         assert!(listed_in_store.tools.held.is_none());
         assert_eq!(listed_in_store.tools.len(), 60);
-        let read = upkeep::read_listed(&store, &listed_in_store).unwrap();
+        let read = upkeep::read_listed(&store, &listed_in_store, None).unwrap();
         assert_eq!(texts(&read), texts(held_texts));
         let first: Value = serde_json::from_str(read[0].get()).unwrap();
         assert_eq!(first["name"], "alpha__tool_0");
@@ -264,7 +275,9 @@ mod tests {
         let beta = store.get_server_by_name("beta").unwrap().unwrap();
         store.replace_tools(beta.id, &tools(29), &rules).unwrap();
         assert_eq!(
-            upkeep::read_listed(&store, &listed_in_store).unwrap().len(),
+            upkeep::read_listed(&store, &listed_in_store, None)
+                .unwrap()
+                .len(),
             59
         );
         assert_ne!(

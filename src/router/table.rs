@@ -65,6 +65,9 @@ const HELD_LISTING_BYTES: usize = 32 << 20;
 pub struct ListedTools {
     /// Whose definitions, in order.
     pub routes: Vec<Arc<Route>>,
+    /// Each listed definition's hash (with its wire name), in the same
+    /// order: a view's fingerprint is made of those it lists.
+    pub(super) hashes: Vec<u64>,
     /// The definitions as listed, as JSON text (a definition is only ever
     /// written out), unless they would take more than
     /// `HELD_LISTING_BYTES`.
@@ -130,9 +133,8 @@ impl RouteTable {
         // held only for a catalog whose text fits `held_listing`: read in
         // a second pass once that is known, so a large catalog never has
         // them all in memory at once.
-        let mut routes: Vec<(Arc<Route>, bool)> = Vec::new();
+        let mut routes: Vec<(Arc<Route>, Option<u64>)> = Vec::new();
         let mut listed_bytes = 0usize;
-        let mut listed_fingerprint = 0u64;
         tools(&mut |tool: ToolRoute<'_>| {
             let Some(server) = table.servers.get(&tool.server_id) else {
                 return;
@@ -163,11 +165,13 @@ impl RouteTable {
                 wire_name: tool.wire_name.as_deref().map(Arc::from),
                 header_params: header_params.into(),
             });
-            let listed = server.status.is_available() && route.wire_name.is_some();
-            if let (true, Some(wire)) = (listed, &route.wire_name) {
-                listed_fingerprint = listed_fingerprint.wrapping_add(hash_of(&(&**wire, text)));
-                listed_bytes += text.len();
-            }
+            let listed = match (server.status.is_available(), &route.wire_name) {
+                (true, Some(wire)) => {
+                    listed_bytes += text.len();
+                    Some(hash_of(&(&**wire, text)))
+                }
+                _ => None,
+            };
             routes.push((route, listed));
         })?;
         routes.sort_unstable_by(|a, b| a.0.tool_id.cmp(&b.0.tool_id));
@@ -191,8 +195,9 @@ impl RouteTable {
                 .entry(route.server_id)
                 .or_default()
                 .insert(Arc::clone(&route.original_name), Arc::clone(&route));
-            if is_listed {
+            if let Some(hash) = is_listed {
                 listed.routes.push(route);
+                listed.hashes.push(hash);
             }
         }
         if listed_bytes <= held_listing {
@@ -212,14 +217,14 @@ impl RouteTable {
             })?;
             // A definition that is not an object (or a tool gone between
             // the passes) is not listed.
-            listed.routes = std::mem::take(&mut listed.routes)
+            (listed.routes, listed.hashes) = std::mem::take(&mut listed.routes)
                 .into_iter()
+                .zip(std::mem::take(&mut listed.hashes))
                 .zip(&held)
-                .filter_map(|(route, definition)| definition.is_some().then_some(route))
-                .collect();
+                .filter_map(|(listed, definition)| definition.is_some().then_some(listed))
+                .unzip();
             listed.held = Some(held.into_iter().flatten().collect());
         }
-        let listed_count = listed.len();
         table.tools = listed;
         let (aliases, conflicts) =
             super::conflicts::resolve(strategy, &table.by_original, &table.servers);
@@ -302,7 +307,7 @@ impl RouteTable {
         table.resource_templates = Arc::new(templates);
         table.prompts = Arc::new(prompts);
         table.fingerprints = Fingerprints {
-            tools: hash_of(&(listed_count, listed_fingerprint)),
+            tools: tools_fingerprint(table.tools.hashes.iter()),
             resources: fingerprint(&[&table.resources, &table.resource_templates]),
             prompts: fingerprint(&[&table.prompts]),
         };
@@ -535,8 +540,16 @@ pub(super) fn listed_as(definition: &RawValue, wire: &str) -> Option<Box<RawValu
     members.to_raw().ok()
 }
 
+/// The fingerprint of a tool list, from its definitions' hashes.
+pub(super) fn tools_fingerprint<'a>(hashes: impl Iterator<Item = &'a u64>) -> u64 {
+    let (count, sum) = hashes.fold((0usize, 0u64), |(count, sum), hash| {
+        (count + 1, sum.wrapping_add(*hash))
+    });
+    hash_of(&(count, sum))
+}
+
 /// A cheap hash of lists clients can read.
-fn fingerprint<T: std::fmt::Display>(lists: &[&Arc<Vec<T>>]) -> u64 {
+pub(super) fn fingerprint<T: std::fmt::Display>(lists: &[&Arc<Vec<T>>]) -> u64 {
     use std::hash::{Hash as _, Hasher as _};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     for list in lists {

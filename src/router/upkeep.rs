@@ -12,17 +12,23 @@ use super::{CallError, Router, cache, table};
 use crate::model::CatalogKind;
 use crate::registry::RegistryEvent;
 
-/// The definitions `table` lists, as `tools/list` shows them, read from
-/// `store` (tools removed since the table was built are left out).
+/// The definitions `table` lists (those at `positions` in its list, or
+/// all), as `tools/list` shows them, read from `store` (tools removed since
+/// the table was built are left out).
 pub(super) fn read_listed(
     store: &crate::store::Store,
     table: &RouteTable,
+    positions: Option<&[usize]>,
 ) -> Result<Vec<Box<serde_json::value::RawValue>>, crate::store::StoreError> {
-    let routes = &table.tools.routes;
+    let all = &table.tools.routes;
+    let routes: Vec<&Arc<super::Route>> = match positions {
+        Some(positions) => positions.iter().filter_map(|&at| all.get(at)).collect(),
+        None => all.iter().collect(),
+    };
     let definitions =
         store.tool_definitions(routes.iter().map(|r| (r.server_id, &*r.original_name)))?;
     Ok(routes
-        .iter()
+        .into_iter()
         .zip(definitions)
         .filter_map(|(route, definition)| {
             table::listed_as(&definition?, route.wire_name.as_deref()?)
@@ -93,15 +99,19 @@ impl Router {
         }
     }
 
-    /// The definitions `table` lists, read from the store: a catalog too
-    /// large for the table to hold them (`ListedTools::held` is `None`).
+    /// The definitions `table` lists (those at `positions`, or all), read
+    /// from the store: a catalog too large for the table to hold them
+    /// (`ListedTools::held` is `None`).
     /// Tools removed since the table was built are left out.
     pub async fn read_listed_tools(
         &self,
         table: Arc<RouteTable>,
+        positions: Option<Vec<usize>>,
     ) -> Result<Vec<Box<serde_json::value::RawValue>>, CallError> {
         let store = Arc::clone(self.sessions.registry().store());
-        let read = tokio::task::spawn_blocking(move || read_listed(&store, &table)).await;
+        let read =
+            tokio::task::spawn_blocking(move || read_listed(&store, &table, positions.as_deref()))
+                .await;
         match read {
             Ok(Ok(listed)) => Ok(listed),
             Ok(Err(err)) => Err(CallError::Catalog(err.to_string())),
@@ -112,17 +122,31 @@ impl Router {
     /// A server said one of its lists changed (after we listed it again):
     /// clients are told, even if the aggregate is the same, as a client of
     /// that server alone would be.
-    pub(super) fn spawn_announce(&self, list: fn(&mut Fingerprints) -> &mut u64) {
+    pub(super) fn spawn_announce(
+        &self,
+        server: crate::model::ServerId,
+        list: fn(&mut Fingerprints) -> &mut u64,
+    ) {
         let router = self.clone();
-        tokio::spawn(async move { router.announce(list).await });
+        tokio::spawn(async move { router.announce(server, list).await });
     }
 
-    pub(super) async fn announce(&self, list: fn(&mut Fingerprints) -> &mut u64) {
+    pub(super) async fn announce(
+        &self,
+        server: crate::model::ServerId,
+        list: fn(&mut Fingerprints) -> &mut u64,
+    ) {
         // The table first holds what was just listed.
         self.catch_up().await;
-        if let Ok(mut epochs) = self.announced.lock() {
-            let epoch = list(&mut epochs);
+        let bump = |epochs: &mut Fingerprints| {
+            let epoch = list(epochs);
             *epoch = epoch.wrapping_add(1);
+        };
+        if let Ok(mut by_server) = self.announced_by.lock() {
+            bump(by_server.entry(server).or_default());
+        }
+        if let Ok(mut epochs) = self.announced.lock() {
+            bump(&mut epochs);
         }
         self.publish();
     }
@@ -159,10 +183,10 @@ impl Router {
                             }
                             Some("notifications/resources/list_changed") => {
                                 router.cache.invalidate_server(notice.server_id);
-                                router.spawn_announce(|f| &mut f.resources);
+                                router.spawn_announce(notice.server_id, |f| &mut f.resources);
                             }
-                            Some("notifications/tools/list_changed") => router.spawn_announce(|f| &mut f.tools),
-                            Some("notifications/prompts/list_changed") => router.spawn_announce(|f| &mut f.prompts),
+                            Some("notifications/tools/list_changed") => router.spawn_announce(notice.server_id, |f| &mut f.tools),
+                            Some("notifications/prompts/list_changed") => router.spawn_announce(notice.server_id, |f| &mut f.prompts),
                             _ => {}
                         },
                         Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
@@ -195,6 +219,7 @@ impl Router {
                 let relevant = tokio::select! {
                     event = registry_events.recv() => match event {
                         Ok(RegistryEvent::StatusChanged { .. } | RegistryEvent::Removed { .. } | RegistryEvent::Registered { .. } | RegistryEvent::Updated { .. }) => true,
+                        Ok(RegistryEvent::ProfileChanged { .. }) => false,
                         Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
                         Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
                     },

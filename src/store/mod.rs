@@ -22,6 +22,7 @@ mod health;
 mod history;
 mod meta;
 mod opening;
+mod profiles;
 mod recover;
 mod reopen;
 mod secrets;

@@ -14,7 +14,7 @@ use super::meta::{META, META_SCHEMA_VERSION, SCHEMA_VERSION};
 use super::secrets::Cipher;
 use super::servers::{SERVER_NAMES, SERVERS};
 use super::{
-    KEY_FILE, STORE_FILE, Store, StoreError, backend, catalog, embeddings, health, skills,
+    KEY_FILE, STORE_FILE, Store, StoreError, backend, catalog, embeddings, health, profiles, skills,
 };
 
 /// redb's page cache. Its default (1 GiB) lets a daemon that read its whole
@@ -99,6 +99,10 @@ impl Store {
                 2 => {
                     txn.open_table(skills::SKILLS)?;
                     txn.open_table(skills::SUGGESTIONS)?;
+                }
+                // 3 -> 4: profiles (views).
+                3 => {
+                    txn.open_table(profiles::PROFILES)?;
                 }
                 _ => unreachable!("every version below SCHEMA_VERSION has a step"),
             }

@@ -3,7 +3,7 @@
 // (`@modelcontextprotocol/client`) launching `mcp-aggregator stdio` exactly
 // as a client config would, then taking commands on stdin, one per line,
 // and printing one JSON line per command (see tests/python/held_client.py):
-//   tools | call NAME JSON | quit
+//   tools | call NAME JSON (a JSON-RPC error: {error}) | quit
 //
 //   held_client_v2.mjs <aggregator binary> [aggregator args...]
 
@@ -27,8 +27,13 @@ for await (const line of lines) {
     const { tools } = await client.listTools();
     say({ tools: tools.map((tool) => tool.name) });
   } else if (word === "call") {
-    const result = await client.callTool({ name, arguments: rest.length ? JSON.parse(rest.join(" ")) : {} });
-    say({ text: result.content?.[0]?.text ?? null, is_error: result.isError ?? false });
+    try {
+      const result = await client.callTool({ name, arguments: rest.length ? JSON.parse(rest.join(" ")) : {} });
+      say({ text: result.content?.[0]?.text ?? null, is_error: result.isError ?? false });
+    } catch (error) {
+      // A JSON-RPC error: the session goes on.
+      say({ error: String(error?.message ?? error) });
+    }
   }
 }
 await client.close();

@@ -3,7 +3,8 @@
 commands on stdin, one per line, and printing one JSON line per command:
 
     tools            the tool names listed now
-    call NAME JSON   a tool call's first text and is_error
+    call NAME JSON   a tool call's first text and is_error (or its JSON-RPC
+                     error: {"error": message})
     quit             close the session and exit
 
     held_client.py <aggregator binary> [aggregator args...]
@@ -34,7 +35,11 @@ async def main():
                 print(json.dumps({"tools": [t.name for t in tools.tools]}), flush=True)
             elif words[0] == "call":
                 arguments = json.loads(words[2]) if len(words) > 2 else {}
-                result = await client.call_tool(words[1], arguments)
+                try:
+                    result = await client.call_tool(words[1], arguments)
+                except Exception as err:  # a JSON-RPC error: the session goes on
+                    print(json.dumps({"error": str(err)}), flush=True)
+                    continue
                 text = result.content[0].text if result.content else None
                 print(json.dumps({"text": text, "is_error": result.is_error}), flush=True)
     print(json.dumps({"closed": True}), flush=True)

@@ -52,7 +52,11 @@ pub(super) async fn listen(
         })
         .unwrap_or_default();
     for uri in asked {
-        let Ok((route, _)) = server.router().route_resource(&uri).await else {
+        let Ok((route, _)) = server
+            .router()
+            .route_resource(&uri, transport.profile())
+            .await
+        else {
             continue;
         };
         if server.subscriptions.add(&listener, &route, &uri)
@@ -95,7 +99,8 @@ pub(super) async fn listen(
     // Watched before the acknowledgement: a client that changes a list
     // as soon as it reads it must hear of the change.
     let mut changes = server.router().subscribe();
-    let mut last = *changes.borrow_and_update();
+    changes.borrow_and_update();
+    let mut last = server.router().fingerprints_for(transport.profile());
     let outbound = transport.outbound();
     outbound.notify(tag(jsonrpc::notification(
         "notifications/subscriptions/acknowledged",
@@ -107,7 +112,8 @@ pub(super) async fn listen(
                 if changed.is_err() {
                     break;
                 }
-                let now = *changes.borrow_and_update();
+                changes.borrow_and_update();
+                let now = server.router().fingerprints_for(transport.profile());
                 for (on, differs, method) in [
                     (tools, now.tools != last.tools, "notifications/tools/list_changed"),
                     (prompts, now.prompts != last.prompts, "notifications/prompts/list_changed"),

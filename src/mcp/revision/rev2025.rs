@@ -144,7 +144,7 @@ async fn subscription(
         .to_owned();
     let subscribe = method == "resources/subscribe";
     let router = server.router();
-    let (route, _) = router.route_resource(&uri).await?;
+    let (route, _) = router.route_resource(&uri, client.profile()).await?;
     let ask_server = if subscribe {
         server.subscriptions.add(client, &route, &uri)
     } else {

@@ -1,0 +1,296 @@
+//! Profiles (views): what one client sees of the aggregate — which
+//! servers, which tools (ids or wire names, with `*` and `?` globs, less
+//! the excluded ones) and which skills. A list left out does not restrict;
+//! a list given admits only what one of its patterns matches, and a tool
+//! must pass every list given. No profile: everything.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// A named view, as the config file, the API and the store hold it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Profile {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Server names (globs); absent: every server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub servers: Option<Vec<String>>,
+    /// Tool ids (`server.tool`) or wire names (`server__tool`), globs;
+    /// absent: every tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// Tools left out even when the other lists admit them (globs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude_tools: Vec<String>,
+    /// Skill ids (globs): tools classified into one of them; absent: any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Vec<String>>,
+    /// The config file that defined it (absolute); `None`: the API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A profile's name goes into URLs (`/mcp/{name}`): the server-name rule.
+pub const MAX_PROFILE_NAME: usize = 64;
+/// Patterns per list, and characters per pattern.
+pub const MAX_PATTERNS: usize = 1000;
+pub const MAX_PATTERN_LEN: usize = 512;
+
+/// What is wrong with a profile: the field and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field} {message}")]
+pub struct ProfileError {
+    pub field: String,
+    pub message: String,
+}
+
+impl Profile {
+    /// Checks the name and every pattern; the profile as stored.
+    pub fn validate(&self) -> Result<(), ProfileError> {
+        validate_profile_name(&self.name)?;
+        if let Some(description) = &self.description
+            && description.chars().count() > 1000
+        {
+            return Err(ProfileError {
+                field: "description".into(),
+                message: "must be at most 1000 characters".into(),
+            });
+        }
+        let lists = [
+            ("servers", self.servers.as_deref()),
+            ("tools", self.tools.as_deref()),
+            ("exclude_tools", Some(self.exclude_tools.as_slice())),
+            ("skills", self.skills.as_deref()),
+        ];
+        for (field, list) in lists {
+            let Some(list) = list else { continue };
+            if list.len() > MAX_PATTERNS {
+                return Err(ProfileError {
+                    field: field.into(),
+                    message: format!("may hold at most {MAX_PATTERNS} patterns"),
+                });
+            }
+            for (at, pattern) in list.iter().enumerate() {
+                if pattern.is_empty() || pattern.len() > MAX_PATTERN_LEN {
+                    return Err(ProfileError {
+                        field: format!("{field}[{at}]"),
+                        message: format!("must be 1 to {MAX_PATTERN_LEN} characters"),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The same view (what it admits), whoever defined it and when.
+    pub fn same_view(&self, other: &Profile) -> bool {
+        self.description == other.description
+            && self.servers == other.servers
+            && self.tools == other.tools
+            && self.exclude_tools == other.exclude_tools
+            && self.skills == other.skills
+    }
+}
+
+/// `^[a-z][a-z0-9_-]*$`, at most 64 characters.
+pub fn validate_profile_name(name: &str) -> Result<(), ProfileError> {
+    let fail = |message: &str| {
+        Err(ProfileError {
+            field: "name".into(),
+            message: message.into(),
+        })
+    };
+    if name.is_empty() || name.len() > MAX_PROFILE_NAME {
+        return fail("must be 1 to 64 characters");
+    }
+    let mut chars = name.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase());
+    if !first_ok
+        || !chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+    {
+        return fail("must match ^[a-z][a-z0-9_-]*$");
+    }
+    Ok(())
+}
+
+/// A list of globs, matched as a whole (`*`: any characters, `?`: one),
+/// case-sensitively. Written as one regex set over the crate's `regex`
+/// (a glob has no path rules here, so a glob crate would add nothing).
+#[derive(Debug, Clone)]
+pub struct Globs(regex::RegexSet);
+
+impl Globs {
+    pub fn new(patterns: &[String]) -> Globs {
+        let regexes = patterns.iter().map(|pattern| {
+            let mut regex = String::with_capacity(pattern.len() + 8);
+            regex.push_str("^(?:");
+            let mut literal = [0u8; 4];
+            for c in pattern.chars() {
+                match c {
+                    '*' => regex.push_str(".*"),
+                    '?' => regex.push('.'),
+                    other => regex.push_str(&regex::escape(other.encode_utf8(&mut literal))),
+                }
+            }
+            regex.push_str(")$");
+            regex
+        });
+        // Every pattern is escaped text and two operators, within the
+        // validated sizes: it compiles. Should it not, it matches nothing.
+        Globs(
+            regex::RegexSetBuilder::new(regexes)
+                .size_limit(64 << 20)
+                .build()
+                .unwrap_or_else(|_| regex::RegexSet::empty()),
+        )
+    }
+
+    pub fn matches(&self, text: &str) -> bool {
+        self.0.is_match(text)
+    }
+}
+
+/// A profile ready to match: each list compiled once.
+#[derive(Debug, Clone)]
+pub struct ProfileMatcher {
+    servers: Option<Globs>,
+    tools: Option<Globs>,
+    exclude_tools: Option<Globs>,
+    skills: Option<Globs>,
+}
+
+impl ProfileMatcher {
+    pub fn new(profile: &Profile) -> ProfileMatcher {
+        let compile = |list: &Option<Vec<String>>| list.as_deref().map(Globs::new);
+        ProfileMatcher {
+            servers: compile(&profile.servers),
+            tools: compile(&profile.tools),
+            exclude_tools: (!profile.exclude_tools.is_empty())
+                .then(|| Globs::new(&profile.exclude_tools)),
+            skills: compile(&profile.skills),
+        }
+    }
+
+    /// Admits nothing (a profile that was removed while clients used it).
+    pub fn nothing() -> ProfileMatcher {
+        let none = Some(Globs(regex::RegexSet::empty()));
+        ProfileMatcher {
+            servers: none,
+            tools: None,
+            exclude_tools: None,
+            skills: None,
+        }
+    }
+
+    pub fn admits_server(&self, server: &str) -> bool {
+        self.servers.as_ref().is_none_or(|g| g.matches(server))
+    }
+
+    /// Whether the view filters by skill (the tool's skills are then
+    /// needed).
+    pub fn filters_skills(&self) -> bool {
+        self.skills.is_some()
+    }
+
+    /// Whether one of the view's skills is this one (false when the view
+    /// names no skills: see `filters_skills`).
+    pub fn admits_skill(&self, skill: &str) -> bool {
+        self.skills
+            .as_ref()
+            .is_some_and(|globs| globs.matches(skill))
+    }
+
+    /// A tool by its server, id and wire name: every rule but the skills.
+    pub fn admits_named(&self, server: &str, tool_id: &str, wire_name: Option<&str>) -> bool {
+        let named = |globs: &Globs| {
+            globs.matches(tool_id) || wire_name.is_some_and(|wire| globs.matches(wire))
+        };
+        self.admits_server(server)
+            && self.tools.as_ref().is_none_or(named)
+            && !self.exclude_tools.as_ref().is_some_and(named)
+    }
+
+    /// A tool, by its server, id, wire name and skills.
+    pub fn admits_tool<'a>(
+        &self,
+        server: &str,
+        tool_id: &str,
+        wire_name: Option<&str>,
+        skills: impl IntoIterator<Item = &'a str>,
+    ) -> bool {
+        self.admits_named(server, tool_id, wire_name)
+            && (!self.filters_skills() || skills.into_iter().any(|s| self.admits_skill(s)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(json: serde_json::Value) -> Profile {
+        let mut value = json;
+        value["updated_at"] = "2026-11-28T00:00:00Z".into();
+        serde_json::from_value(value).expect("a profile")
+    }
+
+    #[test]
+    fn globs_match_whole_names_and_escape_everything_else() {
+        let globs = Globs::new(&["github.*".into(), "fs.read_?ile".into(), "a+b".into()]);
+        assert!(globs.matches("github.create_issue"));
+        assert!(!globs.matches("xgithub.create_issue"));
+        assert!(!globs.matches("githubXcreate"), "the dot is literal");
+        assert!(globs.matches("fs.read_file"));
+        assert!(!globs.matches("fs.read_file2"));
+        assert!(globs.matches("a+b"));
+        assert!(!globs.matches("aab"));
+        assert!(!Globs::new(&[]).matches("anything"));
+    }
+
+    #[test]
+    fn every_given_list_must_admit_a_tool() {
+        let view = ProfileMatcher::new(&profile(serde_json::json!({
+            "name": "coding",
+            "servers": ["github", "fs*"],
+            "tools": ["github.*", "fs__read_*"],
+            "exclude_tools": ["github.delete_*"],
+        })));
+        assert!(view.admits_tool("github", "github.create_issue", None, []));
+        assert!(!view.admits_tool("github", "github.delete_repo", None, []));
+        assert!(view.admits_tool("fs", "fs.read_file", Some("fs__read_file"), []));
+        assert!(!view.admits_tool("fs", "fs.write_file", Some("fs__write_file"), []));
+        assert!(!view.admits_tool("slack", "slack.post", None, []));
+        assert!(view.admits_server("fs2"));
+        assert!(!view.admits_server("slack"));
+    }
+
+    #[test]
+    fn skills_admit_classified_tools_only() {
+        let view = ProfileMatcher::new(&profile(serde_json::json!({
+            "name": "writing", "skills": ["docs-*"],
+        })));
+        assert!(view.filters_skills());
+        assert!(view.admits_tool("a", "a.t", None, ["docs-editing"]));
+        assert!(!view.admits_tool("a", "a.t", None, ["code"]));
+        assert!(!view.admits_tool("a", "a.t", None, []));
+        assert!(!ProfileMatcher::nothing().admits_tool("a", "a.t", None, []));
+    }
+
+    #[test]
+    fn names_and_patterns_are_checked() {
+        assert!(
+            profile(serde_json::json!({"name": "ok-1"}))
+                .validate()
+                .is_ok()
+        );
+        for bad in ["", "Upper", "1abc", "has space", &"x".repeat(65)] {
+            assert!(validate_profile_name(bad).is_err(), "{bad:?}");
+        }
+        let empty_pattern = profile(serde_json::json!({"name": "p", "tools": [""]}));
+        assert_eq!(
+            empty_pattern.validate().map_err(|e| e.field),
+            Err("tools[0]".to_owned())
+        );
+    }
+}
