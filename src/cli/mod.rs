@@ -257,7 +257,10 @@ fn daemon_args_for(
         let text = arg.to_string_lossy();
         let name = text.split('=').next().unwrap_or_default();
         // The client's own: a daemon serves every client.
-        if matches!(name, "--config" | "--data-dir" | "--idle-exit" | "--profile") {
+        if matches!(
+            name,
+            "--config" | "--data-dir" | "--idle-exit" | "--profile"
+        ) {
             skip_value = !text.contains('=');
             continue;
         }

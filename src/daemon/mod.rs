@@ -605,7 +605,7 @@ pub async fn unknown_profile(registry: &Registry, err: crate::router::CallError)
         .unwrap_or_default();
     match known.is_empty() {
         true => format!(
-            "{err}: no profiles are defined (a config file's `profiles`, or POST /api/v1/profiles)"
+            "{err}: no profiles are defined (add them in a config file's `profiles`, or with `mcp-aggregator profiles set`)"
         ),
         false => format!("{err}; the profiles are: {}", known.join(", ")),
     }

@@ -140,27 +140,45 @@ impl Router {
         let Some(profile) = profile else {
             return resolved;
         };
-        let unknown = || CallError::UnknownTool(name.to_owned());
-        match resolved {
-            Ok((table, route)) if self.admits_route(Some(profile), &route) => Ok((table, route)),
-            Ok(_) | Err(CallError::UnknownTool(_)) => Err(unknown()),
-            Err(CallError::Ambiguous { name, candidates }) => {
-                let table = self.table();
-                let candidates: Vec<String> = candidates
-                    .into_iter()
-                    .filter(|id| {
-                        table
-                            .namespaced
-                            .get(id.as_str())
-                            .is_some_and(|route| self.admits_route(Some(profile), route))
-                    })
-                    .collect();
-                match candidates.len() {
-                    0 => Err(CallError::UnknownTool(name)),
-                    _ => Err(CallError::Ambiguous { name, candidates }),
-                }
+        let (table, route) = match resolved {
+            Ok((table, route)) if self.admits_route(Some(profile), &route) => {
+                return Ok((table, route));
             }
-            Err(other) => Err(other),
+            Ok((table, route)) => (table, Some(route)),
+            Err(CallError::UnknownTool(_) | CallError::Ambiguous { .. }) => (self.table(), None),
+            Err(other) => return Err(other),
+        };
+        // A bare name, as the view has it: among its own tools only.
+        let mut candidates: Vec<&Arc<Route>> = match server {
+            Some(_) => Vec::new(),
+            None => table
+                .by_original
+                .get(name)
+                .map(|routes| {
+                    routes
+                        .iter()
+                        .filter(|r| self.admits_route(Some(profile), r))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        // The conflict strategy routes bare names (it picked a server
+        // outside the view): the view's one server offering it is meant.
+        let bare_names_on = route.is_some() && table.aliases.contains_key(name);
+        match candidates.len() {
+            0 => Err(CallError::UnknownTool(name.to_owned())),
+            1 if bare_names_on => {
+                let only = Arc::clone(candidates.remove(0));
+                Ok((Arc::clone(&table), only))
+            }
+            1 => Err(CallError::UnknownTool(format!(
+                "{name} (bare names are off: call it as {})",
+                candidates[0].tool_id
+            ))),
+            _ => Err(CallError::Ambiguous {
+                name: name.to_owned(),
+                candidates: candidates.iter().map(|r| r.tool_id.to_string()).collect(),
+            }),
         }
     }
 

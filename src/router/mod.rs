@@ -182,7 +182,10 @@ impl Router {
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod listing_tests {
     use super::*;
     use crate::model::{ServerRecord, ServerSource, Transport};
     use crate::store::Store;
