@@ -405,6 +405,7 @@ async fn openapi_document_matches_the_routes() {
     documented.sort();
     let expected = [
         ("DELETE", "/api/v1/aggregator/servers/{id}"),
+        ("DELETE", "/api/v1/profiles/{name}"),
         ("DELETE", "/api/v1/skills/suggestions/{id}"),
         ("DELETE", "/api/v1/skills/{id}"),
         ("GET", "/api/v1/aggregator/audit"),
@@ -415,6 +416,8 @@ async fn openapi_document_matches_the_routes() {
         ("GET", "/api/v1/aggregator/servers/{id}/history"),
         ("GET", "/api/v1/aggregator/servers/{id}/tools"),
         ("GET", "/api/v1/aggregator/state"),
+        ("GET", "/api/v1/profiles"),
+        ("GET", "/api/v1/profiles/{name}"),
         ("GET", "/api/v1/search/status"),
         ("GET", "/api/v1/skills"),
         ("GET", "/api/v1/skills/status"),
@@ -431,6 +434,7 @@ async fn openapi_document_matches_the_routes() {
         ("POST", "/api/v1/skills"),
         ("POST", "/api/v1/skills/reclassify"),
         ("POST", "/api/v1/tools/call"),
+        ("PUT", "/api/v1/profiles/{name}"),
         ("PUT", "/api/v1/skills/{id}"),
     ];
     let expected: Vec<(String, String)> = expected
@@ -468,4 +472,83 @@ async fn openapi_document_matches_the_routes() {
     }
     assert!(doc["components"]["schemas"]["ServerView"].is_object());
     assert!(doc["components"]["schemas"]["RegisterServerRequest"].is_object());
+}
+
+/// Profiles: added (201), replaced (200), read with the tools the view
+/// lists, listed, removed (204); bad names, patterns and bodies are 422,
+/// a missing one 404, each with a detail; the audit log has each change.
+#[tokio::test]
+async fn profiles_are_added_read_replaced_and_removed() {
+    let d = Daemon::start();
+    let put = |name: &str, body: Value| {
+        let url = d.api(&format!("/api/v1/profiles/{name}"));
+        async move {
+            let response = http().put(url).json(&body).send().await.unwrap();
+            let status = response.status();
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    let (status, created) = put(
+        "coding",
+        json!({"servers": ["git*"], "exclude_tools": ["*.delete_*"]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(created["name"], "coding");
+    assert_eq!(created["mcp_path"], "/mcp/coding");
+    assert_eq!(
+        created["visible_tools"],
+        json!([]),
+        "no server is connected"
+    );
+    assert!(
+        created.get("source").is_none(),
+        "added through the API: {created}"
+    );
+
+    let (status, replaced) = put("coding", json!({"tools": ["github.*"]})).await;
+    assert_eq!(status, StatusCode::OK, "{replaced}");
+    let (status, read) = get(&d, "/api/v1/profiles/coding").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(read["tools"], json!(["github.*"]));
+    assert!(read.get("servers").is_none(), "replaced whole: {read}");
+    let (status, listed) = get(&d, "/api/v1/profiles").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+
+    for (name, body, wanted) in [
+        ("Bad Name", json!({}), "name"),
+        ("ok", json!({"tools": [""]}), "tools[0]"),
+        ("ok", json!({"servers": "github"}), "servers"),
+        ("ok", json!({"unknown": true}), "unknown"),
+        ("ok", json!({"tools": vec!["x"; 1001]}), "tools"),
+    ] {
+        let (status, body) = put(name, body).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{name}: {body}");
+        assert!(detail(&body).contains(wanted), "{name}: {body}");
+    }
+    let (status, missing) = get(&d, "/api/v1/profiles/nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(detail(&missing), "Profile not found: nope");
+
+    let url = d.api("/api/v1/profiles/coding");
+    let deleted = http().delete(&url).send().await.unwrap();
+    assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
+    let again = http().delete(&url).send().await.unwrap();
+    assert_eq!(again.status(), StatusCode::NOT_FOUND);
+    let (_, audit) = get(&d, "/api/v1/aggregator/audit?server=profile:coding").await;
+    let actions: Vec<&str> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    assert_eq!(
+        actions,
+        ["profile_delete", "profile_put", "profile_put"],
+        "{audit}"
+    );
 }

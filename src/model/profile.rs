@@ -35,8 +35,8 @@ pub struct Profile {
 /// A profile's name goes into URLs (`/mcp/{name}`): the server-name rule.
 pub const MAX_PROFILE_NAME: usize = 64;
 /// Patterns per list, and characters per pattern.
-pub const MAX_PATTERNS: usize = 1000;
-pub const MAX_PATTERN_LEN: usize = 512;
+pub const MAX_PATTERNS: usize = 500;
+pub const MAX_PATTERN_LEN: usize = 256;
 
 /// What is wrong with a profile: the field and why.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -127,12 +127,17 @@ impl Globs {
             let mut regex = String::with_capacity(pattern.len() + 8);
             regex.push_str("^(?:");
             let mut literal = [0u8; 4];
+            let mut previous = None;
             for c in pattern.chars() {
                 match c {
+                    // `**` is `*`: a run is one `.*` (a pattern of stars
+                    // would otherwise build a large automaton for nothing).
+                    '*' if previous == Some('*') => {}
                     '*' => regex.push_str(".*"),
                     '?' => regex.push('.'),
                     other => regex.push_str(&regex::escape(other.encode_utf8(&mut literal))),
                 }
+                previous = Some(c);
             }
             regex.push_str(")$");
             regex
@@ -237,7 +242,13 @@ mod tests {
 
     #[test]
     fn globs_match_whole_names_and_escape_everything_else() {
-        let globs = Globs::new(&["github.*".into(), "fs.read_?ile".into(), "a+b".into()]);
+        let globs = Globs::new(&[
+            "github.*".into(),
+            "fs.read_?ile".into(),
+            "a+b".into(),
+            "x**y".into(),
+        ]);
+        assert!(globs.matches("xy") && globs.matches("x..y"));
         assert!(globs.matches("github.create_issue"));
         assert!(!globs.matches("xgithub.create_issue"));
         assert!(!globs.matches("githubXcreate"), "the dot is literal");

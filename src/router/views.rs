@@ -14,19 +14,27 @@ use super::routes::Route;
 use super::table::{Fingerprints, RouteTable, fingerprint, tools_fingerprint};
 use super::{CallError, Router};
 use crate::index::SearchIndex;
-use crate::model::{ProfileMatcher, ServerId};
+use crate::model::{Profile, ProfileMatcher, ServerId};
 use crate::registry::RegistryEvent;
 
 /// The profiles and what their views list.
 #[derive(Default)]
 pub(super) struct Views {
-    profiles: ArcSwap<HashMap<String, Arc<ProfileMatcher>>>,
+    profiles: ArcSwap<HashMap<String, Compiled>>,
     /// Moves on each time the profiles are reloaded.
     version: AtomicU64,
     /// Tools' skills, for views that name skills.
     index: OnceLock<SearchIndex>,
     skills: OnceLock<tokio::sync::watch::Receiver<u64>>,
     listed: Mutex<HashMap<String, Arc<ViewLists>>>,
+}
+
+/// A profile and its rules, compiled once (a large pattern list takes a
+/// moment): kept while the profile stays the same view.
+#[derive(Clone)]
+struct Compiled {
+    profile: Profile,
+    matcher: Arc<ProfileMatcher>,
 }
 
 /// What one view lists, cut from one table.
@@ -82,9 +90,18 @@ impl Router {
     pub(super) async fn reload_profiles(&self) {
         match self.sessions.registry().profiles().await {
             Ok(profiles) => {
+                let before = self.views.profiles.load_full();
                 let compiled = profiles
-                    .iter()
-                    .map(|p| (p.name.clone(), Arc::new(ProfileMatcher::new(p))))
+                    .into_iter()
+                    .map(|profile| {
+                        let matcher = match before.get(&profile.name) {
+                            Some(known) if known.profile.same_view(&profile) => {
+                                Arc::clone(&known.matcher)
+                            }
+                            _ => Arc::new(ProfileMatcher::new(&profile)),
+                        };
+                        (profile.name.clone(), Compiled { profile, matcher })
+                    })
                     .collect();
                 self.views.profiles.store(Arc::new(compiled));
                 self.views.version.fetch_add(1, Ordering::Relaxed);
@@ -101,7 +118,7 @@ impl Router {
             .profiles
             .load()
             .get(profile)
-            .cloned()
+            .map(|compiled| Arc::clone(&compiled.matcher))
             .unwrap_or_else(|| Arc::new(ProfileMatcher::nothing()))
     }
 
@@ -296,7 +313,7 @@ impl Router {
                     .profiles
                     .load()
                     .values()
-                    .any(|m| m.filters_skills());
+                    .any(|compiled| compiled.matcher.filters_skills());
                 if any_by_skill {
                     router.wake_listeners();
                 }
