@@ -20,6 +20,7 @@ fn help_has_examples_at_every_level() {
         vec!["servers", "connect", "--help"],
         vec!["servers", "disconnect", "--help"],
         vec!["tools", "--help"],
+        vec!["profiles", "set", "--help"],
     ] {
         let output = Command::new(BIN).args(&args).output().unwrap();
         assert!(output.status.success(), "{args:?}");
@@ -300,4 +301,48 @@ fn the_allocator_starts_with_the_binary_settings_unless_the_user_set_them() {
         users.contains("option 'page_commit_on_demand': 0"),
         "{users}"
     );
+}
+
+/// `profiles set|list|show|remove` through the daemon; a bad name is
+/// exit 2 with the reason.
+#[test]
+fn profiles_round_trip() {
+    let d = Daemon::start();
+    let dir = &d.data_dir;
+    let (code, stdout, stderr) = cli(
+        dir,
+        &[
+            "profiles",
+            "set",
+            "coding",
+            "--server",
+            "github",
+            "--exclude-tool",
+            "github.delete_*",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("/mcp/coding"), "{stdout}");
+    let (code, stdout, stderr) = cli(dir, &["profiles", "list"]);
+    assert_eq!(code, 0, "{stderr}");
+    let row = stdout
+        .lines()
+        .find(|l| l.contains("coding"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(row.contains("github") && row.contains("api"), "{row}");
+    let (code, stdout, _) = cli(dir, &["profiles", "show", "coding", "--json"]);
+    assert_eq!(code, 0);
+    let shown: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        shown["exclude_tools"],
+        serde_json::json!(["github.delete_*"])
+    );
+    let (code, _, stderr) = cli(dir, &["profiles", "set", "Not Valid"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("name"), "{stderr}");
+    let (code, _, stderr) = cli(dir, &["profiles", "remove", "coding"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = cli(dir, &["profiles", "show", "coding"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("Profile not found: coding"), "{stderr}");
 }
