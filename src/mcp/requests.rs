@@ -79,8 +79,16 @@ impl crate::model::ServerRequestHandler for ForwardToClients {
             };
             match server.client_for(server_id, capability) {
                 Ok(client) => client.ask(&method, params).await,
-                // The calling client shares no roots: it has none for us.
-                Err(NoClient::Unsupported(_)) if capability == "roots" => Ok(json!({"roots": []})),
+                // The calling client shares no roots, or no client is
+                // calling (servers ask as soon as they start): there are
+                // none to give. An empty list, not an error each server
+                // would log at every start; a server that asks during a
+                // call gets its client's.
+                Err(NoClient::Unsupported(_) | NoClient::OutsideACall(_))
+                    if capability == "roots" =>
+                {
+                    Ok(json!({"roots": []}))
+                }
                 Err(reason) => {
                     Err(json!({"code": METHOD_NOT_FOUND, "message": reason.to_string()}))
                 }
@@ -120,10 +128,18 @@ impl FrontDoor {
             .filter_map(std::sync::Weak::upgrade)
             .collect();
         let candidates = if calling.is_empty() && self.is_single_client() {
+            // Only a client whose view has the server hears from it.
             self.clients
                 .lock()
-                .map(|c| c.iter().filter_map(std::sync::Weak::upgrade).collect())
+                .map(|c| {
+                    c.iter()
+                        .filter_map(std::sync::Weak::upgrade)
+                        .collect::<Vec<_>>()
+                })
                 .unwrap_or_default()
+                .into_iter()
+                .filter(|client| self.router.admits_server(client.profile(), server_id))
+                .collect()
         } else {
             calling
         };

@@ -141,7 +141,7 @@ impl Router {
 
     /// Whether the caller's view (none: everything) has this server's
     /// resources and prompts.
-    pub(super) fn admits_server(&self, profile: Option<&str>, server: ServerId) -> bool {
+    pub fn admits_server(&self, profile: Option<&str>, server: ServerId) -> bool {
         let Some(profile) = profile else { return true };
         let table = self.table();
         table
