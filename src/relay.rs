@@ -24,7 +24,7 @@ use crate::config::ConfigError;
 use crate::paths;
 
 /// What the handshake looks like; a daemon refuses another version.
-pub const HANDSHAKE_VERSION: u32 = 2;
+pub const HANDSHAKE_VERSION: u32 = 3;
 /// After the welcome, the relay's one byte: its stdin and stdout come
 /// with it (`SCM_RIGHTS`) ...
 pub const HANDING_OVER: u8 = b'F';

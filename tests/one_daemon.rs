@@ -912,5 +912,9 @@ fn an_unknown_profile_is_refused_with_the_known_ones() {
     assert_eq!(status, 200, "{answer}");
     let (status, answer) = common::raw_http(url, &request("/mcp?profile=nope"));
     assert_eq!(status, 404, "{answer}");
+    let (status, answer) = common::raw_http(url, &request("/mcp/c%6Fding"));
+    assert_eq!(status, 400, "not a profile name: {answer}");
+    let (status, answer) = common::raw_http(url, &request("/mcp/echoes?profile=fx-only"));
+    assert_eq!(status, 400, "two profiles named: {answer}");
     assert!(held.close().success());
 }

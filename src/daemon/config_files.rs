@@ -102,7 +102,25 @@ async fn apply_profiles(
 ) -> Result<usize, RegistryError> {
     let named: HashSet<String> = profiles.iter().map(|p| p.name.clone()).collect();
     let count = profiles.len();
+    let stored = registry.profiles().await?;
     for mut profile in profiles {
+        // The file applied last wins, as for servers; said, since the
+        // clients of the other file's profile see their view change.
+        if let Some(other) = stored
+            .iter()
+            .find(|p| p.name == profile.name)
+            .and_then(|p| p.source.as_deref())
+            .filter(|other| *other != source)
+            && !stored
+                .iter()
+                .any(|p| p.name == profile.name && p.same_view(&profile))
+        {
+            tracing::warn!(
+                profile = %profile.name,
+                "profile {} of {other} is replaced by the one in {source}",
+                profile.name
+            );
+        }
         profile.source = Some(source.to_owned());
         registry.put_profile(profile).await?;
     }

@@ -174,8 +174,11 @@ impl SearchIndex {
         }
         // Every server wanted: no filter at all (a filter of hundreds of
         // servers costs a keyword query term each).
-        let ids: Option<HashSet<ServerId>> =
-            (wanted.len() < servers.len()).then(|| wanted.iter().map(|s| s.id).collect());
+        // (A view's search names its servers: its few tools are then
+        // looked for among theirs, not after the whole catalog's best.)
+        let ids: Option<HashSet<ServerId>> = (wanted.len() < servers.len()
+            || query.only_tools.is_some())
+        .then(|| wanted.iter().map(|s| s.id).collect());
         let outcome = self.search(&SearchRequest {
             query: text.to_owned(),
             limit,

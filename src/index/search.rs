@@ -196,13 +196,19 @@ impl SearchIndex {
             } else {
                 Vec::new()
             };
+            // A view's tools are found after others are set aside: look
+            // further down the keyword list for them.
+            let depth = match request.tools {
+                Some(_) => CANDIDATES.max(limit) * 8,
+                None => CANDIDATES.max(limit) * 2,
+            };
             inner
                 .keyword
                 .search_expanded(
                     &request.query,
                     &extra,
                     levers.synonyms,
-                    CANDIDATES.max(limit) * 2,
+                    depth,
                     servers.as_ref(),
                 )?
                 .into_iter()

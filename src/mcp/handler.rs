@@ -122,9 +122,10 @@ impl FrontDoor {
         if name == super::meta::SEARCH_TOOLS {
             let (search, table) = (self.search.clone(), self.router.table());
             let arguments = arguments.as_ref().map(Json::to_tree);
-            let only = client
-                .profile()
-                .map(|profile| Arc::clone(&self.router.view_of(&table, profile).tool_ids));
+            let only = client.profile().map(|profile| {
+                let view = self.router.view_of(&table, profile);
+                (Arc::clone(&view.tool_ids), view.servers.clone())
+            });
             return tokio::task::spawn_blocking(move || {
                 super::meta::search_tools(&search, &table, arguments.as_ref(), only)
             })

@@ -140,16 +140,18 @@ impl McpHttp {
 /// The peer's address (loopback when the listener did not record one).
 pub struct RemoteIp(pub IpAddr);
 
-/// The profile a request names (`/mcp/{profile}`, or `/mcp?profile=`),
-/// checked to exist: the client sees that view only.
+/// The profile a request names (`/mcp/{profile}`, or `/mcp?profile=`): the
+/// client sees that view only. Checked to be a name here; to exist where a
+/// view starts (a session opened, a request without one), so a session
+/// whose profile was removed since goes on seeing nothing, not 404s.
 pub struct PickedProfile(Option<Arc<str>>);
 
-impl axum::extract::FromRequestParts<McpHttp> for PickedProfile {
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PickedProfile {
     type Rejection = HttpError;
 
     async fn from_request_parts(
         parts: &mut axum::http::request::Parts,
-        mcp: &McpHttp,
+        _: &S,
     ) -> Result<PickedProfile, HttpError> {
         let in_path = parts
             .uri
@@ -172,16 +174,27 @@ impl axum::extract::FromRequestParts<McpHttp> for PickedProfile {
             (Some(name), _) | (None, Some(name)) => name,
             (None, None) => return Ok(PickedProfile(None)),
         };
-        mcp.server
-            .router()
-            .check_profile(&name)
-            .await
-            .map_err(|err| HttpError::new(StatusCode::NOT_FOUND, err.to_string()))?;
+        crate::model::profile::validate_profile_name(&name).map_err(|err| {
+            HttpError::new(StatusCode::BAD_REQUEST, format!("profile {name:?}: {err}"))
+        })?;
         Ok(PickedProfile(Some(Arc::from(name))))
     }
 }
 
 impl PickedProfile {
+    /// For a view that starts here: the profile must exist (404).
+    async fn check_exists(&self, mcp: &McpHttp) -> Result<(), HttpError> {
+        match &self.0 {
+            Some(name) => mcp
+                .server
+                .router()
+                .check_profile(name)
+                .await
+                .map_err(|err| HttpError::new(StatusCode::NOT_FOUND, err.to_string())),
+            None => Ok(()),
+        }
+    }
+
     /// A session stays in the view it was opened in; a request naming
     /// another is refused.
     fn check_session(&self, connection: &ClientConnection) -> Result<(), HttpError> {
@@ -300,11 +313,17 @@ pub async fn post(
     let stateless =
         !batch && (says_stateless || (!is_initialize && headers.get(SESSION_HEADER).is_none()));
     if stateless {
+        if let Err(err) = picked.check_exists(&mcp).await {
+            return err.into_response();
+        }
         return stateless_post(&mcp, &headers, picked, requests, others, answers).await;
     }
     // `in_use` keeps the session from expiring or being evicted while
     // this request runs (and, for a stream, while the stream is open).
     let (session_id, session, in_use) = if is_initialize {
+        if let Err(err) = picked.check_exists(&mcp).await {
+            return err.into_response();
+        }
         match mcp.open_session(remote, picked.0.as_deref()) {
             Ok((id, session, in_use)) => (Some(id), session, in_use),
             Err(err) => return err.into_response(),
@@ -438,6 +457,7 @@ async fn stateless_post(
         &method,
         params.as_ref(),
         arguments.as_deref(),
+        picked.0.as_deref(),
     );
     if let Err(mismatch) = checked {
         let answer = crate::jsonrpc::error(id, crate::jsonrpc::HEADER_MISMATCH, &mismatch);

@@ -104,12 +104,19 @@ pub fn tool_error(text: impl Into<String>) -> Value {
 
 /// Runs `search_tools` with the client's arguments. Blocking (the query's
 /// embedding): call from a blocking thread.
-/// `only`: the tools of the client's view (none: every tool).
+/// The tools and servers of a client's view.
+pub type ViewScope = (
+    std::sync::Arc<std::collections::HashSet<std::sync::Arc<str>>>,
+    std::collections::HashSet<crate::model::ServerId>,
+);
+
+/// `only`: the client's view (none: everything). A server outside it is
+/// as unknown as one nobody registered.
 pub fn search_tools(
     index: &SearchIndex,
     table: &RouteTable,
     arguments: Option<&Value>,
-    only: Option<std::sync::Arc<std::collections::HashSet<std::sync::Arc<str>>>>,
+    only: Option<ViewScope>,
 ) -> Value {
     let Some(query) = arguments
         .and_then(|a| a.get("query"))
@@ -139,13 +146,18 @@ pub fn search_tools(
         }
         Some(_) => return tool_error("`servers` must be a list of server names"),
     };
+    let mut known = table.search_view();
+    let only_tools = only.map(|(tools, servers)| {
+        known.retain(|server| servers.contains(&server.id));
+        tools
+    });
     let request = SearchQuery {
         limit: Some(limit),
         server_filter: servers,
-        only_tools: only,
+        only_tools,
         ..SearchQuery::new(query)
     };
-    let answer = match index.answer(&request, &table.search_view(), true) {
+    let answer = match index.answer(&request, &known, true) {
         Ok(answer) => answer,
         Err(err) => return tool_error(err.to_string()),
     };

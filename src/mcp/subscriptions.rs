@@ -123,6 +123,13 @@ pub(super) fn spawn_update_fanout(server: &Arc<FrontDoor>) {
                 continue;
             };
             for (client, uri) in server.subscriptions.subscribers(notice.server_id, uri) {
+                // Not for a client whose view no longer has the server.
+                if !server
+                    .router()
+                    .admits_server(client.profile(), notice.server_id)
+                {
+                    continue;
+                }
                 let mut message = notice.message.clone();
                 message["params"]["uri"] = Value::String(uri);
                 client.outbound().notify(message);

@@ -80,6 +80,13 @@ impl Profile {
                     });
                 }
             }
+            // A list too large to match by is refused here, never taken
+            // as one that matches nothing (an exclusion that excludes
+            // nothing).
+            Globs::new(list).map_err(|message| ProfileError {
+                field: field.into(),
+                message,
+            })?;
         }
         Ok(())
     }
@@ -115,14 +122,19 @@ pub fn validate_profile_name(name: &str) -> Result<(), ProfileError> {
     Ok(())
 }
 
-/// A list of globs, matched as a whole (`*`: any characters, `?`: one),
-/// case-sensitively. Written as one regex set over the crate's `regex`
-/// (a glob has no path rules here, so a glob crate would add nothing).
+/// A list of globs, matched as a whole (`*`: any characters, `?`: one,
+/// line breaks included), case-sensitively. Written as one regex set over
+/// the crate's `regex` (a glob has no path rules here, so a glob crate
+/// would add nothing).
 #[derive(Debug, Clone)]
 pub struct Globs(regex::RegexSet);
 
+/// What one list of globs may compile to.
+const GLOBS_SIZE_LIMIT: usize = 64 << 20;
+
 impl Globs {
-    pub fn new(patterns: &[String]) -> Globs {
+    /// The list compiled, or why it cannot be (too large to match by).
+    pub fn new(patterns: &[String]) -> Result<Globs, String> {
         let regexes = patterns.iter().map(|pattern| {
             let mut regex = String::with_capacity(pattern.len() + 8);
             regex.push_str("^(?:");
@@ -142,14 +154,16 @@ impl Globs {
             regex.push_str(")$");
             regex
         });
-        // Every pattern is escaped text and two operators, within the
-        // validated sizes: it compiles. Should it not, it matches nothing.
-        Globs(
-            regex::RegexSetBuilder::new(regexes)
-                .size_limit(64 << 20)
-                .build()
-                .unwrap_or_else(|_| regex::RegexSet::empty()),
-        )
+        // Every pattern is escaped text and two operators: only its size
+        // can stop it compiling.
+        regex::RegexSetBuilder::new(regexes)
+            .size_limit(GLOBS_SIZE_LIMIT)
+            .dot_matches_new_line(true)
+            .build()
+            .map(Globs)
+            .map_err(|_| {
+                "is too large to match by: use fewer or shorter patterns, or fewer `?`".to_owned()
+            })
     }
 
     pub fn matches(&self, text: &str) -> bool {
@@ -167,15 +181,38 @@ pub struct ProfileMatcher {
 }
 
 impl ProfileMatcher {
+    /// A profile's rules; one whose lists do not compile (never stored:
+    /// `validate` compiles them) admits nothing.
     pub fn new(profile: &Profile) -> ProfileMatcher {
-        let compile = |list: &Option<Vec<String>>| list.as_deref().map(Globs::new);
-        ProfileMatcher {
-            servers: compile(&profile.servers),
-            tools: compile(&profile.tools),
-            exclude_tools: (!profile.exclude_tools.is_empty())
-                .then(|| Globs::new(&profile.exclude_tools)),
-            skills: compile(&profile.skills),
+        let compile = |list: &Option<Vec<String>>| list.as_deref().map(Globs::new).transpose();
+        let exclude_tools = match profile.exclude_tools.is_empty() {
+            true => Ok(None),
+            false => Globs::new(&profile.exclude_tools).map(Some),
+        };
+        match (
+            compile(&profile.servers),
+            compile(&profile.tools),
+            exclude_tools,
+            compile(&profile.skills),
+        ) {
+            (Ok(servers), Ok(tools), Ok(exclude_tools), Ok(skills)) => ProfileMatcher {
+                servers,
+                tools,
+                exclude_tools,
+                skills,
+            },
+            _ => ProfileMatcher::nothing(),
         }
+    }
+
+    /// Whether the profile names servers, or tools or skills (whose
+    /// servers are then the view's).
+    pub fn names_servers(&self) -> bool {
+        self.servers.is_some()
+    }
+
+    pub fn names_tools_or_skills(&self) -> bool {
+        self.tools.is_some() || self.skills.is_some()
     }
 
     /// Admits nothing (a profile that was removed while clients used it).
@@ -247,7 +284,13 @@ mod tests {
             "fs.read_?ile".into(),
             "a+b".into(),
             "x**y".into(),
-        ]);
+            "gh.delete_*".into(),
+        ])
+        .unwrap();
+        assert!(
+            globs.matches("gh.delete_repo\n"),
+            "a line break is a character too"
+        );
         assert!(globs.matches("xy") && globs.matches("x..y"));
         assert!(globs.matches("github.create_issue"));
         assert!(!globs.matches("xgithub.create_issue"));
@@ -256,7 +299,7 @@ mod tests {
         assert!(!globs.matches("fs.read_file2"));
         assert!(globs.matches("a+b"));
         assert!(!globs.matches("aab"));
-        assert!(!Globs::new(&[]).matches("anything"));
+        assert!(!Globs::new(&[]).unwrap().matches("anything"));
     }
 
     #[test]
@@ -298,6 +341,13 @@ mod tests {
         for bad in ["", "Upper", "1abc", "has space", &"x".repeat(65)] {
             assert!(validate_profile_name(bad).is_err(), "{bad:?}");
         }
+        let huge: Vec<String> = (0..MAX_PATTERNS)
+            .map(|i| format!("{i}{}", "?".repeat(250)))
+            .collect();
+        let too_large = profile(serde_json::json!({"name": "p", "exclude_tools": huge}));
+        let refused = too_large.validate().expect_err("too large to match by");
+        assert_eq!(refused.field, "exclude_tools");
+        assert!(!ProfileMatcher::new(&too_large).admits_tool("a", "a.t", None, []));
         let empty_pattern = profile(serde_json::json!({"name": "p", "tools": [""]}));
         assert_eq!(
             empty_pattern.validate().map_err(|e| e.field),

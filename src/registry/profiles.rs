@@ -25,12 +25,13 @@ impl Registry {
     /// Stores a profile (added, or replacing the one of its name); whether
     /// it is new. An unchanged view is not written again.
     pub async fn put_profile(&self, profile: Profile) -> Result<bool, RegistryError> {
-        profile
-            .validate()
-            .map_err(|err| ValidationError::new(err.field, err.message))?;
         let name = profile.name.clone();
         let (created, changed) = self
             .blocking(move |store| {
+                // Compiles its patterns: a moment for a long list.
+                profile
+                    .validate()
+                    .map_err(|err| ValidationError::new(err.field, err.message))?;
                 let current = store
                     .profiles()?
                     .into_iter()

@@ -173,9 +173,15 @@ impl Router {
             _ => return Err(CallError::UnknownReference),
         };
         if !self.admits_server(profile, route.server_id) {
+            // Named as the client named it: nothing of the server shows.
+            let given = reference
+                .get(field)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
             return Err(match field {
-                "name" => CallError::UnknownPrompt(route.original.to_string()),
-                _ => CallError::UnknownResource(route.original.to_string()),
+                "name" => CallError::UnknownPrompt(given),
+                _ => CallError::UnknownResource(given),
             });
         }
         let session = self.session_for(&self.table(), route.server_id).await?;

@@ -82,10 +82,12 @@ async fn a_view_moves_only_with_what_it_lists() {
         .unwrap();
     router.check_profile("a").await.unwrap();
     router.check_profile("b").await.unwrap();
-    assert!(matches!(
-        router.check_profile("c").await,
-        Err(CallError::UnknownProfile(_))
-    ));
+    for unknown in ["c", "Not A Name", ""] {
+        assert!(matches!(
+            router.check_profile(unknown).await,
+            Err(CallError::UnknownProfile(_))
+        ));
+    }
 
     let table = router.table();
     let a = router.view_of(&table, "a");
@@ -95,8 +97,8 @@ async fn a_view_moves_only_with_what_it_lists() {
     assert_eq!(a.prompts.len(), 1, "alpha's prompt only");
     assert_eq!(
         router.view_of(&table, "b").prompts.len(),
-        2,
-        "no server rule"
+        1,
+        "no server rule: the servers of its tools"
     );
 
     let (all, in_a, in_b) = (

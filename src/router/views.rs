@@ -26,7 +26,11 @@ pub(super) struct Views {
     /// Tools' skills, for views that name skills.
     index: OnceLock<SearchIndex>,
     skills: OnceLock<tokio::sync::watch::Receiver<u64>>,
+    /// Held while a view is cut: clients of one view woken together cut it
+    /// once, the others find it cut.
     listed: Mutex<HashMap<String, Arc<ViewLists>>>,
+    /// One reload at a time, so an older read never replaces a newer.
+    reloading: tokio::sync::Mutex<()>,
 }
 
 /// A profile and its rules, compiled once (a large pattern list takes a
@@ -54,7 +58,7 @@ pub struct ViewLists {
     /// Servers with a tool in the view, and servers the view admits (for
     /// their resources and prompts): whose announcements reach it.
     servers_with_tools: HashSet<ServerId>,
-    servers: HashSet<ServerId>,
+    pub servers: HashSet<ServerId>,
 }
 
 impl Router {
@@ -67,8 +71,12 @@ impl Router {
     }
 
     /// Whether a profile of this name exists (read from the registry again
-    /// when this process has not seen it yet).
+    /// when this process has not seen it yet: a config file applied a
+    /// moment ago).
     pub async fn check_profile(&self, name: &str) -> Result<(), CallError> {
+        if crate::model::profile::validate_profile_name(name).is_err() {
+            return Err(CallError::UnknownProfile(name.to_owned()));
+        }
         if self.views.profiles.load().contains_key(name) {
             return Ok(());
         }
@@ -88,27 +96,45 @@ impl Router {
     /// Reads every profile from the registry again; clients' listeners
     /// look at their views again.
     pub(super) async fn reload_profiles(&self) {
-        match self.sessions.registry().profiles().await {
-            Ok(profiles) => {
-                let before = self.views.profiles.load_full();
-                let compiled = profiles
-                    .into_iter()
-                    .map(|profile| {
-                        let matcher = match before.get(&profile.name) {
-                            Some(known) if known.profile.same_view(&profile) => {
-                                Arc::clone(&known.matcher)
-                            }
-                            _ => Arc::new(ProfileMatcher::new(&profile)),
-                        };
-                        (profile.name.clone(), Compiled { profile, matcher })
-                    })
-                    .collect();
-                self.views.profiles.store(Arc::new(compiled));
-                self.views.version.fetch_add(1, Ordering::Relaxed);
-                self.wake_listeners();
+        let _one_at_a_time = self.views.reloading.lock().await;
+        let profiles = match self.sessions.registry().profiles().await {
+            Ok(profiles) => profiles,
+            Err(err) => {
+                tracing::error!("cannot read the profiles: {err}");
+                return;
             }
-            Err(err) => tracing::error!("cannot read the profiles: {err}"),
+        };
+        let before = self.views.profiles.load_full();
+        let unchanged = profiles.len() == before.len()
+            && profiles.iter().all(|p| {
+                before
+                    .get(&p.name)
+                    .is_some_and(|known| known.profile.same_view(p))
+            });
+        if unchanged {
+            return;
         }
+        // A long pattern list takes a moment to compile: off the async
+        // threads, and only the profiles that changed.
+        let compiled = tokio::task::spawn_blocking(move || {
+            profiles
+                .into_iter()
+                .map(|profile| {
+                    let matcher = match before.get(&profile.name) {
+                        Some(known) if known.profile.same_view(&profile) => {
+                            Arc::clone(&known.matcher)
+                        }
+                        _ => Arc::new(ProfileMatcher::new(&profile)),
+                    };
+                    (profile.name.clone(), Compiled { profile, matcher })
+                })
+                .collect::<HashMap<_, _>>()
+        })
+        .await;
+        let Ok(compiled) = compiled else { return };
+        self.views.profiles.store(Arc::new(compiled));
+        self.views.version.fetch_add(1, Ordering::Release);
+        self.wake_listeners();
     }
 
     /// A profile's rules; a profile removed while clients use it admits
@@ -123,7 +149,7 @@ impl Router {
     }
 
     /// Whether the caller's view (none: everything) has this tool.
-    pub(super) fn admits_route(&self, profile: Option<&str>, route: &Route) -> bool {
+    pub fn admits_route(&self, profile: Option<&str>, route: &Route) -> bool {
         let Some(profile) = profile else { return true };
         let matcher = self.matcher(profile);
         matcher.admits_named(
@@ -143,36 +169,33 @@ impl Router {
     /// resources and prompts.
     pub fn admits_server(&self, profile: Option<&str>, server: ServerId) -> bool {
         let Some(profile) = profile else { return true };
-        let table = self.table();
-        table
-            .server(server)
-            .is_some_and(|entry| self.matcher(profile).admits_server(&entry.name))
+        self.view_of(&self.table(), profile)
+            .servers
+            .contains(&server)
     }
 
     /// What a profile's view lists of `table` (the current table: a view
     /// of an older one is cut again each time).
     pub fn view_of(&self, table: &Arc<RouteTable>, profile: &str) -> Arc<ViewLists> {
-        let profiles_version = self.views.version.load(Ordering::Relaxed);
-        let skills_version = self.views.skills.get().map_or(0, |s| *s.borrow());
+        let profiles_version = self.views.version.load(Ordering::Acquire);
+        // Only a view that names skills changes with them.
+        let skills_version = match self.matcher(profile).filters_skills() {
+            true => self.views.skills.get().map_or(0, |s| *s.borrow()),
+            false => 0,
+        };
         let current = |lists: &ViewLists| {
             Weak::ptr_eq(&lists.table, &Arc::downgrade(table))
                 && lists.profiles_version == profiles_version
                 && lists.skills_version == skills_version
         };
-        if let Some(lists) = self
-            .views
-            .listed
-            .lock()
-            .ok()
-            .and_then(|l| l.get(profile).cloned())
-            .filter(|l| current(l))
-        {
-            return lists;
+        let Ok(mut listed) = self.views.listed.lock() else {
+            return Arc::new(self.cut_view(table, profile, profiles_version, skills_version));
+        };
+        if let Some(lists) = listed.get(profile).filter(|l| current(l)) {
+            return Arc::clone(lists);
         }
         let lists = Arc::new(self.cut_view(table, profile, profiles_version, skills_version));
-        if let Ok(mut listed) = self.views.listed.lock() {
-            listed.insert(profile.to_owned(), Arc::clone(&lists));
-        }
+        listed.insert(profile.to_owned(), Arc::clone(&lists));
         lists
     }
 
@@ -208,11 +231,19 @@ impl Router {
                 servers_with_tools.insert(route.server_id);
             }
         }
-        let servers: HashSet<ServerId> = table
-            .servers()
-            .filter(|s| matcher.admits_server(&s.name))
-            .map(|s| s.id)
-            .collect();
+        // Whose resources and prompts the view has: the servers it names;
+        // else, when it names tools or skills, the servers of its tools;
+        // else every server.
+        let servers: HashSet<ServerId> =
+            if !matcher.names_servers() && matcher.names_tools_or_skills() {
+                servers_with_tools.clone()
+            } else {
+                table
+                    .servers()
+                    .filter(|s| matcher.admits_server(&s.name))
+                    .map(|s| s.id)
+                    .collect()
+            };
         let keep = |items: &[Value], field: &str, route: &dyn Fn(&str) -> Option<ServerId>| {
             Arc::new(
                 items

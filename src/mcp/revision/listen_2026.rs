@@ -36,6 +36,9 @@ pub(super) async fn listen(
     );
     let (updates_tx, mut updates) = outbound::Outbound::for_client();
     let listener = ClientConnection::new(Arc::new(updates_tx));
+    if let Some(profile) = transport.profile() {
+        listener.set_profile(profile);
+    }
     let mut guard = ListenGuard {
         server,
         listener: Arc::clone(&listener),

@@ -54,6 +54,7 @@ pub(super) trait Revision: Send + Sync {
         method: &str,
         params: Option<&Value>,
         arguments: Option<&RawValue>,
+        profile: Option<&str>,
     ) -> Result<(), String>;
 }
 

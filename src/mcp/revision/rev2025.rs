@@ -78,6 +78,7 @@ impl Revision for Rev2025 {
         _method: &str,
         _params: Option<&Value>,
         _arguments: Option<&serde_json::value::RawValue>,
+        _profile: Option<&str>,
     ) -> Result<(), String> {
         Ok(())
     }
@@ -144,7 +145,10 @@ async fn subscription(
         .to_owned();
     let subscribe = method == "resources/subscribe";
     let router = server.router();
-    let (route, _) = router.route_resource(&uri, client.profile()).await?;
+    // A subscription outside the view is refused; one taken before the
+    // view narrowed can still be ended.
+    let view = if subscribe { client.profile() } else { None };
+    let (route, _) = router.route_resource(&uri, view).await?;
     let ask_server = if subscribe {
         server.subscriptions.add(client, &route, &uri)
     } else {

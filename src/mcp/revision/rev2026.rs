@@ -203,6 +203,7 @@ impl Revision for Rev2026 {
         method: &str,
         params: Option<&Value>,
         arguments: Option<&RawValue>,
+        profile: Option<&str>,
     ) -> Result<(), String> {
         check_headers(headers, method, params)?;
         if method != "tools/call" || !names_version(params) {
@@ -212,9 +213,14 @@ impl Revision for Rev2026 {
             return Ok(());
         };
         let router = server.router();
+        // A tool outside the client's view is not known here either: the
+        // call answers that, not its headers.
         let Ok(route) = router.resolve(&router.table(), name, None) else {
             return Ok(());
         };
+        if !router.admits_route(profile, &route) {
+            return Ok(());
+        }
         if route.header_params.is_empty() {
             return Ok(());
         }
