@@ -57,6 +57,18 @@ pub struct AppState {
 )]
 struct ApiDoc;
 
+/// Records in the audit log something done to `subject` (`skill:ID`,
+/// `profile:NAME`) that is not a server; a failed write is only said.
+async fn audit_done(state: &AppState, actor: &str, action: &str, subject: &str) {
+    if let Err(err) = state
+        .registry
+        .audit_event(actor, action, subject, "ok")
+        .await
+    {
+        tracing::warn!("cannot record {action} in the audit log: {err}");
+    }
+}
+
 /// The API router and its OpenAPI document, built from the same route list.
 /// `extra` routes (the MCP endpoint) share the listener, the token check and
 /// the panic guard.

@@ -61,13 +61,7 @@ fn view_of(state: &AppState, profile: Profile) -> ProfileView {
 }
 
 async fn audit(state: &AppState, actor: &str, action: &str, profile: &str) {
-    if let Err(err) = state
-        .registry
-        .audit_event(actor, action, &format!("profile:{profile}"), "ok")
-        .await
-    {
-        tracing::warn!("cannot record {action} in the audit log: {err}");
-    }
+    super::audit_done(state, actor, action, &format!("profile:{profile}")).await;
 }
 
 /// Every profile.

@@ -74,13 +74,7 @@ impl SkillBody {
 }
 
 async fn audit(state: &AppState, actor: &str, action: &str, skill: &str) {
-    if let Err(err) = state
-        .registry
-        .audit_event(actor, action, &format!("skill:{skill}"), "ok")
-        .await
-    {
-        tracing::warn!("cannot record {action} in the audit log: {err}");
-    }
+    super::audit_done(state, actor, action, &format!("skill:{skill}")).await;
 }
 
 /// Every skill with how many tools it has.
