@@ -916,5 +916,9 @@ fn an_unknown_profile_is_refused_with_the_known_ones() {
     assert_eq!(status, 400, "not a profile name: {answer}");
     let (status, answer) = common::raw_http(url, &request("/mcp/echoes?profile=fx-only"));
     assert_eq!(status, 400, "two profiles named: {answer}");
+    let (status, answer) = common::raw_http(url, &request("/mcp?profile=echoes&profile=fx-only"));
+    assert_eq!(status, 400, "two profiles named: {answer}");
+    let (status, answer) = common::raw_http(url, &request("/mcp/echoes?profile=echoes"));
+    assert_eq!(status, 200, "the same one twice: {answer}");
     assert!(held.close().success());
 }

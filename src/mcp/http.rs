@@ -159,23 +159,36 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PickedProfile {
             .strip_prefix("/mcp/")
             .filter(|name| !name.is_empty())
             .map(str::to_owned);
-        let in_query = parts.uri.query().and_then(|query| {
-            url::form_urlencoded::parse(query.as_bytes())
-                .find(|(key, _)| key == "profile")
-                .map(|(_, value)| value.into_owned())
-        });
-        let name = match (in_path, in_query) {
-            (Some(path), Some(query)) if path != query => {
+        let mut named: Vec<String> = in_path.into_iter().collect();
+        if let Some(query) = parts.uri.query() {
+            named.extend(
+                url::form_urlencoded::parse(query.as_bytes())
+                    .filter(|(key, _)| key == "profile")
+                    .map(|(_, value)| value.into_owned()),
+            );
+        }
+        // As the client wrote it, cut short: a name can be a whole URL.
+        let shown = |name: &str| format!("{:?}", name.chars().take(80).collect::<String>());
+        named.dedup();
+        let name = match named.as_slice() {
+            [] => return Ok(PickedProfile(None)),
+            [one] => one.clone(),
+            [first, second, ..] => {
                 return Err(HttpError::new(
                     StatusCode::BAD_REQUEST,
-                    format!("the path names profile {path:?} and the query {query:?}: name one"),
+                    format!(
+                        "the request names profiles {} and {}: name one",
+                        shown(first),
+                        shown(second)
+                    ),
                 ));
             }
-            (Some(name), _) | (None, Some(name)) => name,
-            (None, None) => return Ok(PickedProfile(None)),
         };
         crate::model::profile::validate_profile_name(&name).map_err(|err| {
-            HttpError::new(StatusCode::BAD_REQUEST, format!("profile {name:?}: {err}"))
+            HttpError::new(
+                StatusCode::BAD_REQUEST,
+                format!("profile {}: {err}", shown(&name)),
+            )
         })?;
         Ok(PickedProfile(Some(Arc::from(name))))
     }
