@@ -315,3 +315,43 @@ fn defaults_cover_missing_variables() {
     };
     assert_eq!(args, &["8080"]);
 }
+
+#[test]
+fn profiles_are_read_and_checked_where_they_are() {
+    let cfg = parse_ok(
+        r#"{"mcpServers": {}, "profiles": {
+            "coding": {"servers": ["github"], "excludeTools": ["github.delete_*"]},
+            "readers": {"tools": ["*__read_*"], "description": "read only"}
+        }}"#,
+    );
+    assert_eq!(cfg.profiles.len(), 2);
+    let coding = &cfg.profiles[0];
+    assert_eq!(coding.name, "coding");
+    assert_eq!(coding.servers.as_deref(), Some(&["github".to_owned()][..]));
+    assert_eq!(coding.exclude_tools, ["github.delete_*"]);
+    assert!(coding.tools.is_none() && coding.skills.is_none());
+    assert!(parse_ok(r#"{"mcpServers": {}}"#).profiles.is_empty());
+
+    for (text, location) in [
+        (r#"{"mcpServers": {}, "profiles": []}"#, "$.profiles"),
+        (
+            r#"{"mcpServers": {}, "profiles": {"Bad": {}}}"#,
+            "$.profiles.Bad",
+        ),
+        (
+            r#"{"mcpServers": {}, "profiles": {"p": {"tool": []}}}"#,
+            "$.profiles.p",
+        ),
+        (
+            r#"{"mcpServers": {}, "profiles": {"p": {"tools": [""]}}}"#,
+            "$.profiles.p.tools[0]",
+        ),
+    ] {
+        match parse_err(text) {
+            ConfigError::InvalidSchema { location: at, .. } => {
+                assert!(at.starts_with(location), "{text}: {at}")
+            }
+            other => panic!("{text}: {other}"),
+        }
+    }
+}
