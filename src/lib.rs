@@ -21,6 +21,7 @@ pub mod mcp;
 pub mod memory;
 pub mod metrics;
 pub mod model;
+pub mod oauth;
 pub mod paths;
 pub mod reaper;
 pub mod registry;

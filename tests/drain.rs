@@ -44,6 +44,7 @@ async fn connected(
         auto_connect: false,
         priority: 0,
         source: ServerSource::Api,
+        oauth: None,
     };
     let id = registry.register(spec, "test").await.unwrap().id;
     manager.connect(id).await.unwrap();

@@ -47,6 +47,10 @@ pub struct RegisterServerRequest {
     /// Higher wins when un-namespaced names collide (default 0).
     #[serde(default)]
     pub priority: Option<i32>,
+    /// HTTP servers that need a login: a pre-registered OAuth client
+    /// (`client_id`, `client_secret`), `scopes`, `client_metadata_url`.
+    #[serde(default)]
+    pub oauth: Option<crate::model::OAuthClientSettings>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -118,6 +122,7 @@ pub async fn register_server(
         auto_connect: req.auto_connect.unwrap_or(true),
         priority: req.priority.unwrap_or(0),
         source: ServerSource::Api,
+        oauth: req.oauth,
     };
     let mut record = state.registry.register(spec, &actor).await?;
     if record.auto_connect {
@@ -153,7 +158,9 @@ pub async fn list_servers(
     let records = state.registry.list(status).await?;
     let mut views = Vec::with_capacity(records.len());
     for record in &records {
-        let mut view = ServerView::new(record).with_health(state.router.health(record.id));
+        let mut view = ServerView::new(record)
+            .with_health(state.router.health(record.id))
+            .with_auth(state.router.auth_view(record).await);
         if query.include_tools {
             let tools = state.registry.tools(&record.id.to_string()).await?;
             view.tools = Some(tools.iter().map(ToolView::new).collect());
@@ -179,8 +186,11 @@ pub async fn get_server(
     PathParam(id): PathParam<String>,
 ) -> Result<Json<ServerView>, HttpError> {
     let record = state.registry.get(&id).await?;
+    let auth = state.router.auth_view(&record).await;
     Ok(Json(
-        ServerView::new(&record).with_health(state.router.health(record.id)),
+        ServerView::new(&record)
+            .with_health(state.router.health(record.id))
+            .with_auth(auth),
     ))
 }
 

@@ -129,6 +129,10 @@ async fn call_error(state: &AppState, err: CallError) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             json!({"server": {"name": server}, "in_progress": "tools/call", "reason": reason}),
         ),
+        CallError::NeedsLogin { server, .. } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"server": {"name": server}, "needs_login": true}),
+        ),
         CallError::TimedOut { server, after } => (
             StatusCode::GATEWAY_TIMEOUT,
             json!({"server": {"name": server}, "timeout_seconds": after.as_secs_f64()}),

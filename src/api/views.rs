@@ -42,6 +42,14 @@ pub struct ServerView {
     /// The MCP revision the server spoke at its last connect (`2026-07-28`,
     /// `2025-06-18`, …); `null` before its first connect.
     pub protocol_version: Option<String>,
+    /// Its OAuth client settings, when given (the secret as `***`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<crate::model::OAuthClientSettings>,
+    /// Where its login stands (HTTP servers without an `Authorization`
+    /// header): `state` (`none`, `authorized`, `needs_login`, `failed`),
+    /// and `authorization_url` exactly while it waits for a login.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<crate::oauth::AuthView>,
     /// Present when the list was asked for with `include_tools=true`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<ToolView>>,
@@ -142,8 +150,16 @@ impl ServerView {
             updated_at: record.updated_at,
             source: record.source.clone(),
             protocol_version: record.protocol_version.clone(),
+            oauth: record.oauth.as_ref().map(|o| o.redacted()),
+            auth: None,
             tools: None,
         }
+    }
+
+    /// Adds where its login stands.
+    pub fn with_auth(mut self, auth: Option<crate::oauth::AuthView>) -> ServerView {
+        self.auth = auth;
+        self
     }
 
     /// Adds the live health figures (kept in memory, not in the store).

@@ -397,3 +397,25 @@ pub(super) struct ProfileSetArgs {
     #[command(flatten)]
     pub(super) client: ClientArgs,
 }
+
+#[derive(Debug, Args)]
+pub(super) struct LoginArgs {
+    /// Server name (as in `servers list`).
+    pub(super) name: String,
+    /// Only print the URL; do not try to open a browser.
+    #[arg(long)]
+    pub(super) no_browser: bool,
+    /// Seconds to wait for the login to finish (0: print the URL and return).
+    #[arg(long, value_name = "SECONDS", default_value_t = 900)]
+    pub(super) wait: u64,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ServerNameArgs {
+    /// Server name (as in `servers list`).
+    pub(super) name: String,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}

@@ -103,4 +103,16 @@ and rebuilds there. Cached embeddings are reused; only texts never embedded befo
     /// Check a store file for damage, and recover what can be read of a damaged one.
     #[command(subcommand)]
     Store(StoreCommand),
+    /// Log in to a server that asks for it (OAuth): prints the URL to open, opens a browser when
+    /// there is one, and waits until the server is logged in.
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator login github\n  \
+mcp-aggregator login linear --no-browser --wait 600\n\n\
+The authorization server sends the browser back to the daemon's own listener \
+(http://127.0.0.1:PORT/oauth/callback): open the URL on the machine the daemon runs on, or \
+forward that port (ssh -L PORT:127.0.0.1:PORT box). Tokens are kept sealed in the data dir \
+and refreshed before they expire.")]
+    Login(super::admin_args::LoginArgs),
+    /// Forget a server's login (revoking its tokens where the authorization server offers it).
+    Logout(super::admin_args::ServerNameArgs),
 }

@@ -14,6 +14,7 @@ mod client;
 mod daemon_args;
 mod error;
 mod import;
+mod login;
 mod output;
 mod parse;
 mod profiles;
@@ -144,6 +145,8 @@ async fn admin(command: Command) -> Result<ExitCode, CliError> {
         Command::Skills(command) => skills::run(command).await,
         Command::Profiles(command) => profiles::run(command).await,
         Command::Store(command) => store::run(command).await,
+        Command::Login(args) => login::login(args).await,
+        Command::Logout(args) => login::logout(args).await,
         Command::Serve(_) | Command::Stdio(_) => unreachable!("handled in run"),
     }
 }

@@ -186,6 +186,7 @@ const KNOWN_KEYS: &[&str] = &[
     "healthCheckInterval",
     "auto_connect",
     "autoConnect",
+    "oauth",
 ];
 
 struct Parser<'a> {
@@ -484,6 +485,7 @@ impl Parser<'_> {
             source: ServerSource::ConfigFile {
                 path: source_path(self.file),
             },
+            oauth: self.oauth_settings(obj, location)?,
         };
         validate::validate(&spec).map_err(|err| {
             let field = err
@@ -601,6 +603,56 @@ impl Parser<'_> {
                 format!("{field} must be an array, not {}", kind(other)),
             )),
         }
+    }
+
+    /// A server's `oauth` object: `client_id`, `client_secret` (variables
+    /// expanded, as in `headers`), `scopes`, `client_metadata_url`.
+    fn oauth_settings(
+        &self,
+        obj: &Map<String, Value>,
+        location: &str,
+    ) -> Result<Option<crate::model::OAuthClientSettings>, ConfigError> {
+        let location = format!("{location}.oauth");
+        let oauth = match obj.get("oauth") {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::Object(oauth)) => oauth,
+            Some(other) => {
+                return Err(self.schema(
+                    location,
+                    format!("oauth must be an object, not {}", kind(other)),
+                ));
+            }
+        };
+        const KNOWN: &[&str] = &[
+            "client_id",
+            "client_secret",
+            "scopes",
+            "client_metadata_url",
+        ];
+        if let Some(unknown) = oauth.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+            return Err(self.schema(
+                format!("{location}{}", key_path(unknown)),
+                format!(
+                    "unknown field {unknown:?}; expected one of {}",
+                    KNOWN.join(", ")
+                ),
+            ));
+        }
+        let expanded = |field: &str| -> Result<Option<String>, ConfigError> {
+            self.opt_string(oauth, field, &location)?
+                .map(|v| self.expand(&v, &format!("{location}.{field}")))
+                .transpose()
+        };
+        let scopes = match oauth.get("scopes") {
+            None | Some(Value::Null) => None,
+            Some(_) => Some(self.string_array(oauth, "scopes", &location)?),
+        };
+        Ok(Some(crate::model::OAuthClientSettings {
+            client_id: expanded("client_id")?,
+            client_secret: expanded("client_secret")?,
+            scopes,
+            client_metadata_url: expanded("client_metadata_url")?,
+        }))
     }
 
     fn string_map(

@@ -293,6 +293,7 @@ impl Stack {
             ..SessionSettings::default()
         };
         let sessions = SessionManager::new(registry.clone(), catalog, settings);
+        sessions.set_oauth(crate::oauth::OAuth::new(Arc::clone(&store)));
         let router = Router::start(
             sessions.clone(),
             front_door.conflict_strategy,
@@ -466,6 +467,9 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         local.exit_when_idle(idle, shutdown.clone());
     }
     let bound = listener.local_addr().map_err(DaemonError::Serve)?;
+    if let Some(oauth) = stack.sessions.oauth() {
+        oauth.set_listener(bound);
+    }
     let info = DaemonInfo {
         pid: std::process::id(),
         url: format!("http://{bound}"),

@@ -64,6 +64,7 @@ pub(super) fn tool_call_error(err: CallError) -> Result<Value, RpcFailure> {
     match err {
         CallError::Unavailable { .. }
         | CallError::Interrupted { .. }
+        | CallError::NeedsLogin { .. }
         | CallError::TimedOut { .. } => Ok(json!({
             "content": [{"type": "text", "text": err.to_string()}],
             "isError": true

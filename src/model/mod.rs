@@ -18,8 +18,8 @@ pub use backoff::Backoff;
 pub use call::{CallSink, Caller, ConnectOutcome, ServerNotice, ServerRequestHandler};
 pub use profile::{Profile, ProfileError, ProfileMatcher};
 pub use server::{
-    AuditEntry, AuditFilter, AuditResult, ConnectionHistoryEntry, ServerId, ServerRecord,
-    ServerSource, Transport, TransportType,
+    AuditEntry, AuditFilter, AuditResult, ConnectionHistoryEntry, OAuthClientSettings, ServerId,
+    ServerRecord, ServerSource, Transport, TransportType,
 };
 pub use skill::{
     Classification, ClassificationEvent, ClassificationState, Skill, SkillAssignment,

@@ -183,6 +183,39 @@ pub struct ServerRecord {
     /// next connect starts in that era (none yet: probe).
     #[serde(default)]
     pub protocol_version: Option<String>,
+    /// How to log in to it when it asks (an HTTP server): a
+    /// pre-registered client, scopes. None: discovered and registered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthClientSettings>,
+}
+
+/// A server's OAuth client settings (config `oauth`, the API's `oauth`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthClientSettings {
+    /// A client registered with the authorization server beforehand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// Its secret (sealed at rest, never shown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// The scopes to ask for (else the server's challenge or metadata say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
+    /// An HTTPS URL where our client metadata document is published, used
+    /// as the client id where the authorization server takes those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_metadata_url: Option<String>,
+}
+
+impl OAuthClientSettings {
+    /// What the API shows: the secret as `***`.
+    pub fn redacted(&self) -> OAuthClientSettings {
+        OAuthClientSettings {
+            client_secret: self.client_secret.as_ref().map(|_| REDACTED.to_owned()),
+            ..self.clone()
+        }
+    }
 }
 
 impl ServerRecord {
@@ -212,6 +245,7 @@ impl ServerRecord {
             last_health_check: None,
             source,
             protocol_version: None,
+            oauth: None,
         }
     }
 }

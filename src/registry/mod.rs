@@ -406,6 +406,7 @@ fn new_record(spec: ServerSpec) -> ServerRecord {
         health_check_interval_secs: spec.health_check_interval_secs,
         auto_connect: spec.auto_connect,
         priority: spec.priority,
+        oauth: spec.oauth,
         ..ServerRecord::new(spec.name, spec.transport, spec.source)
     }
 }

@@ -30,6 +30,7 @@ pub struct ServerSpec {
     pub auto_connect: bool,
     pub priority: i32,
     pub source: ServerSource,
+    pub oauth: Option<crate::model::OAuthClientSettings>,
 }
 
 /// Bounds of a per-server health-check interval, in seconds.
@@ -171,6 +172,9 @@ pub fn validate(spec: &ServerSpec) -> Result<(), ValidationError> {
                 HEALTH_INTERVAL_SECS.end()
             ),
         ));
+    }
+    if let Some(oauth) = &spec.oauth {
+        validate_oauth(oauth, &spec.transport)?;
     }
     match &spec.transport {
         Transport::Stdio {
@@ -314,6 +318,66 @@ fn check_map_size(path: &str, map: &BTreeMap<String, String>) -> Result<(), Vali
     Ok(())
 }
 
+/// A server's OAuth client settings: for an HTTP server, bounded, a
+/// secret only with an id, a metadata document only at an HTTPS URL.
+fn validate_oauth(
+    oauth: &crate::model::OAuthClientSettings,
+    transport: &Transport,
+) -> Result<(), ValidationError> {
+    if !matches!(transport, Transport::Http { .. }) {
+        return Err(ValidationError::new(
+            "oauth",
+            "a login (OAuth) is for HTTP servers only",
+        ));
+    }
+    for (path, value) in [
+        ("oauth.client_id", &oauth.client_id),
+        ("oauth.client_secret", &oauth.client_secret),
+        ("oauth.client_metadata_url", &oauth.client_metadata_url),
+    ] {
+        if let Some(value) = value {
+            if value.is_empty() {
+                return Err(ValidationError::new(path, "must not be empty"));
+            }
+            check_len(path, value, MAX_URL_LEN)?;
+            check_no_nul(path, value)?;
+        }
+    }
+    if oauth.client_secret.is_some() && oauth.client_id.is_none() {
+        return Err(ValidationError::new(
+            "oauth.client_secret",
+            "a client secret needs its client_id",
+        ));
+    }
+    if let Some(url) = &oauth.client_metadata_url
+        && !url.starts_with("https://")
+    {
+        return Err(ValidationError::new(
+            "oauth.client_metadata_url",
+            "must be an https:// URL (authorization servers fetch it)",
+        ));
+    }
+    if let Some(scopes) = &oauth.scopes {
+        if scopes.len() > MAX_ARGS {
+            return Err(ValidationError::new(
+                "oauth.scopes",
+                format!("at most {MAX_ARGS} scopes"),
+            ));
+        }
+        for (i, scope) in scopes.iter().enumerate() {
+            let path = format!("oauth.scopes[{i}]");
+            if scope.is_empty() || scope.contains([' ', '"', '\\']) {
+                return Err(ValidationError::new(
+                    path,
+                    "a scope is one non-empty word without quotes",
+                ));
+            }
+            check_len(&path, scope, MAX_ARG_LEN)?;
+        }
+    }
+    Ok(())
+}
+
 fn check_len(path: &str, value: &str, max: usize) -> Result<(), ValidationError> {
     if value.len() > max {
         return Err(ValidationError::new(
@@ -349,6 +413,7 @@ mod tests {
             auto_connect: true,
             priority: 0,
             source: ServerSource::Api,
+            oauth: None,
         }
     }
 

@@ -350,6 +350,13 @@ impl Router {
                 server: server.to_owned(),
                 after,
             },
+            RpcError::Link(
+                crate::sessions::LinkError::NeedsLogin(reason)
+                | crate::sessions::LinkError::Auth(reason),
+            ) => CallError::NeedsLogin {
+                server: server.to_owned(),
+                reason,
+            },
             other => CallError::Server {
                 error: other.to_error_object(),
                 reason: other.to_string(),

@@ -57,6 +57,19 @@ impl Router {
             .is_some_and(|session| session.asks_in_results())
     }
 
+    /// Logins to servers that ask for one.
+    pub fn oauth(&self) -> Option<&std::sync::Arc<crate::oauth::OAuth>> {
+        self.sessions.oauth()
+    }
+
+    /// Where a server's login stands (`None`: it does not log in).
+    pub async fn auth_view(
+        &self,
+        record: &crate::model::ServerRecord,
+    ) -> Option<crate::oauth::AuthView> {
+        self.oauth()?.view(record).await
+    }
+
     /// A server's health figures (none until it has been connected).
     pub fn health(&self, id: ServerId) -> Option<crate::model::health::HealthFigures> {
         self.sessions.health(id)

@@ -50,6 +50,10 @@ pub enum CallError {
     },
     #[error("Server {server} disconnected during the call: {reason}")]
     Interrupted { server: String, reason: String },
+    /// The server wants a login (or one could not be had): the reason
+    /// names what to do.
+    #[error("{reason}")]
+    NeedsLogin { server: String, reason: String },
     #[error("Server {server} did not answer within {} s", after.as_secs_f64())]
     TimedOut { server: String, after: Duration },
     /// The server answered with a JSON-RPC error (passed on as it is), or
@@ -80,6 +84,7 @@ impl CallError {
             CallError::UnknownServer(server)
             | CallError::Unavailable { server, .. }
             | CallError::Interrupted { server, .. }
+            | CallError::NeedsLogin { server, .. }
             | CallError::TimedOut { server, .. } => Some(server),
             _ => None,
         }

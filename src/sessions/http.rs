@@ -60,6 +60,15 @@ struct Inner {
     mirrors_method_headers: std::sync::atomic::AtomicBool,
     inbound: Inbound,
     state: LinkState,
+    /// The server's login, when it may ask for one.
+    auth: Option<Authorizer>,
+}
+
+/// A server's login and the service that keeps it.
+#[derive(Clone)]
+pub struct Authorizer {
+    pub oauth: Arc<crate::oauth::OAuth>,
+    pub server: Arc<crate::oauth::ServerAuth>,
 }
 
 /// Prepares the link; nothing is sent until the first message.
@@ -69,6 +78,7 @@ pub fn open(
     url: &str,
     headers: &BTreeMap<String, String>,
     inbound: Inbound,
+    auth: Option<Authorizer>,
 ) -> Result<HttpLink, LinkError> {
     let url = reqwest::Url::parse(url)
         .map_err(|err| LinkError::Protocol(format!("invalid URL {url:?}: {err}")))?;
@@ -84,6 +94,7 @@ pub fn open(
             mirrors_method_headers: std::sync::atomic::AtomicBool::new(false),
             inbound,
             state: LinkState::default(),
+            auth,
         }),
         listener: std::sync::Mutex::new(None),
     })
@@ -156,16 +167,10 @@ impl HttpLink {
         {
             task.abort();
         }
-        let session = self.inner.session_id.read().ok().and_then(|s| s.clone());
-        if let Some(session) = session {
-            let request = self
-                .inner
-                .client
-                .delete(self.inner.url.clone())
-                .headers(self.inner.headers.clone())
-                .header(SESSION_HEADER, session)
-                .timeout(Duration::from_secs(2));
-            let _ = request.send().await;
+        let has_session = self.inner.session_id.read().is_ok_and(|s| s.is_some());
+        if has_session {
+            let (request, _) = self.inner.request(reqwest::Method::DELETE).await;
+            let _ = request.timeout(Duration::from_secs(2)).send().await;
         }
         self.inner.state.close("closed by the aggregator");
     }
@@ -188,18 +193,60 @@ impl Inner {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
+    /// A request with the link's headers and, when the server has one,
+    /// the access token (refreshed first when about to expire).
+    async fn request(&self, method: reqwest::Method) -> (reqwest::RequestBuilder, Option<String>) {
+        let bearer = match &self.auth {
+            Some(auth) => auth.oauth.bearer(&auth.server).await,
+            None => None,
+        };
         let mut request = self
             .client
             .request(method, self.url.clone())
             .headers(self.headers.clone());
+        if let Some(token) = &bearer {
+            request = request.bearer_auth(token);
+        }
         if let Some(session) = self.session_id.read().ok().and_then(|s| s.clone()) {
             request = request.header(SESSION_HEADER, session);
         }
         if let Some(version) = self.protocol_version.read().ok().and_then(|v| v.clone()) {
             request = request.header(PROTOCOL_HEADER, version);
         }
-        request
+        (request, bearer)
+    }
+
+    /// What to do about a 401 or 403: `Ok` to send again (a fresh token
+    /// is held), else the error the request ends with.
+    async fn refused(
+        &self,
+        response: &reqwest::Response,
+        sent: Option<&str>,
+        retried: bool,
+    ) -> Result<(), LinkError> {
+        let status = response.status().as_u16();
+        let Some(auth) = self.auth.as_ref() else {
+            tracing::warn!(
+                server = %self.server,
+                status,
+                "the server refused our credentials; check the configured headers"
+            );
+            return Err(LinkError::Unauthorized { status });
+        };
+        let challenge = response
+            .headers()
+            .get(reqwest::header::WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok());
+        match auth
+            .oauth
+            .refused(&auth.server, status, challenge, sent)
+            .await
+        {
+            crate::oauth::AfterRefusal::Retry if !retried => Ok(()),
+            crate::oauth::AfterRefusal::Retry => Err(LinkError::Unauthorized { status }),
+            crate::oauth::AfterRefusal::NeedsLogin(message) => Err(LinkError::NeedsLogin(message)),
+            crate::oauth::AfterRefusal::Fail(reason) => Err(LinkError::Auth(reason)),
+        }
     }
 
     async fn post(
@@ -211,23 +258,38 @@ impl Inner {
             return Err(LinkError::Closed(self.state.reason()));
         }
         let had_session = self.session_id.read().map(|s| s.is_some()).unwrap_or(false);
-        let mut request = self
-            .request(reqwest::Method::POST)
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream");
-        if self.mirrors_method_headers() {
-            for (name, value) in mirrored_headers(&message) {
-                request = request.header(name, value);
+        let mut retried = false;
+        let response = loop {
+            let (request, sent) = self.request(reqwest::Method::POST).await;
+            let mut request = request
+                .header(CONTENT_TYPE, "application/json")
+                .header(ACCEPT, "application/json, text/event-stream");
+            if self.mirrors_method_headers() {
+                for (name, value) in mirrored_headers(&message) {
+                    request = request.header(name, value);
+                }
+                for (name, value) in extra {
+                    request = request.header(name.as_str(), value.as_str());
+                }
             }
-            for (name, value) in extra {
-                request = request.header(name.as_str(), value.as_str());
+            let response = request
+                .body(message.clone())
+                .send()
+                .await
+                .map_err(|err| unreachable(&self.state, &self.url, &err))?;
+            let status = response.status();
+            if status == reqwest::StatusCode::UNAUTHORIZED
+                || status == reqwest::StatusCode::FORBIDDEN
+            {
+                self.refused(&response, sent.as_deref(), retried).await?;
+                retried = true;
+                continue;
             }
-        }
-        let response = request
-            .body(message)
-            .send()
-            .await
-            .map_err(|err| unreachable(&self.state, &self.url, &err))?;
+            if let (Some(auth), Some(_)) = (&self.auth, &sent) {
+                auth.server.accepted();
+            }
+            break response;
+        };
         let status = response.status();
         if let Some(session) = response.headers().get(SESSION_HEADER)
             && let Ok(mut slot) = self.session_id.write()
@@ -239,16 +301,6 @@ impl Inner {
             let reason = "the server no longer knows this session (HTTP 404)".to_owned();
             self.state.close(reason.clone());
             return Err(LinkError::Closed(reason));
-        }
-        if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
-            tracing::warn!(
-                server = %self.server,
-                status = status.as_u16(),
-                "the server refused our credentials; check the configured headers"
-            );
-            return Err(LinkError::Unauthorized {
-                status: status.as_u16(),
-            });
         }
         if !status.is_success() {
             // A 2026-07-28 server answers a request it refuses with a 4xx
@@ -366,6 +418,8 @@ impl Inner {
             tokio::time::sleep(end.retry.unwrap_or(DEFAULT_RESUME_DELAY)).await;
             let response = self
                 .request(reqwest::Method::GET)
+                .await
+                .0
                 .header(ACCEPT, EVENT_STREAM)
                 .header("last-event-id", last.as_str())
                 .send()
@@ -397,6 +451,8 @@ impl Inner {
         while !self.state.is_closed() {
             let mut request = self
                 .request(reqwest::Method::GET)
+                .await
+                .0
                 .header(ACCEPT, EVENT_STREAM);
             if let Some(last) = &last_event_id {
                 request = request.header("last-event-id", last.as_str());

@@ -137,6 +137,8 @@ pub(crate) struct Shared {
     connecting: watch::Sender<HashSet<ServerId>>,
     /// Each supervised server's health record.
     vitals: Mutex<HashMap<ServerId, Arc<vitals::Vitals>>>,
+    /// Logins to the servers that ask for one (set once by the daemon).
+    oauth: std::sync::OnceLock<Arc<crate::oauth::OAuth>>,
 }
 
 impl Shared {
@@ -208,6 +210,7 @@ impl SessionManager {
                 starting: watch::Sender::new(HashSet::new()),
                 connecting: watch::Sender::new(HashSet::new()),
                 vitals: Mutex::new(HashMap::new()),
+                oauth: std::sync::OnceLock::new(),
             }),
             handles: Arc::new(Mutex::new(HashMap::new())),
             closing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
@@ -242,6 +245,17 @@ impl SessionManager {
         if let Ok(mut slot) = self.shared.request_handler.write() {
             *slot = Some(handler);
         }
+    }
+
+    /// Where servers that ask for a login get one (sessions opened later
+    /// use it); set once.
+    pub fn set_oauth(&self, oauth: Arc<crate::oauth::OAuth>) {
+        let _ = self.shared.oauth.set(oauth);
+    }
+
+    /// The logins, when set.
+    pub fn oauth(&self) -> Option<&Arc<crate::oauth::OAuth>> {
+        self.shared.oauth.get()
     }
 
     /// Notifications servers send on their own (resource updates, logs).

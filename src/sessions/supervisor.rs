@@ -128,6 +128,17 @@ pub(super) async fn run(
         let session = match result {
             Ok(session) => session,
             Err(reason) => {
+                // A server waiting for a login is not retried: it waits
+                // for the login (or an admin's connect).
+                let login = shared
+                    .oauth
+                    .get()
+                    .and_then(|oauth| oauth.for_server(&record))
+                    .filter(|auth| auth.needs_login());
+                let reason = match &login {
+                    Some(_) => crate::oauth::needs_login_message(&name),
+                    None => reason,
+                };
                 // Shown in the API, the history and the log: no credential
                 // a URL carried may be in it.
                 let reason = crate::model::redact::redact_text(&reason);
@@ -144,7 +155,11 @@ pub(super) async fn run(
                 )
                 .await;
                 shared.started(id);
-                match wait_before_retry(&shared, &mut commands, failures, id).await {
+                let waited = match login {
+                    Some(auth) => wait_for_login(&shared, &mut commands, &auth, id).await,
+                    None => wait_before_retry(&shared, &mut commands, failures, id).await,
+                };
+                match waited {
                     Retry::Now => {
                         failures += 1;
                         continue;
@@ -370,6 +385,41 @@ async fn wait_before_retry(
             Some(Command::Connect) => Retry::Now,
             Some(Command::Disconnect { reply, .. }) => {
                 set_status(shared, id, ServerStatus::Disconnected, StatusTrigger::Disconnect, Some("retries stopped".into())).await;
+                let _ = reply.send(0);
+                Retry::Disconnected
+            }
+            Some(Command::Stop { reply }) => {
+                let _ = reply.send(());
+                Retry::Stop
+            }
+            None => Retry::Stop,
+        },
+    }
+}
+
+/// Waits for the server's login to finish (or for a command: a connect
+/// tries again at once).
+async fn wait_for_login(
+    shared: &Shared,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    auth: &crate::oauth::ServerAuth,
+    id: ServerId,
+) -> Retry {
+    let mut logins = auth.logins();
+    logins.mark_unchanged();
+    // Logged in between the failure and now.
+    if !auth.needs_login() {
+        return Retry::Now;
+    }
+    tokio::select! {
+        changed = logins.changed() => match changed {
+            Ok(()) => Retry::Now,
+            Err(_) => wait_before_retry(shared, commands, 0, id).await,
+        },
+        command = commands.recv() => match command {
+            Some(Command::Connect) => Retry::Now,
+            Some(Command::Disconnect { reply, .. }) => {
+                set_status(shared, id, ServerStatus::Disconnected, StatusTrigger::Disconnect, Some("waiting for a login stopped".into())).await;
                 let _ = reply.send(0);
                 Retry::Disconnected
             }
@@ -622,10 +672,25 @@ async fn open_in(
             };
             Link::Stdio(stdio::open(name, &spec, inbound_tx).map_err(|e| failed(e.to_string()))?)
         }
-        Transport::Http { base_url, headers } => Link::Http(
-            http::open(name, shared.http.clone(), base_url, headers, inbound_tx)
+        Transport::Http { base_url, headers } => {
+            let auth = shared.oauth.get().and_then(|oauth| {
+                oauth.for_server(record).map(|server| http::Authorizer {
+                    oauth: Arc::clone(oauth),
+                    server,
+                })
+            });
+            Link::Http(
+                http::open(
+                    name,
+                    shared.http.clone(),
+                    base_url,
+                    headers,
+                    inbound_tx,
+                    auth,
+                )
                 .map_err(|e| failed(e.to_string()))?,
-        ),
+            )
+        }
         Transport::Sse { url, headers } => Link::Sse(
             sse::open(name, shared.http.clone(), url, headers, inbound_tx, timeout)
                 .await

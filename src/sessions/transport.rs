@@ -24,6 +24,12 @@ pub enum LinkError {
     Status { status: u16, body: String },
     #[error("the server refused our credentials (HTTP {status}); check the configured headers")]
     Unauthorized { status: u16 },
+    /// The server wants a login first (the message names the command).
+    #[error("{0}")]
+    NeedsLogin(String),
+    /// The login could not be started or kept (discovery, registration).
+    #[error("{0}")]
+    Auth(String),
     #[error("the connection is closed: {0}")]
     Closed(String),
     #[error("{0}")]

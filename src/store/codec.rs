@@ -28,6 +28,9 @@ impl Store {
         for value in sealed.transport.secrets_mut().values_mut() {
             *value = self.cipher.seal(value);
         }
+        if let Some(secret) = sealed.oauth.as_mut().and_then(|o| o.client_secret.as_mut()) {
+            *secret = self.cipher.seal(secret);
+        }
         // A URL with a credential in it is sealed whole.
         for url in [sealed.transport.url_mut(), sealed.health_check_url.as_mut()]
             .into_iter()
@@ -52,6 +55,15 @@ impl Store {
                 None => tracing::error!(
                     server = %name,
                     "cannot decrypt the stored URL (was {KEY_FILE} replaced?)"
+                ),
+            }
+        }
+        if let Some(secret) = record.oauth.as_mut().and_then(|o| o.client_secret.as_mut()) {
+            match self.cipher.open(secret) {
+                Some(plain) => *secret = plain,
+                None => tracing::error!(
+                    server = %name,
+                    "cannot decrypt the stored OAuth client secret (was {KEY_FILE} replaced?)"
                 ),
             }
         }

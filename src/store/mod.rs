@@ -18,6 +18,7 @@ mod backend;
 mod catalog;
 mod codec;
 mod embeddings;
+mod grants;
 mod health;
 mod history;
 mod meta;

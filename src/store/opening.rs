@@ -14,7 +14,8 @@ use super::meta::{META, META_SCHEMA_VERSION, SCHEMA_VERSION};
 use super::secrets::Cipher;
 use super::servers::{SERVER_NAMES, SERVERS};
 use super::{
-    KEY_FILE, STORE_FILE, Store, StoreError, backend, catalog, embeddings, health, profiles, skills,
+    KEY_FILE, STORE_FILE, Store, StoreError, backend, catalog, embeddings, grants, health,
+    profiles, skills,
 };
 
 /// redb's page cache. Its default (1 GiB) lets a daemon that read its whole
@@ -103,6 +104,10 @@ impl Store {
                 // 3 -> 4: profiles (views).
                 3 => {
                     txn.open_table(profiles::PROFILES)?;
+                }
+                // 4 -> 5: what logins to servers left (OAuth grants).
+                4 => {
+                    txn.open_table(grants::GRANTS)?;
                 }
                 _ => unreachable!("every version below SCHEMA_VERSION has a step"),
             }

@@ -166,6 +166,7 @@ impl Store {
         txn.open_table(HISTORY)?
             .retain_in((key, 0)..=(key, u64::MAX), |_, _| false)?;
         delete_server_catalog(&txn, key)?;
+        txn.open_table(super::grants::GRANTS)?.remove(key)?;
         append_audit(
             &txn,
             self.audit_max_bytes,

@@ -123,7 +123,12 @@ def call(mcp, request_id, name, arguments, schema=None):
             "POST", mcp, {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}, headers
         )
         result = (answer_ or {}).get("result") or {}
-        print(json.dumps({"tool": name, "status": status, "resultType": result.get("resultType")}), file=sys.stderr)
+        print(json.dumps({"tool": name, "status": status, "resultType": result.get("resultType"), "answer": answer_}), file=sys.stderr)
+        if result.get("isError") and "needs a login" in json.dumps(result.get("content")) and LOGIN["api"]:
+            relogin = LOGIN["api"]
+            LOGIN["api"] = None  # once per call chain: a server that keeps refusing is not looped
+            log_in_again(relogin)
+            continue
         if result.get("resultType") != "input_required":
             break
         params = {
@@ -137,14 +142,74 @@ def call(mcp, request_id, name, arguments, schema=None):
     return request_id
 
 
+LOGIN = {"api": None}
+
+
+def log_in_again(api):
+    """A step-up: the server asked for more scope during a call."""
+    end = time.time() + DEADLINE
+    while time.time() < end:
+        status, record = http("GET", f"{api}/api/v1/aggregator/servers/scenario")
+        auth = (record or {}).get("auth") or {}
+        if auth.get("authorization_url"):
+            try:
+                with urllib.request.urlopen(auth["authorization_url"], timeout=DEADLINE) as response:
+                    response.read()
+            except OSError as err:
+                print(json.dumps({"step_up": str(err)}), file=sys.stderr)
+            return
+        if auth.get("state") != "authorized":
+            return
+        time.sleep(0.1)
+
+
+def log_in(api, end):
+    """Waits until the scenario server is connected; while it waits for a
+    login, its authorization URL is opened as a browser would (the
+    scenario's authorization server approves without a user and sends the
+    browser back to the daemon's callback)."""
+    opened = set()
+    while time.time() < end:
+        status, record = http("GET", f"{api}/api/v1/aggregator/servers/scenario")
+        record = record or {}
+        if record.get("status") in ("CONNECTED", "DEGRADED"):
+            return
+        auth = record.get("auth") or {}
+        target = auth.get("authorization_url")
+        if target and target not in opened:
+            opened.add(target)
+            print(json.dumps({"login": auth.get("state")}), file=sys.stderr)
+            try:
+                with urllib.request.urlopen(target, timeout=DEADLINE) as response:
+                    response.read()
+            except urllib.error.HTTPError as err:
+                print(json.dumps({"callback": err.code, "detail": err.read().decode(errors="replace")}), file=sys.stderr)
+            except OSError as err:
+                print(json.dumps({"callback": str(err)}), file=sys.stderr)
+        elif auth.get("state") == "failed":
+            print(json.dumps({"login_failed": auth.get("detail")}), file=sys.stderr)
+            return
+        time.sleep(0.1)
+
+
 def main():
     url = sys.argv[-1]
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     binary = os.environ["MCP_AGGREGATOR_BIN"]
     work = tempfile.mkdtemp(prefix="conformance-client-")
     config = os.path.join(work, "servers.json")
+    server = {"type": "http", "url": url}
+    # A pre-registered OAuth client, when the scenario hands one.
+    oauth = {key: context[key] for key in ("client_id", "client_secret") if context.get(key)}
+    if os.environ.get("MCP_CONFORMANCE_SCENARIO", "").startswith("auth/"):
+        # Where this client's metadata document is published (the address
+        # the suite's authorization servers know); used only where the
+        # authorization server takes metadata documents as client ids.
+        oauth["client_metadata_url"] = "https://conformance-test.local/client-metadata.json"
+    if oauth:
+        server["oauth"] = oauth
     with open(config, "w") as out:
-        json.dump({"mcpServers": {"scenario": {"type": "http", "url": url}}}, out)
+        json.dump({"mcpServers": {"scenario": server}}, out)
     data = os.path.join(work, "data")
     # Keyword search only: a daemon per scenario need not load the model.
     env = dict(os.environ, MCP_AGGREGATOR_SKIP_EMBEDDED_RUNTIME="1", ORT_DYLIB_PATH="/nonexistent")
@@ -167,6 +232,8 @@ def main():
             except (OSError, ValueError, KeyError):
                 time.sleep(0.05)
         mcp = f"{api}/mcp"
+        log_in(api, end)
+        LOGIN["api"] = api
         status, listed = http(
             "POST",
             mcp,
