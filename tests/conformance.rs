@@ -309,6 +309,56 @@ async fn the_aggregator_as_a_client_of_the_conformance_scenarios() {
     .unwrap();
 }
 
+/// The aggregator logging in to servers that ask for it: every scored
+/// `auth/*` scenario of the 2025-11-25 and 2026-07-28 requirement sets.
+/// The scenario's authorization server approves without a user; the driver
+/// opens the `authorization_url` the aggregator shows (as a browser would)
+/// and the login finishes through the daemon's `/oauth/callback`. Checked:
+/// discovery and its fallbacks, scopes (from the challenge, the metadata,
+/// omitted), step-up and its limit, the three token-endpoint
+/// authentications, pre-registered, metadata-document and registered
+/// clients (with `application_type`), resource indicators and a resource
+/// that is not the server's, `offline_access`, a moved authorization
+/// server, and the RFC 9207 `iss` checks (compared exactly).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_aggregator_logs_in_as_the_conformance_auth_scenarios_require() {
+    tokio::task::spawn_blocking(|| {
+        for scenario in [
+            "auth/metadata-default",
+            "auth/metadata-var1",
+            "auth/metadata-var2",
+            "auth/metadata-var3",
+            "auth/basic-cimd",
+            "auth/scope-from-www-authenticate",
+            "auth/scope-from-scopes-supported",
+            "auth/scope-omitted-when-undefined",
+            "auth/scope-step-up",
+            "auth/scope-retry-limit",
+            "auth/token-endpoint-auth-basic",
+            "auth/token-endpoint-auth-post",
+            "auth/token-endpoint-auth-none",
+            "auth/pre-registration",
+            "auth/2025-03-26-oauth-metadata-backcompat",
+            "auth/2025-03-26-oauth-endpoint-fallback",
+            "auth/resource-mismatch",
+            "auth/offline-access-scope",
+            "auth/offline-access-not-supported",
+            "auth/authorization-server-migration",
+            "auth/iss-supported",
+            "auth/iss-not-advertised",
+            "auth/iss-supported-missing",
+            "auth/iss-wrong-issuer",
+            "auth/iss-unexpected",
+            "auth/iss-normalized",
+            "auth/metadata-issuer-mismatch",
+        ] {
+            run_client_conformance(&["--scenario", scenario], scenario);
+        }
+    })
+    .await
+    .unwrap();
+}
+
 fn run_client_conformance(args: &[&str], label: &str) {
     let dir = conformance_dir();
     let driver = dir.join("client_driver.py");

@@ -93,13 +93,22 @@ struct Grant {
     access_token: String,
     refresh_token: Option<String>,
     expires_at: Option<DateTime<Utc>>,
+    /// How long the access token was issued for (seconds).
+    #[serde(default)]
+    lifetime_secs: Option<u64>,
     scope: Option<String>,
 }
 
 impl Grant {
+    /// Whether the access token is about to expire: within a minute, or
+    /// within a quarter of its lifetime when that is shorter (a token of a
+    /// few seconds is not refreshed at every request).
     fn expiring(&self) -> bool {
+        let ahead = self.lifetime_secs.map_or(REFRESH_AHEAD, |life| {
+            REFRESH_AHEAD.min(Duration::from_millis(life * 250))
+        });
         self.expires_at.is_some_and(|at| {
-            at - chrono::Duration::from_std(REFRESH_AHEAD).unwrap_or_default() <= Utc::now()
+            at - chrono::Duration::from_std(ahead).unwrap_or_default() <= Utc::now()
         })
     }
 }
@@ -578,6 +587,7 @@ impl OAuth {
                     // The server may rotate it, or keep the old one valid.
                     refresh_token: answer.refresh_token.or(Some(refresh_token)),
                     expires_at: expiry(answer.expires_in),
+                    lifetime_secs: answer.expires_in,
                     scope: answer.scope.or(grant.scope.clone()),
                     ..grant
                 };
@@ -588,12 +598,21 @@ impl OAuth {
                 Ok(())
             }
             Err(err) => {
-                if matches!(err, OAuthError::Refused { .. }) {
-                    // Revoked or expired: no retrying 401s with it.
+                if let OAuthError::Refused { error, .. } = &err {
+                    // Revoked or expired: no retrying 401s with it. A
+                    // client the server no longer knows is registered
+                    // again at the next login.
+                    let mut client = grant.client.clone();
+                    if matches!(error.as_str(), "invalid_client" | "unauthorized_client")
+                        && client.kind == "dynamic"
+                    {
+                        client.kind = "refused".into();
+                    }
                     let kept = Grant {
                         access_token: String::new(),
                         refresh_token: None,
                         expires_at: None,
+                        client,
                         ..grant
                     };
                     let _ = self.save(auth.id, Some(&kept)).await;
@@ -624,6 +643,16 @@ impl OAuth {
             ));
         };
         let result = self.finish(&auth, pending, query).await;
+        if let Err(OAuthError::Refused { error, .. }) = &result
+            && matches!(error.as_str(), "invalid_client" | "unauthorized_client")
+        {
+            // The next login registers again instead of reusing it.
+            if let Some(grant) = lock(&auth.inner).grant.as_mut()
+                && grant.client.kind == "dynamic"
+            {
+                grant.client.kind = "refused".into();
+            }
+        }
         if let Err(err) = &result {
             let reason = format!("the login to {} failed: {err}", auth.name);
             tracing::warn!(server = %auth.name, "{reason}");
@@ -706,6 +735,7 @@ impl OAuth {
             access_token: answer.access_token,
             refresh_token: answer.refresh_token,
             expires_at: expiry(answer.expires_in),
+            lifetime_secs: answer.expires_in,
             scope: answer.scope.or(pending.scope),
         };
         self.save(auth.id, Some(&grant)).await?;

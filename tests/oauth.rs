@@ -1,0 +1,227 @@
+//! Logging in to a remote server that needs one, against a real
+//! authorization server (the official TypeScript SDK's `mcpAuthRouter`,
+//! `tests/conformance/oauth_server.mjs`): the login through the daemon's
+//! callback, refresh across an expiry under 50 concurrent calls (one
+//! refresh), a revoked grant → needs login → login → calls again, a
+//! client the server forgot registered again, and no token or secret in
+//! plain text in the API, the log, the audit trail or the store file.
+
+mod common;
+
+use common::{Daemon, http, http_test_server, rest_call, wait_status};
+use serde_json::{Value, json};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The access tokens' lifetime: long enough that fifty calls fit well
+/// inside the quarter of it before expiry when they are refreshed.
+const TOKEN_SECONDS: u64 = 20;
+
+fn oauth_server() -> (common::Reaped, String) {
+    let mut command = Command::new(common::node22());
+    command
+        .arg(common::conformance_dir().join("oauth_server.mjs"))
+        .args(["--token-seconds", &TOKEN_SECONDS.to_string()]);
+    let (server, port) = http_test_server(command);
+    (server, format!("http://127.0.0.1:{port}"))
+}
+
+async fn server_record(d: &Daemon, name: &str) -> Value {
+    common::get_json(&d.api(&format!("/api/v1/aggregator/servers/{name}"))).await
+}
+
+/// Waits until the server shows an authorization URL, and opens it as a
+/// browser would (the authorization server approves at once and sends the
+/// browser back to the daemon's callback); the callback's page.
+async fn log_in(d: &Daemon, name: &str) -> String {
+    let end = Instant::now() + Duration::from_secs(60);
+    let url = loop {
+        let record = server_record(d, name).await;
+        if let Some(url) = record["auth"]["authorization_url"].as_str() {
+            assert_eq!(record["auth"]["state"], "needs_login", "{record}");
+            break url.to_owned();
+        }
+        assert!(
+            Instant::now() < end,
+            "{name} never asked for a login: {record}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let page = http()
+        .get(&url)
+        .send()
+        .await
+        .expect("open the authorization URL");
+    assert_eq!(page.status(), 200, "the callback refused the login");
+    page.text().await.unwrap_or_default()
+}
+
+async fn stats(base: &str) -> Value {
+    common::get_json(&format!("{base}/test/stats")).await
+}
+
+async fn control(base: &str, what: &str) {
+    let response = http()
+        .post(format!("{base}/test/{what}"))
+        .send()
+        .await
+        .expect("the test control answers");
+    assert!(response.status().is_success());
+}
+
+async fn call_ok(d: &Daemon) -> String {
+    let (status, body) = rest_call(d, "remote__whoami", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_ne!(body["isError"], true, "{body}");
+    body["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_keeps_working_through_expiry_revocation_and_a_forgotten_client() {
+    let (_server, base) = oauth_server();
+    let d = Daemon::start();
+    common::register(
+        &d,
+        json!({"name": "remote", "transport_type": "HTTP",
+               "connection_config": {"base_url": format!("{base}/mcp")}}),
+    )
+    .await;
+
+    // Refused at first: a login is asked for, and the server waits for it
+    // (no retry loop of 401s) with an error that names the command.
+    let page = log_in(&d, "remote").await;
+    assert!(page.contains("logged in to <b>remote</b>"), "{page}");
+    let record = wait_status(&d, "remote", "CONNECTED", Duration::from_secs(30)).await;
+    assert_eq!(record["auth"]["state"], "authorized", "{record}");
+    assert!(
+        record["auth"].get("authorization_url").is_none(),
+        "{record}"
+    );
+    let first_client = call_ok(&d).await;
+    let after_login = stats(&base).await;
+    assert_eq!(after_login["registrations"], 1, "{after_login}");
+    assert_eq!(after_login["codeExchanges"], 1, "{after_login}");
+    assert_eq!(after_login["refreshes"], 0, "{after_login}");
+
+    // Near the access token's expiry, fifty calls at once: one refresh.
+    let expires_at: chrono::DateTime<chrono::Utc> = record["auth"]["expires_at"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .expect("the expiry is shown");
+    let refresh_window = chrono::Duration::milliseconds((TOKEN_SECONDS * 250) as i64);
+    while chrono::Utc::now() < expires_at - refresh_window + chrono::Duration::milliseconds(200) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let calls: Vec<_> = (0..50)
+        .map(|_| {
+            let d_url = d.url.clone();
+            tokio::spawn(async move {
+                let response = http()
+                    .post(format!("{d_url}/api/v1/tools/call"))
+                    .json(&json!({"name": "remote__whoami", "arguments": {}}))
+                    .timeout(Duration::from_secs(120))
+                    .send()
+                    .await
+                    .expect("POST /tools/call");
+                let status = response.status().as_u16();
+                (
+                    status,
+                    response.json::<Value>().await.unwrap_or(Value::Null),
+                )
+            })
+        })
+        .collect();
+    for call in calls {
+        let (status, body) = call.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert_ne!(body["isError"], true, "{body}");
+    }
+    let after_burst = stats(&base).await;
+    assert_eq!(
+        after_burst["refreshes"], 1,
+        "one refresh for fifty calls: {after_burst}"
+    );
+    assert_eq!(after_burst["refused"], 0, "{after_burst}");
+
+    // Every grant revoked: the refresh is refused, the call says to log
+    // in (no endless 401s), and a login brings the server back.
+    control(&base, "revoke-all").await;
+    let (status, body) = rest_call(&d, "remote__whoami", json!({})).await;
+    assert_eq!(status, 503, "{body}");
+    let detail = body["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("mcp-aggregator login remote"), "{body}");
+    log_in(&d, "remote").await;
+    assert_eq!(
+        call_ok(&d).await,
+        first_client,
+        "the same registered client"
+    );
+    let after_relogin = stats(&base).await;
+    assert_eq!(after_relogin["registrations"], 1, "{after_relogin}");
+
+    // The authorization server forgot its clients: the stored one is
+    // refused, and the next login registers again.
+    control(&base, "forget-clients").await;
+    control(&base, "revoke-all").await;
+    let (status, _) = rest_call(&d, "remote__whoami", json!({})).await;
+    assert_eq!(status, 503);
+    log_in(&d, "remote").await;
+    let second_client = call_ok(&d).await;
+    assert_ne!(second_client, first_client, "a new client was registered");
+    let after_reregistration = stats(&base).await;
+    assert_eq!(
+        after_reregistration["registrations"], 2,
+        "{after_reregistration}"
+    );
+
+    // A pre-registered client's secret, beside what the server issued.
+    let secret = "pre-registered-secret-4c1f9e";
+    let pre = common::register(
+        &d,
+        json!({"name": "pre", "transport_type": "HTTP", "auto_connect": false,
+               "connection_config": {"base_url": format!("{base}/mcp")},
+               "oauth": {"client_id": "pre-client", "client_secret": secret}}),
+    )
+    .await;
+    assert_eq!(pre["oauth"]["client_secret"], "***", "{pre}");
+
+    // Logout forgets (and revokes) the grant.
+    let out = common::post_json(
+        &d.api("/api/v1/aggregator/servers/remote/logout"),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(out["logged_out"], true, "{out}");
+
+    // No token or secret anywhere in plain text.
+    let mut secrets: Vec<String> = stats(&base).await["issued"]
+        .as_array()
+        .expect("issued")
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    secrets.push(secret.to_owned());
+    assert!(secrets.len() > 4);
+    let servers: Value = common::get_json(&d.api("/api/v1/aggregator/servers")).await;
+    let audit: Value = common::get_json(&d.api("/api/v1/aggregator/audit?limit=10000")).await;
+    let mut d = d;
+    d.terminate(Duration::from_secs(20));
+    let log = std::fs::read_to_string(common::log_path(&d.data_dir)).unwrap_or_default();
+    let store = std::fs::read(d.data_dir.join("store.redb")).expect("the store file");
+    for secret in &secrets {
+        for (place, text) in [
+            ("the API", servers.to_string()),
+            ("the audit trail", audit.to_string()),
+            ("the log", log.clone()),
+        ] {
+            assert!(!text.contains(secret.as_str()), "{secret} in {place}");
+        }
+        assert!(
+            !store.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "{secret} in the store file"
+        );
+    }
+}
