@@ -228,6 +228,39 @@ pub fn split_raw(text: &[u8]) -> serde_json::Result<Vec<Box<RawValue>>> {
     Ok(messages.into_iter().map(one_line).collect())
 }
 
+/// The complete messages at the start of `text`, a body that may hold
+/// several JSON texts one after another (newline-delimited frames a server
+/// streams, each maybe a batch), and how many bytes they took. An
+/// unfinished text at the end waits for more, unless `at_end`.
+pub fn split_sequence(
+    text: &[u8],
+    at_end: bool,
+) -> Result<(Vec<Box<RawValue>>, usize), serde_json::Error> {
+    let mut values = serde_json::Deserializer::from_slice(text).into_iter::<Box<RawValue>>();
+    let mut messages = Vec::new();
+    let mut consumed = 0;
+    loop {
+        match values.next() {
+            Some(Ok(value)) => {
+                consumed = values.byte_offset();
+                if value.get().starts_with('[') {
+                    let batch: Vec<Box<RawValue>> = serde_json::from_str(value.get())?;
+                    messages.extend(batch.into_iter().map(one_line));
+                } else {
+                    messages.push(one_line(value));
+                }
+            }
+            Some(Err(err)) if err.is_eof() && !at_end => break,
+            Some(Err(err)) => return Err(err),
+            None => {
+                consumed = text.len();
+                break;
+            }
+        }
+    }
+    Ok((messages, consumed))
+}
+
 /// A checked JSON text without line breaks. JSON forbids raw control
 /// characters inside strings, so any CR or LF in a checked text is
 /// whitespace between tokens, and dropping it changes nothing (a server
@@ -438,6 +471,20 @@ pub fn answer(id: Value, payload: Json) -> Outgoing {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_body_of_several_texts_gives_each_message_once_it_is_complete() {
+        let body = b"{\"a\":1}\n[{\"b\":2},{\"c\":3}]\n{\"d\":";
+        let (messages, consumed) = split_sequence(body, false).unwrap();
+        let texts: Vec<&str> = messages.iter().map(|m| m.get()).collect();
+        assert_eq!(texts, [r#"{"a":1}"#, r#"{"b":2}"#, r#"{"c":3}"#]);
+        assert_eq!(&body[consumed..], b"\n{\"d\":");
+        // The unfinished text is an error only once the body has ended.
+        assert!(split_sequence(&body[consumed..], true).is_err());
+        let (messages, _) = split_sequence(b"{\n \"e\": 4\n}\n", true).unwrap();
+        assert_eq!(messages[0].get(), r#"{ "e": 4}"#);
+        assert!(split_sequence(b"{\"a\":1} nonsense", true).is_err());
+    }
     use super::*;
     use serde_json::json;
 

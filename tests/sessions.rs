@@ -817,3 +817,73 @@ async fn a_stateless_http_server_stays_connected_and_a_closed_stream_is_resumed(
     let record: Value = common::get_json(&d.api("/api/v1/aggregator/servers/stateless")).await;
     assert_eq!(record["status"], "CONNECTED", "{record}");
 }
+
+/// A server that answers a call as newline-delimited JSON frames (as the
+/// conformance suite's reference server does on its stateless path): each
+/// frame is read as it arrives, so its in-band `elicitation/create` reaches
+/// the calling client (a stdio client that declared elicitation) and the
+/// client's answer goes back to the server, which only then writes the
+/// result — read as a whole body, the call would never end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_inside_a_streamed_json_answer_reaches_the_calling_client() {
+    use tokio::io::AsyncWriteExt as _;
+    let mut server = std::process::Command::new("python3");
+    server.arg(common::hostile_py()).arg("--stateless");
+    let (_server, port) = common::http_test_server(server);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("servers.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"frames": {"type": "http",
+            "url": format!("http://127.0.0.1:{port}/mcp")}}})
+        .to_string(),
+    )
+    .unwrap();
+    let (_child, mut stdin, mut stdout) = common::spawn_stdio(
+        &config,
+        &dir.path().join("data"),
+        std::process::Stdio::null(),
+    );
+    let mut send = async |message: Value| {
+        stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "t", "version": "0"}}}),
+    )
+    .await;
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "frames__ndjson_ask", "arguments": {}}}))
+    .await;
+    let mut asked = false;
+    let result = loop {
+        let line = tokio::time::timeout(UP, stdout.next_line())
+            .await
+            .expect("the aggregator goes on talking")
+            .unwrap()
+            .expect("the aggregator is still there");
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message["method"] == "elicitation/create" {
+            assert_eq!(message["params"]["message"], "Proceed?", "{message}");
+            asked = true;
+            send(json!({"jsonrpc": "2.0", "id": message["id"],
+                "result": {"action": "accept", "content": {"ok": true}}}))
+            .await;
+        } else if message["id"] == 2 {
+            break message;
+        }
+    };
+    assert!(asked, "the client was never asked");
+    let text = result["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(
+        text, r#"answered in band: result {"action": "accept", "content": {"ok": true}}"#,
+        "{result}"
+    );
+}

@@ -328,15 +328,7 @@ impl Inner {
                 let end = inner.read_event_stream(response, None).await;
                 inner.resume(end).await;
             } else {
-                match bounded_body(response, crate::limits::max_message_bytes()).await {
-                    Ok(body) if body.iter().all(u8::is_ascii_whitespace) => {}
-                    Ok(body) => {
-                        inner.deliver_json(&body).await;
-                    }
-                    Err(err) => {
-                        tracing::warn!(server = %inner.server, "cannot read a response body: {err}")
-                    }
-                }
+                inner.read_json_body(response).await;
             }
         });
         Ok(())
@@ -360,6 +352,50 @@ impl Inner {
             }
         }
         answered
+    }
+
+    /// Reads a JSON body as it arrives: one message, a batch, or several
+    /// JSON texts one after another (a server that streams its frames as
+    /// newline-delimited JSON), each passed on as soon as it is complete —
+    /// a server may wait for our answer to a request it just sent before
+    /// it writes the rest.
+    async fn read_json_body(&self, mut response: reqwest::Response) {
+        let max = crate::limits::max_message_bytes();
+        let mut buffer: Vec<u8> = Vec::new();
+        loop {
+            let chunk = match response.chunk().await {
+                Ok(chunk) => chunk,
+                Err(err) => {
+                    tracing::warn!(server = %self.server, "cannot read a response body: {}", root_cause(&err));
+                    return;
+                }
+            };
+            let at_end = chunk.is_none();
+            if let Some(chunk) = chunk {
+                buffer.extend_from_slice(&chunk);
+            }
+            match crate::jsonrpc::split_sequence(&buffer, at_end) {
+                Ok((messages, consumed)) => {
+                    buffer.drain(..consumed);
+                    for message in messages {
+                        if self.inbound.send(message).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(server = %self.server, "the server sent a body that is not JSON: {err}");
+                    return;
+                }
+            }
+            if at_end {
+                return;
+            }
+            if buffer.len() > max {
+                tracing::warn!(server = %self.server, "a message in a response body is larger than {max} bytes; stopped reading it");
+                return;
+            }
+        }
     }
 
     /// Reads an SSE stream to its end; `resumed_from` is the event id the

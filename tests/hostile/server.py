@@ -38,7 +38,7 @@ Standard library only. Speaks newline-delimited JSON-RPC on stdio, or, with
   --stderr-flood    write 8 KB lines to stderr as fast as it can, for ever
 
 Tools: fds, flood, huge_line, malformed, wrong_id, hang, exit, grandchild,
-sample, ask_later, last_ask, echo, huge_body (HTTP), endless_event (HTTP),
+sample, ask_later, last_ask, echo, huge_body (HTTP), endless_event (HTTP), ndjson_ask (HTTP),
 resumable (HTTP).
 """
 
@@ -86,6 +86,9 @@ TOOLS = [
     ("last_ask", "What the last ask_later request got back"),
     ("huge_body", "HTTP only: answer with a body of `mb` megabytes"),
     ("endless_event", "HTTP only: answer with an SSE event that never ends"),
+    ("ndjson_ask", "HTTP only: answer as newline-delimited JSON frames: a log message, then an "
+                   "elicitation/create request, and only once its answer came (POSTed back) the "
+                   "result saying what the answer was"),
     ("resumable", "HTTP only: close the answer's event stream after a log event with an id and "
                   "`retry: 300`, and answer on the GET that resumes it (not sooner than asked)"),
 ]
@@ -504,6 +507,37 @@ def serve_http(port):
                         self.wfile.write(chunk)
                 except OSError:
                     pass
+                self.close_connection = True
+                return
+            if name == "ndjson_ask":
+                # Frames as a server that streams newline-delimited JSON
+                # writes them: the request's answer arrives as its own POST
+                # while this response is still open.
+                ask_id = f"ask-{message.get('id')}"
+                event, slot = threading.Event(), []
+                PENDING[ask_id] = (event, slot)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                log = {"jsonrpc": "2.0", "method": "notifications/message",
+                       "params": {"level": "info", "data": "asking in band"}}
+                ask = {"jsonrpc": "2.0", "id": ask_id, "method": "elicitation/create",
+                       "params": {"message": "Proceed?", "requestedSchema": {
+                           "type": "object", "properties": {"ok": {"type": "boolean"}}}}}
+                self.wfile.write((json.dumps(log) + "\n" + json.dumps(ask) + "\n").encode())
+                self.wfile.flush()
+                answered = event.wait(60)
+                PENDING.pop(ask_id, None)
+                if answered and slot:
+                    reply = slot[0]
+                    got = ("error " + str((reply.get("error") or {}).get("code"))
+                           if "error" in reply else "result " + json.dumps(reply.get("result")))
+                    text = f"answered in band: {got}"
+                else:
+                    text = "no answer in band"
+                final = {"jsonrpc": "2.0", "id": message.get("id"), "result": text_result(text)}
+                self.wfile.write((json.dumps(final) + "\n").encode())
                 self.close_connection = True
                 return
             if name == "resumable":
