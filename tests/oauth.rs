@@ -4,7 +4,8 @@
 //! callback, refresh across an expiry under 50 concurrent calls (one
 //! refresh), a revoked grant → needs login → login → calls again, a
 //! client the server forgot registered again, and no token or secret in
-//! plain text in the API, the log, the audit trail or the store file.
+//! plain text in the API, the log, the audit trail or the store file; a
+//! device login (RFC 8628) for a box without a browser.
 
 mod common;
 
@@ -224,4 +225,46 @@ async fn a_login_keeps_working_through_expiry_revocation_and_a_forgotten_client(
             "{secret} in the store file"
         );
     }
+}
+
+/// A box without a browser: `login --device` shows a URL and a code to
+/// use on another device; the daemon polls until the user approved, and
+/// the server connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_login_connects_a_server_on_a_box_without_a_browser() {
+    let (_server, base) = oauth_server();
+    let d = Daemon::start();
+    common::register(
+        &d,
+        json!({"name": "remote", "transport_type": "HTTP",
+               "connection_config": {"base_url": format!("{base}/mcp")}}),
+    )
+    .await;
+    let started = common::post_json(
+        &d.api("/api/v1/aggregator/servers/remote/login"),
+        &json!({"device": true}),
+    )
+    .await;
+    let code = started["user_code"]
+        .as_str()
+        .expect("a user code")
+        .to_owned();
+    let url = started["authorization_url"]
+        .as_str()
+        .expect("a URL")
+        .to_owned();
+    assert!(url.starts_with(&format!("{base}/device")), "{started}");
+    let record = server_record(&d, "remote").await;
+    assert_eq!(record["auth"]["state"], "needs_login", "{record}");
+    assert_eq!(record["auth"]["user_code"], code.as_str(), "{record}");
+    // Not logged in before the user approves (the daemon keeps polling).
+    assert_eq!(stats(&base).await["codeExchanges"], 0);
+    // "The user" approves on another device.
+    let approved = http().get(&url).send().await.expect("approve");
+    assert!(approved.status().is_success());
+    let record = wait_status(&d, "remote", "CONNECTED", Duration::from_secs(60)).await;
+    assert_eq!(record["auth"]["state"], "authorized", "{record}");
+    assert!(record["auth"].get("user_code").is_none(), "{record}");
+    call_ok(&d).await;
+    assert_eq!(stats(&base).await["codeExchanges"], 1);
 }

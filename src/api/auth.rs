@@ -23,8 +23,22 @@ pub struct LoginResponse {
     /// Open it in a browser; the login finishes through the daemon's
     /// `/oauth/callback`, and the server connects.
     pub authorization_url: String,
+    /// For a device login: the code to type at `authorization_url`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_code: Option<String>,
     /// How long the URL stays usable, in seconds.
     pub expires_in: u64,
+}
+
+/// `POST …/login` body (optional).
+#[derive(Debug, Default, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoginRequest {
+    /// Log in with the device authorization grant (RFC 8628): for a box
+    /// without a browser; the answer has the URL to open elsewhere and the
+    /// code to type there.
+    #[serde(default)]
+    pub device: bool,
 }
 
 /// `POST …/logout` answer.
@@ -67,6 +81,7 @@ async fn server_auth(
     path = "/api/v1/aggregator/servers/{id}/login",
     tag = "servers",
     params(("id" = String, Path, description = "Server id or name")),
+    request_body(content = Option<LoginRequest>, description = "`{\"device\": true}` for a device login"),
     responses(
         (status = 200, body = LoginResponse),
         (status = 404, description = "Server not found", body = ErrorBody),
@@ -78,9 +93,20 @@ pub async fn login(
     State(state): State<AppState>,
     Actor(actor): Actor,
     PathParam(id): PathParam<String>,
+    body: axum::body::Bytes,
 ) -> Result<axum::Json<LoginResponse>, HttpError> {
+    let request: LoginRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        LoginRequest::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|err| HttpError::unprocessable(format!("invalid body: {err}")))?
+    };
     let (record, oauth, auth) = server_auth(&state, &id).await?;
-    let started = oauth.start_login(&auth).await;
+    let started = if request.device {
+        oauth.start_device_login(&auth).await
+    } else {
+        oauth.start_login(&auth).await
+    };
     let result = match &started {
         Ok(_) => "ok".to_owned(),
         Err(err) => err.to_string(),
@@ -93,6 +119,7 @@ pub async fn login(
         Ok(url) => Ok(axum::Json(LoginResponse {
             state: AuthState::NeedsLogin,
             authorization_url: url,
+            user_code: auth.view().user_code,
             expires_in: crate::oauth::LOGIN_EXPIRY.as_secs(),
         })),
         Err(err) => Err(HttpError::new(StatusCode::BAD_GATEWAY, err.to_string())),

@@ -405,6 +405,10 @@ pub(super) struct LoginArgs {
     /// Only print the URL; do not try to open a browser.
     #[arg(long)]
     pub(super) no_browser: bool,
+    /// A device login (for a box without a browser): open the URL shown on any device and type
+    /// the code shown; needs an authorization server that offers it.
+    #[arg(long)]
+    pub(super) device: bool,
     /// Seconds to wait for the login to finish (0: print the URL and return).
     #[arg(long, value_name = "SECONDS", default_value_t = 900)]
     pub(super) wait: u64,

@@ -16,14 +16,25 @@ const POLL_EVERY: Duration = Duration::from_millis(500);
 pub(super) async fn login(args: LoginArgs) -> Result<ExitCode, CliError> {
     let client = connect(&args.client);
     let server = format!("{SERVERS_PATH}/{}", encode_segment(&args.name));
-    let started: Value = client.post(&format!("{server}/login"), &json!({})).await?;
+    let body = if args.device {
+        json!({"device": true})
+    } else {
+        json!({})
+    };
+    let started: Value = client.post(&format!("{server}/login"), &body).await?;
     let url = started["authorization_url"].as_str().unwrap_or_default();
     if args.client.json && args.wait == 0 {
         println!("{started}");
         return Ok(ExitCode::SUCCESS);
     }
-    eprintln!("Open this URL to log in to {}:\n\n  {url}\n", args.name);
-    if !args.no_browser && open_browser(url) {
+    match started["user_code"].as_str() {
+        Some(code) => eprintln!(
+            "On any device with a browser, open\n\n  {url}\n\nand enter the code  {code}  to log in to {}.\n",
+            args.name
+        ),
+        None => eprintln!("Open this URL to log in to {}:\n\n  {url}\n", args.name),
+    }
+    if !args.device && !args.no_browser && open_browser(url) {
         eprintln!("(opened in your browser)");
     }
     if args.wait == 0 {

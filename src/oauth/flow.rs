@@ -107,6 +107,70 @@ pub struct TokenAnswer {
     pub scope: Option<String>,
 }
 
+/// The grant type of a device login's token requests (RFC 8628).
+pub const DEVICE_CODE_GRANT: &str = "urn:ietf:params:oauth:grant-type:device_code";
+
+/// What the device authorization endpoint answered.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DeviceAnswer {
+    pub device_code: String,
+    pub user_code: String,
+    pub verification_uri: String,
+    pub verification_uri_complete: Option<String>,
+    pub expires_in: Option<u64>,
+    pub interval: Option<u64>,
+}
+
+/// Starts a device login (RFC 8628 §3.1).
+pub async fn device_authorization(
+    http: &reqwest::Client,
+    endpoint: &str,
+    client: &Client,
+    resource: &str,
+    scope: Option<&str>,
+) -> Result<DeviceAnswer, OAuthError> {
+    let mut form = vec![
+        ("client_id", client.client_id.clone()),
+        ("resource", resource.to_owned()),
+    ];
+    if let Some(scope) = scope.filter(|s| !s.is_empty()) {
+        form.push(("scope", scope.to_owned()));
+    }
+    if client.auth == ClientAuth::Post {
+        form.push((
+            "client_secret",
+            client.client_secret.clone().unwrap_or_default(),
+        ));
+    }
+    let mut request = with_form(http.post(endpoint).timeout(TOKEN_TIMEOUT), &form);
+    if client.auth == ClientAuth::Basic {
+        request = request.basic_auth(&client.client_id, client.client_secret.as_deref());
+    }
+    let response = request.send().await.map_err(|err| {
+        OAuthError::Token(format!(
+            "cannot reach the device authorization endpoint: {}",
+            crate::http_client::root_cause(&err)
+        ))
+    })?;
+    let status = response.status();
+    let body = crate::http_client::bounded_body(response, ANSWER_MAX)
+        .await
+        .map_err(|err| OAuthError::Token(format!("cannot read the device answer: {err}")))?;
+    if !status.is_success() {
+        return Err(match serde_json::from_slice::<ErrorAnswer>(&body) {
+            Ok(answer) => OAuthError::Refused {
+                error: answer.error,
+                description: answer.error_description.unwrap_or_default(),
+            },
+            Err(_) => OAuthError::Token(format!(
+                "the device authorization endpoint answered HTTP {status}"
+            )),
+        });
+    }
+    serde_json::from_slice(&body)
+        .map_err(|err| OAuthError::Token(format!("the device answer is not valid: {err}")))
+}
+
 /// An error answer of the token or registration endpoint.
 #[derive(Debug, Clone, Deserialize)]
 struct ErrorAnswer {
@@ -264,11 +328,15 @@ pub async fn register(
     // SEP-837: a loopback callback is a native application's.
     let loopback = url::Url::parse(redirect_uri)
         .is_ok_and(|u| matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]")));
+    let mut grant_types = vec!["authorization_code", "refresh_token"];
+    if metadata.device_authorization_endpoint.is_some() {
+        grant_types.push(DEVICE_CODE_GRANT);
+    }
     let mut body = serde_json::json!({
         "client_name": "mcp-aggregator",
         "application_type": if loopback { "native" } else { "web" },
         "redirect_uris": [redirect_uri],
-        "grant_types": ["authorization_code", "refresh_token"],
+        "grant_types": grant_types,
         "response_types": ["code"],
         "token_endpoint_auth_method": wanted,
     });

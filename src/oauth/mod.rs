@@ -74,6 +74,9 @@ pub struct AuthView {
     /// Present exactly while the server waits for a login.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authorization_url: Option<String>,
+    /// For a device login: the code to type at `authorization_url`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_code: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
     /// When the access token held expires, if it said.
@@ -160,6 +163,8 @@ pub struct ServerAuth {
     /// Step-ups since a request last went through with a token: counted
     /// across logins, since each login is what a refusing server loops on.
     step_ups: std::sync::atomic::AtomicU32,
+    /// Bumped by each device login started: an older one stops polling.
+    device_polls: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default)]
@@ -169,6 +174,8 @@ struct Inner {
     grant: Option<Grant>,
     state: Option<(AuthState, Option<String>)>,
     authorization_url: Option<String>,
+    /// The code to type at `authorization_url` (a device login).
+    user_code: Option<String>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -237,6 +244,7 @@ impl OAuth {
             single_flight: tokio::sync::Mutex::new(()),
             logins: watch::Sender::new(0),
             step_ups: std::sync::atomic::AtomicU32::new(0),
+            device_polls: std::sync::atomic::AtomicU64::new(0),
         });
         servers.insert(record.id, Arc::clone(&auth));
         Some(auth)
@@ -383,6 +391,142 @@ impl OAuth {
         }
     }
 
+    /// Starts a login by the device authorization grant (RFC 8628), for a
+    /// box without a browser: the view shows where to go and the code to
+    /// type there, and the daemon polls until the user approved it.
+    pub async fn start_device_login(
+        self: &Arc<Self>,
+        auth: &Arc<ServerAuth>,
+    ) -> Result<String, OAuthError> {
+        self.load(auth).await;
+        let _flight = auth.single_flight.lock().await;
+        auth.step_ups.store(0, Ordering::Relaxed);
+        let challenge = self.probe(auth).await;
+        let (_, discovered, scope, client) = self
+            .prepare(auth, &challenge, challenge.scope.clone())
+            .await?;
+        let Some(endpoint) = discovered.metadata.device_authorization_endpoint.clone() else {
+            return Err(OAuthError::Discovery(format!(
+                "the authorization server of {} offers no device login; open the URL of `mcp-aggregator login {}` on a machine with a browser (forwarding the daemon's port)",
+                auth.name, auth.name
+            )));
+        };
+        let device = flow::device_authorization(
+            &self.http,
+            &endpoint,
+            &client,
+            &discovered.resource,
+            scope.as_deref(),
+        )
+        .await?;
+        let url = device
+            .verification_uri_complete
+            .clone()
+            .unwrap_or_else(|| device.verification_uri.clone());
+        {
+            let mut inner = lock(&auth.inner);
+            inner.state = Some((AuthState::NeedsLogin, None));
+            inner.authorization_url = Some(url.clone());
+            inner.user_code = Some(device.user_code.clone());
+        }
+        let generation = auth.device_polls.fetch_add(1, Ordering::Relaxed) + 1;
+        let oauth = Arc::clone(self);
+        let auth = Arc::clone(auth);
+        tokio::spawn(async move {
+            oauth
+                .poll_device(&auth, generation, device, discovered, client, scope)
+                .await;
+        });
+        Ok(url)
+    }
+
+    /// Polls the token endpoint until the user approved the device login,
+    /// refused it, or it expired (or another login replaced it).
+    async fn poll_device(
+        &self,
+        auth: &ServerAuth,
+        generation: u64,
+        device: flow::DeviceAnswer,
+        discovered: Discovered,
+        client: Client,
+        scope: Option<String>,
+    ) {
+        let started = Instant::now();
+        let lifetime = Duration::from_secs(device.expires_in.unwrap_or(600).min(3600));
+        let mut interval = Duration::from_secs(device.interval.unwrap_or(5).clamp(1, 60));
+        let endpoint = discovered
+            .metadata
+            .token_endpoint
+            .clone()
+            .unwrap_or_default();
+        loop {
+            tokio::time::sleep(interval).await;
+            if auth.device_polls.load(Ordering::Relaxed) != generation {
+                return;
+            }
+            if started.elapsed() >= lifetime {
+                auth.set_state(
+                    AuthState::Failed,
+                    Some(format!(
+                        "the device login to {} expired; start it again",
+                        auth.name
+                    )),
+                    None,
+                );
+                return;
+            }
+            let answer = flow::token_request(
+                &self.http,
+                &endpoint,
+                &client,
+                &discovered.resource,
+                vec![
+                    ("grant_type", flow::DEVICE_CODE_GRANT.into()),
+                    ("device_code", device.device_code.clone()),
+                ],
+            )
+            .await;
+            match answer {
+                Ok(answer) => {
+                    let grant = Grant {
+                        issuer: discovered.issuer.clone(),
+                        resource: discovered.resource.clone(),
+                        metadata: discovered.metadata.clone(),
+                        client: client.clone(),
+                        access_token: answer.access_token,
+                        refresh_token: answer.refresh_token,
+                        expires_at: expiry(answer.expires_in),
+                        lifetime_secs: answer.expires_in,
+                        scope: answer.scope.or(scope.clone()),
+                    };
+                    if let Err(err) = self.save(auth.id, Some(&grant)).await {
+                        auth.set_state(AuthState::Failed, Some(err.to_string()), None);
+                        return;
+                    }
+                    {
+                        let mut inner = lock(&auth.inner);
+                        inner.grant = Some(grant);
+                        inner.loaded = true;
+                    }
+                    auth.set_state(AuthState::Authorized, None, None);
+                    auth.logins.send_modify(|n| *n += 1);
+                    tracing::info!(server = %auth.name, "logged in (device login)");
+                    return;
+                }
+                Err(OAuthError::Refused { error, .. }) if error == "authorization_pending" => {}
+                Err(OAuthError::Refused { error, .. }) if error == "slow_down" => {
+                    interval += Duration::from_secs(5);
+                }
+                Err(err) => {
+                    let reason = format!("the device login to {} failed: {err}", auth.name);
+                    tracing::warn!(server = %auth.name, "{reason}");
+                    auth.set_state(AuthState::Failed, Some(reason), None);
+                    return;
+                }
+            }
+        }
+    }
+
     /// The server's challenge to a request without a token (what to log
     /// in for), when it gives one.
     async fn probe(&self, auth: &ServerAuth) -> Challenge {
@@ -438,12 +582,13 @@ impl OAuth {
         }
     }
 
-    async fn begin(
+    /// Discovery, the scope to ask for, and the client to log in as.
+    async fn prepare(
         &self,
         auth: &ServerAuth,
         challenge: &Challenge,
         scope: Option<String>,
-    ) -> Result<String, OAuthError> {
+    ) -> Result<(String, Discovered, Option<String>, Client), OAuthError> {
         let redirect_uri = self.redirect_uri().ok_or_else(|| {
             OAuthError::Callback("the daemon has no HTTP listener to receive the login".into())
         })?;
@@ -470,6 +615,17 @@ impl OAuth {
         let client = self
             .client_for(auth, &discovered, &redirect_uri, scope.as_deref())
             .await?;
+        Ok((redirect_uri, discovered, scope, client))
+    }
+
+    async fn begin(
+        &self,
+        auth: &ServerAuth,
+        challenge: &Challenge,
+        scope: Option<String>,
+    ) -> Result<String, OAuthError> {
+        let (redirect_uri, discovered, scope, client) =
+            self.prepare(auth, challenge, scope).await?;
         let state = flow::random_token(32);
         let verifier = flow::random_token(48);
         let url = flow::AuthorizationRequest {
@@ -801,6 +957,11 @@ impl ServerAuth {
         let mut inner = lock(&self.inner);
         inner.state = Some((state, detail));
         inner.authorization_url = url;
+        inner.user_code = None;
+        if state != AuthState::NeedsLogin {
+            // A login that finished another way ends a device login's polling.
+            self.device_polls.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// A request carrying the token went through: the scope sufficed.
@@ -834,6 +995,10 @@ impl ServerAuth {
             state,
             authorization_url: inner
                 .authorization_url
+                .clone()
+                .filter(|_| state == AuthState::NeedsLogin),
+            user_code: inner
+                .user_code
                 .clone()
                 .filter(|_| state == AuthState::NeedsLogin),
             detail,

@@ -20,7 +20,7 @@ import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
 const express = require('express');
-const { mcpAuthRouter } = require('@modelcontextprotocol/sdk/server/auth/router.js');
+const { mcpAuthRouter, createOAuthMetadata } = require('@modelcontextprotocol/sdk/server/auth/router.js');
 const { requireBearerAuth } = require('@modelcontextprotocol/sdk/server/auth/middleware/bearerAuth.js');
 const { InvalidTokenError, InvalidGrantError } = require('@modelcontextprotocol/sdk/server/auth/errors.js');
 const { McpServer } = require('@modelcontextprotocol/sdk/server/mcp.js');
@@ -110,13 +110,60 @@ const provider = {
   },
 };
 
-const app = express();
-app.use(mcpAuthRouter({
+const DEVICE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
+const devices = new Map();
+const options = {
   provider,
   issuerUrl: new URL(`${base}/`),
   resourceServerUrl: new URL(`${base}/mcp`),
   scopesSupported: ['mcp:tools'],
-}));
+};
+const app = express();
+app.get('/.well-known/oauth-authorization-server', (_req, res) => {
+  const metadata = createOAuthMetadata(options);
+  res.json({
+    ...metadata,
+    device_authorization_endpoint: `${base}/device_authorization`,
+    grant_types_supported: [...metadata.grant_types_supported, DEVICE_GRANT],
+  });
+});
+app.post('/device_authorization', express.urlencoded({ extended: false }), (req, res) => {
+  if (!clients.has(req.body.client_id)) return res.status(401).json({ error: 'invalid_client' });
+  const deviceCode = `dc-${randomUUID()}`;
+  const userCode = randomUUID().slice(0, 8).toUpperCase();
+  devices.set(deviceCode, {
+    userCode,
+    clientId: req.body.client_id,
+    scopes: (req.body.scope || '').split(' ').filter(Boolean),
+    resource: req.body.resource,
+    approved: false,
+  });
+  stats.issued.push(deviceCode);
+  res.json({
+    device_code: deviceCode,
+    user_code: userCode,
+    verification_uri: `${base}/device`,
+    verification_uri_complete: `${base}/device?user_code=${userCode}`,
+    expires_in: 300,
+    interval: 1,
+  });
+});
+app.get('/device', (req, res) => {
+  for (const device of devices.values()) {
+    if (device.userCode === req.query.user_code) device.approved = true;
+  }
+  res.send('approved');
+});
+app.post('/token', express.urlencoded({ extended: false }), (req, res, next) => {
+  if (req.body.grant_type !== DEVICE_GRANT) return next();
+  const device = devices.get(req.body.device_code);
+  if (!device || device.clientId !== req.body.client_id) return res.status(400).json({ error: 'invalid_grant' });
+  if (!device.approved) return res.status(400).json({ error: 'authorization_pending' });
+  devices.delete(req.body.device_code);
+  stats.codeExchanges += 1;
+  res.json(issue(device.clientId, device.scopes, device.resource));
+});
+app.use(mcpAuthRouter(options));
 
 app.get('/test/stats', (_req, res) => res.json(stats));
 app.post('/test/revoke-all', (_req, res) => {
