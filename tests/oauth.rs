@@ -257,6 +257,14 @@ async fn a_device_login_connects_a_server_on_a_box_without_a_browser() {
     let record = server_record(&d, "remote").await;
     assert_eq!(record["auth"]["state"], "needs_login", "{record}");
     assert_eq!(record["auth"]["user_code"], code.as_str(), "{record}");
+    let (code_cli, listed, _) = common::cli(&d.data_dir, &["servers", "list"]);
+    assert_eq!(code_cli, 0);
+    assert!(
+        listed.contains("needs login (mcp-aggregator login remote)"),
+        "{listed}"
+    );
+    let (_, shown, _) = common::cli(&d.data_dir, &["servers", "show", "remote"]);
+    assert!(shown.contains(&code), "the code to type is shown: {shown}");
     // Not logged in before the user approves (the daemon keeps polling).
     assert_eq!(stats(&base).await["codeExchanges"], 0);
     // "The user" approves on another device.

@@ -211,6 +211,7 @@ async fn servers_list(args: ListArgs) -> Result<ExitCode, CliError> {
                 field(s, "transport_type"),
                 field(s, "tool_count"),
                 health_summary(s),
+                login_summary(s),
                 field(s, "priority"),
                 field(s, "auto_connect"),
                 field(s, "error_message"),
@@ -226,6 +227,7 @@ async fn servers_list(args: ListArgs) -> Result<ExitCode, CliError> {
                 "TRANSPORT",
                 "TOOLS",
                 "HEALTH",
+                "LOGIN",
                 "PRIORITY",
                 "AUTO",
                 "ERROR"
@@ -234,6 +236,19 @@ async fn servers_list(args: ListArgs) -> Result<ExitCode, CliError> {
         )
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where a server's login stands, for a table: `-` when it does not log
+/// in, else its state (`needs_login` names the command).
+fn login_summary(server: &Value) -> String {
+    match server["auth"]["state"].as_str() {
+        None => "-".to_owned(),
+        Some("needs_login") => format!(
+            "needs login (mcp-aggregator login {})",
+            server["name"].as_str().unwrap_or_default()
+        ),
+        Some(state) => state.to_owned(),
+    }
 }
 
 async fn servers_show(args: NameArgs) -> Result<ExitCode, CliError> {
@@ -268,6 +283,20 @@ async fn servers_show(args: NameArgs) -> Result<ExitCode, CliError> {
         "source",
     ];
     let mut pairs: Vec<_> = keys.iter().map(|k| (*k, field(&server, k))).collect();
+    if server["auth"].is_object() {
+        pairs.push(("login", login_summary(&server)));
+        for key in [
+            "authorization_url",
+            "user_code",
+            "expires_at",
+            "scope",
+            "detail",
+        ] {
+            if let Some(value) = server["auth"][key].as_str() {
+                pairs.push((key, value.to_owned()));
+            }
+        }
+    }
     pairs.extend(health_details(&server));
     println!("{}", fields(&pairs));
     if !history.is_empty() {
