@@ -887,3 +887,59 @@ async fn a_request_inside_a_streamed_json_answer_reaches_the_calling_client() {
         "{result}"
     );
 }
+
+/// The same streamed in-band request, for a 2026-07-28 client of `/mcp`
+/// (which is never sent requests): it gets the question as an
+/// input-required result, and its retry with the answer and the sealed
+/// state hands the answer to the waiting server, whose result follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_inside_a_streamed_json_answer_reaches_a_2026_client_as_an_input_round() {
+    let mut server = std::process::Command::new("python3");
+    server.arg(common::hostile_py()).arg("--stateless");
+    let (_server, port) = common::http_test_server(server);
+    let d = Daemon::start();
+    register(
+        &d,
+        json!({"name": "frames", "transport_type": "HTTP",
+        "connection_config": {"base_url": format!("http://127.0.0.1:{port}/mcp")}}),
+    )
+    .await;
+    wait_status(&d, "frames", "CONNECTED", UP).await;
+    wait_for_tools(&d, "frames", 1).await;
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
+    let call = async |params: Value| -> Value {
+        let response = common::http()
+            .post(d.api("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "frames__ndjson_ask")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}))
+            .timeout(UP)
+            .send()
+            .await
+            .expect("POST /mcp");
+        assert_eq!(response.status(), 200);
+        response.json().await.expect("a JSON answer")
+    };
+    let first = call(json!({"name": "frames__ndjson_ask", "arguments": {}, "_meta": meta})).await;
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    let (key, asked) = result["inputRequests"]
+        .as_object()
+        .and_then(|asked| asked.iter().next())
+        .expect("one question");
+    assert_eq!(asked["method"], "elicitation/create", "{first}");
+    let second = call(
+        json!({"name": "frames__ndjson_ask", "arguments": {}, "_meta": meta,
+        "inputResponses": {key.as_str(): {"action": "accept", "content": {"ok": true}}},
+        "requestState": result["requestState"]}),
+    )
+    .await;
+    assert_eq!(
+        second["result"]["content"][0]["text"],
+        r#"answered in band: result {"action": "accept", "content": {"ok": true}}"#,
+        "{second}"
+    );
+}
