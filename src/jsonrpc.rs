@@ -228,37 +228,56 @@ pub fn split_raw(text: &[u8]) -> serde_json::Result<Vec<Box<RawValue>>> {
     Ok(messages.into_iter().map(one_line).collect())
 }
 
-/// The complete messages at the start of `text`, a body that may hold
-/// several JSON texts one after another (newline-delimited frames a server
-/// streams, each maybe a batch), and how many bytes they took. An
-/// unfinished text at the end waits for more, unless `at_end`.
-pub fn split_sequence(
-    text: &[u8],
-    at_end: bool,
-) -> Result<(Vec<Box<RawValue>>, usize), serde_json::Error> {
-    let mut values = serde_json::Deserializer::from_slice(text).into_iter::<Box<RawValue>>();
-    let mut messages = Vec::new();
-    let mut consumed = 0;
-    loop {
-        match values.next() {
-            Some(Ok(value)) => {
-                consumed = values.byte_offset();
-                if value.get().starts_with('[') {
-                    let batch: Vec<Box<RawValue>> = serde_json::from_str(value.get())?;
-                    messages.extend(batch.into_iter().map(one_line));
-                } else {
-                    messages.push(one_line(value));
+/// Finds where each JSON object or array of a body ends, as the body
+/// arrives (a body may hold several, one after another: newline-delimited
+/// frames a server streams). Each byte is looked at once, however the body
+/// is cut into chunks; the text found is then parsed once.
+#[derive(Debug, Default)]
+pub struct TextSplitter {
+    scanned: usize,
+    depth: u32,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl TextSplitter {
+    /// The length of the first complete object or array at the start of
+    /// `text` (after whitespace), when it has all arrived. After taking it
+    /// out of the buffer, call `reset`.
+    pub fn complete(&mut self, text: &[u8]) -> Option<usize> {
+        while self.scanned < text.len() {
+            let byte = text[self.scanned];
+            self.scanned += 1;
+            if self.in_string {
+                match (self.escaped, byte) {
+                    (true, _) => self.escaped = false,
+                    (false, b'\\') => self.escaped = true,
+                    (false, b'"') => self.in_string = false,
+                    _ => {}
                 }
+                continue;
             }
-            Some(Err(err)) if err.is_eof() && !at_end => break,
-            Some(Err(err)) => return Err(err),
-            None => {
-                consumed = text.len();
-                break;
+            match byte {
+                b'"' => self.in_string = true,
+                b'{' | b'[' => self.depth += 1,
+                b'}' | b']' => {
+                    self.depth = self.depth.saturating_sub(1);
+                    if self.depth == 0 {
+                        return Some(self.scanned);
+                    }
+                }
+                // Anything but whitespace outside an object or array is
+                // not a message: it ends here, for the parser to refuse.
+                b if self.depth == 0 && !b.is_ascii_whitespace() => return Some(self.scanned),
+                _ => {}
             }
         }
+        None
     }
-    Ok((messages, consumed))
+
+    pub fn reset(&mut self) {
+        *self = TextSplitter::default();
+    }
 }
 
 /// A checked JSON text without line breaks. JSON forbids raw control
@@ -472,21 +491,28 @@ pub fn answer(id: Value, payload: Json) -> Outgoing {
 #[cfg(test)]
 mod tests {
 
-    #[test]
-    fn a_body_of_several_texts_gives_each_message_once_it_is_complete() {
-        let body = b"{\"a\":1}\n[{\"b\":2},{\"c\":3}]\n{\"d\":";
-        let (messages, consumed) = split_sequence(body, false).unwrap();
-        let texts: Vec<&str> = messages.iter().map(|m| m.get()).collect();
-        assert_eq!(texts, [r#"{"a":1}"#, r#"{"b":2}"#, r#"{"c":3}"#]);
-        assert_eq!(&body[consumed..], b"\n{\"d\":");
-        // The unfinished text is an error only once the body has ended.
-        assert!(split_sequence(&body[consumed..], true).is_err());
-        let (messages, _) = split_sequence(b"{\n \"e\": 4\n}\n", true).unwrap();
-        assert_eq!(messages[0].get(), r#"{ "e": 4}"#);
-        assert!(split_sequence(b"{\"a\":1} nonsense", true).is_err());
-    }
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn each_text_of_a_body_is_found_once_it_has_all_arrived() {
+        let body = b"{\"a\":\"}{[\\\"\"}\n[{\"b\":2},{\"c\":3}]\n{\"d\":";
+        let mut splitter = TextSplitter::default();
+        // Fed a byte at a time, as a slow server would send it.
+        let mut found = Vec::new();
+        let mut buffer: Vec<u8> = Vec::new();
+        for byte in body {
+            buffer.push(*byte);
+            while let Some(end) = splitter.complete(&buffer) {
+                found.push(String::from_utf8(buffer.drain(..end).collect()).unwrap());
+                splitter.reset();
+            }
+        }
+        assert_eq!(found, [r#"{"a":"}{[\""}"#, "\n[{\"b\":2},{\"c\":3}]"]);
+        assert_eq!(buffer, b"\n{\"d\":");
+        let mut splitter = TextSplitter::default();
+        assert_eq!(splitter.complete(b" x {}"), Some(2));
+    }
 
     #[test]
     fn envelopes_have_exactly_their_members() {

@@ -362,6 +362,7 @@ impl Inner {
     async fn read_json_body(&self, mut response: reqwest::Response) {
         let max = crate::limits::max_message_bytes();
         let mut buffer: Vec<u8> = Vec::new();
+        let mut splitter = crate::jsonrpc::TextSplitter::default();
         loop {
             let chunk = match response.chunk().await {
                 Ok(chunk) => chunk,
@@ -370,30 +371,42 @@ impl Inner {
                     return;
                 }
             };
-            let at_end = chunk.is_none();
-            if let Some(chunk) = chunk {
-                buffer.extend_from_slice(&chunk);
-            }
-            match crate::jsonrpc::split_sequence(&buffer, at_end) {
-                Ok((messages, consumed)) => {
-                    buffer.drain(..consumed);
-                    for message in messages {
-                        if self.inbound.send(message).await.is_err() {
-                            return;
-                        }
-                    }
+            let Some(chunk) = chunk else {
+                if !buffer.iter().all(u8::is_ascii_whitespace) {
+                    self.deliver_json(&buffer).await;
                 }
-                Err(err) => {
-                    tracing::warn!(server = %self.server, "the server sent a body that is not JSON: {err}");
+                return;
+            };
+            buffer.extend_from_slice(&chunk);
+            while let Some(end) = splitter.complete(&buffer) {
+                let text: Vec<u8> = buffer.drain(..end).collect();
+                splitter.reset();
+                if !self.deliver_text(&text).await {
                     return;
                 }
-            }
-            if at_end {
-                return;
             }
             if buffer.len() > max {
                 tracing::warn!(server = %self.server, "a message in a response body is larger than {max} bytes; stopped reading it");
                 return;
+            }
+        }
+    }
+
+    /// Passes on the messages of one complete text of a body; false when
+    /// it is not JSON (the rest of the body is not read) or nobody listens.
+    async fn deliver_text(&self, text: &[u8]) -> bool {
+        match crate::jsonrpc::split_raw(text) {
+            Ok(messages) => {
+                for message in messages {
+                    if self.inbound.send(message).await.is_err() {
+                        return false;
+                    }
+                }
+                true
+            }
+            Err(err) => {
+                tracing::warn!(server = %self.server, "the server sent a body that is not JSON: {err}");
+                false
             }
         }
     }
