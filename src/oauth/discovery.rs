@@ -148,7 +148,7 @@ pub fn resource_of(server_url: &url::Url) -> String {
 
 /// Whether the metadata's `resource` names this server: the same origin,
 /// and a path that is the server's or one of its parents.
-fn resource_matches(declared: &str, server_url: &url::Url) -> bool {
+pub fn resource_matches(declared: &str, server_url: &url::Url) -> bool {
     let Ok(declared) = url::Url::parse(declared) else {
         return false;
     };

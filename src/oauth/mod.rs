@@ -268,7 +268,10 @@ impl OAuth {
             .ok()
             .and_then(Result::ok)
             .flatten()
-            .and_then(|text| serde_json::from_str::<Grant>(&text).ok());
+            .and_then(|text| serde_json::from_str::<Grant>(&text).ok())
+            // Tokens issued for another URL (the server's was changed since)
+            // are never sent to this one: it logs in afresh.
+            .filter(|grant| discovery::resource_matches(&grant.resource, &auth.url));
         let mut inner = lock(&auth.inner);
         if !inner.loaded {
             inner.loaded = true;
