@@ -284,7 +284,9 @@ async fn the_conformance_suite_through_the_aggregator_with_a_2026_http_backend()
 /// 2026-07-28 request metadata, standard and `Mcp-Param-*` headers,
 /// exclusion of tools with invalid `x-mcp-header` annotations, and JSON
 /// Schema 2020-12 passed through intact, a network `$ref` never fetched, and
-/// input-required rounds (`requestState` echoed, a new id per retry). One
+/// input-required rounds (`requestState` echoed, a new id per retry), and
+/// an elicitation during a call reaching the driver as an input round (it
+/// answers with the schema's defaults, SEP-1034). One
 /// scenario at a time (the whole requirement set starts some forty daemons
 /// at once).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -301,6 +303,7 @@ async fn the_aggregator_as_a_client_of_the_conformance_scenarios() {
             "json-schema-2020-12-preservation",
             "json-schema-ref-no-deref",
             "sep-2322-client-request-state",
+            "elicitation-sep1034-client-defaults",
         ] {
             run_client_conformance(&["--scenario", scenario], scenario);
         }

@@ -28,7 +28,8 @@ import urllib.request
 DEADLINE = 20
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
+    # What `answer` below can answer (roots: none are shared).
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "sampling": {}},
 }
 
 
