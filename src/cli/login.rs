@@ -95,7 +95,10 @@ fn open_browser(url: &str) -> bool {
     let graphical = std::env::var_os("DISPLAY").is_some()
         || std::env::var_os("WAYLAND_DISPLAY").is_some()
         || cfg!(target_os = "macos");
-    if !graphical || url.is_empty() {
+    // Only web pages: a URL from a server's metadata is never handed to
+    // the desktop's launcher with another scheme.
+    let web = url.starts_with("https://") || url.starts_with("http://");
+    if !graphical || !web {
         return false;
     }
     let opener = if cfg!(target_os = "macos") {

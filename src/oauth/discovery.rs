@@ -222,12 +222,54 @@ pub async fn discover(
             "the authorization server {issuer} names no authorization or token endpoint"
         )));
     }
+    for endpoint in [
+        &metadata.authorization_endpoint,
+        &metadata.token_endpoint,
+        &metadata.registration_endpoint,
+        &metadata.device_authorization_endpoint,
+        &metadata.revocation_endpoint,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        check_endpoint(endpoint)?;
+    }
+    // RFC 7636 / the MCP spec: no S256, no login.
+    if let Some(methods) = &metadata.code_challenge_methods_supported
+        && !methods.iter().any(|m| m == "S256")
+    {
+        return Err(OAuthError::Discovery(format!(
+            "the authorization server {issuer} does not support PKCE with S256; refusing to log in without it"
+        )));
+    }
     Ok(Discovered {
         resource,
         issuer,
         metadata,
         scopes_supported,
     })
+}
+
+/// An endpoint a login sends the user or a credential to: HTTPS, or plain
+/// HTTP on this machine only (a browser is never handed `file:`,
+/// `vscode:` or the like, and no secret crosses the network in clear).
+fn check_endpoint(endpoint: &str) -> Result<(), OAuthError> {
+    let url = url::Url::parse(endpoint).map_err(|err| {
+        OAuthError::Discovery(format!("the endpoint {endpoint:?} is not a URL: {err}"))
+    })?;
+    let loopback = match url.host() {
+        Some(url::Host::Domain(host)) => host == "localhost" || host.ends_with(".localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if loopback => Ok(()),
+        scheme => Err(OAuthError::Discovery(format!(
+            "the endpoint {endpoint} is not HTTPS ({scheme}); refusing to use it"
+        ))),
+    }
 }
 
 /// Issuer identifiers compared as RFC 8414 asks (exactly), a trailing
@@ -379,6 +421,16 @@ mod tests {
         assert_eq!(Challenge::parse("Basic realm=\"x\""), Challenge::default());
         let c = Challenge::parse(r#"Bearer realm="a \"quoted\" realm", scope="s""#);
         assert_eq!(c.scope.as_deref(), Some("s"));
+    }
+
+    #[test]
+    fn endpoints_are_https_or_on_this_machine() {
+        assert!(check_endpoint("https://as.example/token").is_ok());
+        assert!(check_endpoint("http://127.0.0.1:9/token").is_ok());
+        assert!(check_endpoint("http://localhost:9/authorize").is_ok());
+        assert!(check_endpoint("http://as.example/token").is_err());
+        assert!(check_endpoint("file:///etc/passwd").is_err());
+        assert!(check_endpoint("vscode://x").is_err());
     }
 
     #[test]

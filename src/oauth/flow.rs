@@ -102,6 +102,8 @@ pub struct Client {
 pub struct TokenAnswer {
     pub access_token: String,
     pub token_type: Option<String>,
+    /// Some servers send it as a string; zero means unknown.
+    #[serde(default, deserialize_with = "seconds")]
     pub expires_in: Option<u64>,
     pub refresh_token: Option<String>,
     pub scope: Option<String>,
@@ -169,6 +171,17 @@ pub async fn device_authorization(
     }
     serde_json::from_slice(&body)
         .map_err(|err| OAuthError::Token(format!("the device answer is not valid: {err}")))
+}
+
+/// A number of seconds, as a number or a numeric string (0: not said).
+fn seconds<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    let value = Option::<serde_json::Value>::deserialize(deserializer)?;
+    Ok(match value {
+        Some(serde_json::Value::Number(n)) => n.as_u64(),
+        Some(serde_json::Value::String(s)) => s.trim().parse().ok(),
+        _ => None,
+    }
+    .filter(|s| *s > 0))
 }
 
 /// An error answer of the token or registration endpoint.

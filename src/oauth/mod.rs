@@ -108,7 +108,7 @@ impl Grant {
     /// few seconds is not refreshed at every request).
     fn expiring(&self) -> bool {
         let ahead = self.lifetime_secs.map_or(REFRESH_AHEAD, |life| {
-            REFRESH_AHEAD.min(Duration::from_millis(life * 250))
+            REFRESH_AHEAD.min(Duration::from_millis(life.saturating_mul(250)))
         });
         self.expires_at.is_some_and(|at| {
             at - chrono::Duration::from_std(ahead).unwrap_or_default() <= Utc::now()
@@ -165,6 +165,8 @@ pub struct ServerAuth {
     step_ups: std::sync::atomic::AtomicU32,
     /// Bumped by each device login started: an older one stops polling.
     device_polls: std::sync::atomic::AtomicU64,
+    /// Bumped by each refresh tried (whatever its outcome).
+    refresh_attempts: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default)]
@@ -245,6 +247,7 @@ impl OAuth {
             logins: watch::Sender::new(0),
             step_ups: std::sync::atomic::AtomicU32::new(0),
             device_polls: std::sync::atomic::AtomicU64::new(0),
+            refresh_attempts: std::sync::atomic::AtomicU64::new(0),
         });
         servers.insert(record.id, Arc::clone(&auth));
         Some(auth)
@@ -300,16 +303,19 @@ impl OAuth {
     /// The token to send, refreshed first when it is about to expire.
     pub async fn bearer(&self, auth: &ServerAuth) -> Option<String> {
         self.load(auth).await;
+        // Read before the grant is looked at: a refresh that ends between
+        // the two is seen below.
+        let attempts = auth.refresh_attempts.load(Ordering::SeqCst);
         let expiring = {
             let inner = lock(&auth.inner);
             let grant = inner.grant.as_ref()?;
             grant.expiring() && grant.refresh_token.is_some()
         };
         if expiring {
-            let before = auth.access_token();
             let _flight = auth.single_flight.lock().await;
-            // Another call refreshed while this one waited.
-            if auth.access_token() == before
+            // Another call refreshed (or tried to) while this one waited:
+            // one attempt per wave of calls, not one each after a failure.
+            if auth.refresh_attempts.load(Ordering::SeqCst) == attempts
                 && let Err(err) = self.refresh(auth).await
             {
                 tracing::warn!(server = %auth.name, "cannot refresh the access token: {err}");
@@ -372,8 +378,20 @@ impl OAuth {
                 }
             }
         }
+        // A login already waiting for the user is kept (its URL may be
+        // open in a browser): calls refused meanwhile point to it.
+        if self.pending_login(auth.id) && auth.view().authorization_url.is_some() {
+            return AfterRefusal::NeedsLogin(needs_login_message(&auth.name));
+        }
         let scope = challenge.scope.clone();
         self.start_login_locked(auth, &challenge, scope).await
+    }
+
+    /// Whether a login of this server awaits its callback.
+    fn pending_login(&self, server: ServerId) -> bool {
+        lock(&self.pending)
+            .values()
+            .any(|p| p.server == server && p.started.elapsed() < LOGIN_EXPIRY)
     }
 
     /// Starts a login now (`login NAME`, or the API), without waiting for
@@ -502,6 +520,10 @@ impl OAuth {
                         lifetime_secs: answer.expires_in,
                         scope: answer.scope.or(scope.clone()),
                     };
+                    let _flight = auth.single_flight.lock().await;
+                    if auth.device_polls.load(Ordering::Relaxed) != generation {
+                        return;
+                    }
                     if let Err(err) = self.save(auth.id, Some(&grant)).await {
                         auth.set_state(AuthState::Failed, Some(err.to_string()), None);
                         return;
@@ -721,6 +743,14 @@ impl OAuth {
     /// Renews the access token with the refresh token. Called holding the
     /// server's single flight. A refused refresh forgets the tokens.
     async fn refresh(&self, auth: &ServerAuth) -> Result<(), OAuthError> {
+        let result = self.refresh_once(auth).await;
+        // Counted once it is over (its grant in place): a call that looked
+        // at the grant before sees it changed.
+        auth.refresh_attempts.fetch_add(1, Ordering::SeqCst);
+        result
+    }
+
+    async fn refresh_once(&self, auth: &ServerAuth) -> Result<(), OAuthError> {
         let Some(grant) = lock(&auth.inner).grant.clone() else {
             return Err(OAuthError::Token("no grant held".into()));
         };
@@ -752,12 +782,23 @@ impl OAuth {
                 };
                 self.save(auth.id, Some(&renewed)).await?;
                 lock(&auth.inner).grant = Some(renewed);
-                auth.set_state(AuthState::Authorized, None, None);
+                // A login under way (a step-up, a device login) stays shown.
+                if !auth.needs_login() {
+                    auth.set_state(AuthState::Authorized, None, None);
+                }
                 tracing::info!(server = %auth.name, "access token refreshed");
                 Ok(())
             }
             Err(err) => {
-                if let OAuthError::Refused { error, .. } = &err {
+                // Only a refused grant or client ends it: a server error, a
+                // rate limit or an unreachable server leaves it for the
+                // next try.
+                if let OAuthError::Refused { error, .. } = &err
+                    && matches!(
+                        error.as_str(),
+                        "invalid_grant" | "invalid_client" | "unauthorized_client"
+                    )
+                {
                     // Revoked or expired: no retrying 401s with it. A
                     // client the server no longer knows is registered
                     // again at the next login.
@@ -897,6 +938,9 @@ impl OAuth {
             lifetime_secs: answer.expires_in,
             scope: answer.scope.or(pending.scope),
         };
+        // Under the server's single flight: a refresh under way cannot
+        // overwrite the grant this login just got.
+        let _flight = auth.single_flight.lock().await;
         self.save(auth.id, Some(&grant)).await?;
         {
             let mut inner = lock(&auth.inner);
@@ -916,6 +960,7 @@ impl OAuth {
         let _flight = auth.single_flight.lock().await;
         let grant = lock(&auth.inner).grant.take();
         lock(&self.pending).retain(|_, p| p.server != auth.id);
+        auth.device_polls.fetch_add(1, Ordering::Relaxed);
         if let Some(grant) = &grant
             && let Some(endpoint) = &grant.metadata.revocation_endpoint
         {

@@ -29,6 +29,11 @@ impl Router {
     /// Stops a server's supervisor before its registration is removed.
     pub async fn stop(&self, id: ServerId) {
         self.sessions.stop(id).await;
+        // Its logins awaiting a callback end with it (a callback arriving
+        // later writes no grant for a server that is gone).
+        if let Some(oauth) = self.oauth() {
+            oauth.forget(id);
+        }
     }
 
     /// Where a server's requests to a client (sampling, elicitation, roots)

@@ -378,13 +378,17 @@ impl Inner {
                 return;
             };
             buffer.extend_from_slice(&chunk);
-            while let Some(end) = splitter.complete(&buffer) {
-                let text: Vec<u8> = buffer.drain(..end).collect();
+            // Texts are taken from the front and the buffer moved once per
+            // chunk: a chunk of many small messages is not quadratic.
+            let mut start = 0;
+            while let Some(end) = splitter.complete(&buffer[start..]) {
                 splitter.reset();
-                if !self.deliver_text(&text).await {
+                if !self.deliver_text(&buffer[start..start + end]).await {
                     return;
                 }
+                start += end;
             }
+            buffer.drain(..start);
             if buffer.len() > max {
                 tracing::warn!(server = %self.server, "a message in a response body is larger than {max} bytes; stopped reading it");
                 return;
