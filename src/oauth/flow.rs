@@ -131,46 +131,79 @@ pub async fn device_authorization(
     resource: &str,
     scope: Option<&str>,
 ) -> Result<DeviceAnswer, OAuthError> {
-    let mut form = vec![
-        ("client_id", client.client_id.clone()),
-        ("resource", resource.to_owned()),
-    ];
+    let mut form = vec![("resource", resource.to_owned())];
     if let Some(scope) = scope.filter(|s| !s.is_empty()) {
         form.push(("scope", scope.to_owned()));
     }
-    if client.auth == ClientAuth::Post {
-        form.push((
-            "client_secret",
-            client.client_secret.clone().unwrap_or_default(),
-        ));
+    let request = authenticated_form(http.post(endpoint), client, form);
+    read_answer(request, "the device authorization endpoint").await
+}
+
+/// A form request authenticated as `client` at the token endpoint's
+/// method (RFC 6749 §2.3: basic, post, or its id alone for a public one).
+fn authenticated_form(
+    request: reqwest::RequestBuilder,
+    client: &Client,
+    mut form: Vec<(&str, String)>,
+) -> reqwest::RequestBuilder {
+    let mut request = request
+        .header(reqwest::header::ACCEPT, "application/json")
+        .timeout(TOKEN_TIMEOUT);
+    match client.auth {
+        ClientAuth::Basic => {
+            // RFC 6749 §2.3.1: both parts form-encoded before base64.
+            let encode =
+                |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+            let secret = client.client_secret.as_deref().unwrap_or_default();
+            let credentials = base64::engine::general_purpose::STANDARD.encode(format!(
+                "{}:{}",
+                encode(&client.client_id),
+                encode(secret)
+            ));
+            request = request.header(
+                reqwest::header::AUTHORIZATION,
+                format!("Basic {credentials}"),
+            );
+        }
+        ClientAuth::Post => {
+            form.push(("client_id", client.client_id.clone()));
+            form.push((
+                "client_secret",
+                client.client_secret.clone().unwrap_or_default(),
+            ));
+        }
+        ClientAuth::None => form.push(("client_id", client.client_id.clone())),
     }
-    let mut request = with_form(http.post(endpoint).timeout(TOKEN_TIMEOUT), &form);
-    if client.auth == ClientAuth::Basic {
-        request = request.basic_auth(&client.client_id, client.client_secret.as_deref());
-    }
+    with_form(request, &form)
+}
+
+/// Sends an OAuth request and reads its JSON answer: an error answer
+/// (`{"error"}`) as `Refused`, anything else unreadable as what it is.
+async fn read_answer<T: serde::de::DeserializeOwned>(
+    request: reqwest::RequestBuilder,
+    what: &str,
+) -> Result<T, OAuthError> {
     let response = request.send().await.map_err(|err| {
         OAuthError::Token(format!(
-            "cannot reach the device authorization endpoint: {}",
+            "cannot reach {what}: {}",
             crate::http_client::root_cause(&err)
         ))
     })?;
     let status = response.status();
     let body = crate::http_client::bounded_body(response, ANSWER_MAX)
         .await
-        .map_err(|err| OAuthError::Token(format!("cannot read the device answer: {err}")))?;
+        .map_err(|err| OAuthError::Token(format!("cannot read the answer of {what}: {err}")))?;
     if !status.is_success() {
         return Err(match serde_json::from_slice::<ErrorAnswer>(&body) {
             Ok(answer) => OAuthError::Refused {
                 error: answer.error,
                 description: answer.error_description.unwrap_or_default(),
             },
-            Err(_) => OAuthError::Token(format!(
-                "the device authorization endpoint answered HTTP {status}"
-            )),
+            Err(_) => OAuthError::Token(format!("{what} answered HTTP {status}")),
         });
     }
     serde_json::from_slice(&body)
-        .map_err(|err| OAuthError::Token(format!("the device answer is not valid: {err}")))
+        .map_err(|err| OAuthError::Token(format!("the answer of {what} is not valid: {err}")))
 }
 
 /// A number of seconds, as a number or a numeric string (0: not said).
@@ -238,56 +271,8 @@ pub async fn token_request(
     mut form: Vec<(&str, String)>,
 ) -> Result<TokenAnswer, OAuthError> {
     form.push(("resource", resource.to_owned()));
-    let mut request = http
-        .post(endpoint)
-        .header(reqwest::header::ACCEPT, "application/json")
-        .timeout(TOKEN_TIMEOUT);
-    match client.auth {
-        ClientAuth::Basic => {
-            // RFC 6749 §2.3.1: both parts form-encoded before base64.
-            let encode =
-                |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-            let secret = client.client_secret.as_deref().unwrap_or_default();
-            let credentials = base64::engine::general_purpose::STANDARD.encode(format!(
-                "{}:{}",
-                encode(&client.client_id),
-                encode(secret)
-            ));
-            request = request.header(
-                reqwest::header::AUTHORIZATION,
-                format!("Basic {credentials}"),
-            );
-        }
-        ClientAuth::Post => {
-            form.push(("client_id", client.client_id.clone()));
-            form.push((
-                "client_secret",
-                client.client_secret.clone().unwrap_or_default(),
-            ));
-        }
-        ClientAuth::None => form.push(("client_id", client.client_id.clone())),
-    }
-    let response = with_form(request, &form).send().await.map_err(|err| {
-        OAuthError::Token(format!(
-            "cannot reach the token endpoint: {}",
-            crate::http_client::root_cause(&err)
-        ))
-    })?;
-    let status = response.status();
-    let body = crate::http_client::bounded_body(response, ANSWER_MAX)
-        .await
-        .map_err(|err| OAuthError::Token(format!("cannot read the token answer: {err}")))?;
-    if !status.is_success() {
-        return Err(match serde_json::from_slice::<ErrorAnswer>(&body) {
-            Ok(answer) => OAuthError::Refused {
-                error: answer.error,
-                description: answer.error_description.unwrap_or_default(),
-            },
-            Err(_) => OAuthError::Token(format!("the token endpoint answered HTTP {status}")),
-        });
-    }
-    let answer: TokenAnswer = serde_json::from_slice(&body)
-        .map_err(|err| OAuthError::Token(format!("the token answer is not valid: {err}")))?;
+    let request = authenticated_form(http.post(endpoint), client, form);
+    let answer: TokenAnswer = read_answer(request, "the token endpoint").await?;
     if answer
         .token_type
         .as_deref()
@@ -398,20 +383,11 @@ pub async fn register(
 
 /// Revokes a token (RFC 7009); best effort.
 pub async fn revoke(http: &reqwest::Client, endpoint: &str, client: &Client, token: &str) {
-    let mut form = vec![("token", token.to_owned())];
-    if client.auth != ClientAuth::Basic {
-        form.push(("client_id", client.client_id.clone()));
-    }
-    if client.auth == ClientAuth::Post {
-        form.push((
-            "client_secret",
-            client.client_secret.clone().unwrap_or_default(),
-        ));
-    }
-    let mut request = with_form(http.post(endpoint).timeout(TOKEN_TIMEOUT), &form);
-    if client.auth == ClientAuth::Basic {
-        request = request.basic_auth(&client.client_id, client.client_secret.as_deref());
-    }
+    let request = authenticated_form(
+        http.post(endpoint),
+        client,
+        vec![("token", token.to_owned())],
+    );
     if let Err(err) = request.send().await {
         tracing::debug!(
             "cannot revoke a token: {}",

@@ -381,19 +381,37 @@ async fn wait_before_retry(
     let delay = shared.settings.retry_delay(failures);
     tokio::select! {
         () = tokio::time::sleep(delay) => Retry::Now,
-        command = commands.recv() => match command {
-            Some(Command::Connect) => Retry::Now,
-            Some(Command::Disconnect { reply, .. }) => {
-                set_status(shared, id, ServerStatus::Disconnected, StatusTrigger::Disconnect, Some("retries stopped".into())).await;
-                let _ = reply.send(0);
-                Retry::Disconnected
-            }
-            Some(Command::Stop { reply }) => {
-                let _ = reply.send(());
-                Retry::Stop
-            }
-            None => Retry::Stop,
-        },
+        command = commands.recv() => while_waiting(shared, id, command, "retries stopped").await,
+    }
+}
+
+/// A command that came while a server waited to connect again: a connect
+/// tries now, a disconnect ends the waiting (`stopped` says what stopped).
+async fn while_waiting(
+    shared: &Shared,
+    id: ServerId,
+    command: Option<Command>,
+    stopped: &str,
+) -> Retry {
+    match command {
+        Some(Command::Connect) => Retry::Now,
+        Some(Command::Disconnect { reply, .. }) => {
+            set_status(
+                shared,
+                id,
+                ServerStatus::Disconnected,
+                StatusTrigger::Disconnect,
+                Some(stopped.into()),
+            )
+            .await;
+            let _ = reply.send(0);
+            Retry::Disconnected
+        }
+        Some(Command::Stop { reply }) => {
+            let _ = reply.send(());
+            Retry::Stop
+        }
+        None => Retry::Stop,
     }
 }
 
@@ -416,19 +434,7 @@ async fn wait_for_login(
             Ok(()) => Retry::Now,
             Err(_) => wait_before_retry(shared, commands, 0, id).await,
         },
-        command = commands.recv() => match command {
-            Some(Command::Connect) => Retry::Now,
-            Some(Command::Disconnect { reply, .. }) => {
-                set_status(shared, id, ServerStatus::Disconnected, StatusTrigger::Disconnect, Some("waiting for a login stopped".into())).await;
-                let _ = reply.send(0);
-                Retry::Disconnected
-            }
-            Some(Command::Stop { reply }) => {
-                let _ = reply.send(());
-                Retry::Stop
-            }
-            None => Retry::Stop,
-        },
+        command = commands.recv() => while_waiting(shared, id, command, "waiting for a login stopped").await,
     }
 }
 
