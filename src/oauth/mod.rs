@@ -378,9 +378,12 @@ impl OAuth {
                 }
             }
         }
-        // A login already waiting for the user is kept (its URL may be
-        // open in a browser): calls refused meanwhile point to it.
-        if self.pending_login(auth.id) && auth.view().authorization_url.is_some() {
+        // A login already waiting for the user (a URL open in a browser, a
+        // device code being typed) is kept: calls refused meanwhile point
+        // to it.
+        let shown = auth.view();
+        let awaited = self.pending_login(auth.id) || shown.user_code.is_some();
+        if awaited && shown.authorization_url.is_some() {
             return AfterRefusal::NeedsLogin(needs_login_message(&auth.name));
         }
         let scope = challenge.scope.clone();
