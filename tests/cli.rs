@@ -346,3 +346,199 @@ fn profiles_round_trip() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("Profile not found: coding"), "{stderr}");
 }
+
+/// The CLI run with `home` as the user's home (where clients keep their
+/// files), and no terminal: nothing is written without `--yes`.
+fn cli_at_home(home: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(BIN)
+        .args(args)
+        .env("HOME", home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("MCP_AGGREGATOR_DATA_DIR")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run the CLI");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// `client setup`: shows the change, writes nothing without --yes (no
+/// terminal to ask), then merges the aggregator's entry into the client's
+/// own file (other keys kept, the old file backed up, its mode kept), and
+/// with --move-servers moves the client's servers into the aggregator's
+/// config file; a second run changes nothing.
+#[test]
+fn client_setup_merges_backs_up_and_moves_the_servers() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let temp = tempfile::tempdir().unwrap();
+    let home = temp.path();
+    let claude = home.join(".config/Claude/claude_desktop_config.json");
+    std::fs::create_dir_all(claude.parent().unwrap()).unwrap();
+    let original = r#"{"globalShortcut": "Ctrl+Space", "mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}"#;
+    std::fs::write(&claude, original).unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+    let (code, stdout, stderr) = cli_at_home(home, &["client", "setup", "claude-desktop"]);
+    assert_eq!(code, 2, "no terminal, no --yes: refused\n{stdout}{stderr}");
+    assert!(
+        stdout.contains("+ \"aggregator\""),
+        "the change is shown first: {stdout}"
+    );
+    assert!(stderr.contains("--yes"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&claude).unwrap(), original);
+
+    let (code, stdout, stderr) = cli_at_home(
+        home,
+        &[
+            "client",
+            "setup",
+            "claude-desktop",
+            "--profile",
+            "coding",
+            "--move-servers",
+            "--yes",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&claude).unwrap()).unwrap();
+    assert_eq!(
+        written["globalShortcut"], "Ctrl+Space",
+        "other keys are kept"
+    );
+    let servers = written["mcpServers"].as_object().unwrap();
+    assert_eq!(
+        servers.keys().collect::<Vec<_>>(),
+        ["aggregator"],
+        "{written}"
+    );
+    let entry = &servers["aggregator"];
+    let command = std::path::PathBuf::from(entry["command"].as_str().unwrap());
+    assert!(command.is_absolute(), "{entry}");
+    assert_eq!(
+        std::fs::canonicalize(&command).unwrap(),
+        std::fs::canonicalize(BIN).unwrap()
+    );
+    let ours = home.join(".config/mcp-aggregator/servers.json");
+    assert_eq!(
+        entry["args"],
+        serde_json::json!([
+            "stdio",
+            "--profile",
+            "coding",
+            "--config",
+            ours.to_str().unwrap()
+        ])
+    );
+    let moved: Value = serde_json::from_str(&std::fs::read_to_string(&ours).unwrap()).unwrap();
+    assert_eq!(
+        moved["mcpServers"]["time"],
+        serde_json::json!({"command": "uvx", "args": ["mcp-server-time"]})
+    );
+    let mode = std::fs::metadata(&claude).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the file keeps its mode");
+    let backups: Vec<_> = std::fs::read_dir(claude.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".bak-"))
+        .collect();
+    assert_eq!(backups.len(), 1);
+    assert_eq!(
+        std::fs::read_to_string(backups[0].path()).unwrap(),
+        original
+    );
+
+    let (code, stdout, _) = cli_at_home(
+        home,
+        &[
+            "client",
+            "setup",
+            "claude-desktop",
+            "--profile",
+            "coding",
+            "--move-servers",
+            "--yes",
+        ],
+    );
+    assert_eq!(code, 0);
+    assert!(stdout.contains("nothing to change"), "{stdout}");
+
+    // VS Code's list is `servers`, its entries typed; a project's file.
+    let project = temp.path().join("project");
+    let (code, stdout, stderr) = cli_at_home(
+        home,
+        &[
+            "client",
+            "setup",
+            "vscode",
+            "--project",
+            project.to_str().unwrap(),
+            "--yes",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let vscode: Value =
+        serde_json::from_str(&std::fs::read_to_string(project.join(".vscode/mcp.json")).unwrap())
+            .unwrap();
+    assert_eq!(vscode["servers"]["aggregator"]["type"], "stdio");
+    assert_eq!(
+        vscode["servers"]["aggregator"]["args"],
+        serde_json::json!(["stdio"])
+    );
+
+    // A file with comments is not rewritten (they would be lost).
+    let cursor = home.join(".cursor/mcp.json");
+    std::fs::create_dir_all(cursor.parent().unwrap()).unwrap();
+    std::fs::write(&cursor, "{\n  // mine\n  \"mcpServers\": {}\n}").unwrap();
+    let (code, _, stderr) = cli_at_home(home, &["client", "setup", "cursor", "--yes"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("not plain JSON"), "{stderr}");
+
+    let (code, _, stderr) = cli_at_home(home, &["client", "setup", "notepad"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("claude-desktop, claude-code"), "{stderr}");
+    let (code, stdout, _) = cli_at_home(home, &["client", "list"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("set up (0 other servers)"), "{stdout}");
+}
+
+/// `import CLIENT` reads that client's own file, and skips the
+/// aggregator's own entry (registering it would have the aggregator start
+/// itself).
+#[test]
+fn import_takes_a_clients_servers_but_not_the_aggregator_itself() {
+    let d = Daemon::start();
+    let home = d.data_dir.with_extension("home");
+    let cursor = home.join(".cursor/mcp.json");
+    std::fs::create_dir_all(cursor.parent().unwrap()).unwrap();
+    std::fs::write(
+        &cursor,
+        format!(
+            r#"{{"mcpServers": {{
+                "aggregator": {{"command": "{BIN}", "args": ["stdio"]}},
+                "time": {{"command": "uvx", "args": ["mcp-server-time"]}}
+            }}}}"#
+        ),
+    )
+    .unwrap();
+    let output = Command::new(BIN)
+        .args(["import", "cursor", "--json"])
+        .env("HOME", &home)
+        .env("MCP_AGGREGATOR_DATA_DIR", &d.data_dir)
+        .env_remove("MCP_AGGREGATOR_URL")
+        .env_remove("MCP_AGGREGATOR_LISTEN")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    let results: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(results.len(), 1, "{stdout}");
+    assert_eq!(results[0]["name"], "time");
+    assert!(stderr.contains("skipped"), "{stderr}");
+    let (_, listed, _) = cli(&d.data_dir, &["servers", "list", "--json"]);
+    assert!(!listed.contains("\"aggregator\""), "{listed}");
+}

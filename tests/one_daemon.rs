@@ -922,3 +922,61 @@ fn an_unknown_profile_is_refused_with_the_known_ones() {
     assert_eq!(status, 200, "the same one twice: {answer}");
     assert!(held.close().success());
 }
+
+/// The user's move, as the README gives it: `client setup claude-desktop
+/// --move-servers` turns a Claude Desktop file with a server into one
+/// entry, the aggregator; the official Python SDK launching exactly that
+/// entry (command and args) sees the moved server's tools through the one
+/// daemon and calls one.
+#[test]
+fn a_client_set_up_by_the_cli_reaches_its_moved_servers_through_the_aggregator() {
+    let temp = tempfile::tempdir().unwrap();
+    let home = temp.path().join("home");
+    let pids = temp.path().join("fx.pids");
+    let claude = home.join(".config/Claude/claude_desktop_config.json");
+    std::fs::create_dir_all(claude.parent().unwrap()).unwrap();
+    let servers = json!({"mcpServers": {"fx": {
+        "command": FIXTURE,
+        "args": ["--pid-file", pids.to_str().unwrap()],
+    }}});
+    std::fs::write(&claude, servers.to_string()).unwrap();
+    let setup = Command::new(BIN)
+        .args([
+            "client",
+            "setup",
+            "claude-desktop",
+            "--move-servers",
+            "--yes",
+        ])
+        .env("HOME", &home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("MCP_AGGREGATOR_DATA_DIR")
+        .output()
+        .unwrap();
+    assert!(
+        setup.status.success(),
+        "{}",
+        String::from_utf8_lossy(&setup.stderr)
+    );
+
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&claude).unwrap()).unwrap();
+    let entry = &written["mcpServers"]["aggregator"];
+    assert_eq!(
+        std::fs::canonicalize(entry["command"].as_str().unwrap()).unwrap(),
+        std::fs::canonicalize(BIN).unwrap()
+    );
+    let args: Vec<String> = serde_json::from_value(entry["args"].clone()).unwrap();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut client = Held::launch(Sdk::Python, &args, Some(&home));
+    client.ready();
+    client.wait_tool("fx__echo");
+    client.echo("set up by the cli");
+    client.quit();
+
+    let data_dir = home.join(".local/share/mcp-aggregator");
+    let daemons = daemons_of(&data_dir);
+    assert_eq!(daemons.len(), 1, "{daemons:?}");
+    common::signal(daemons[0] as i32, libc::SIGTERM);
+    assert_gone(&daemons, "the daemon");
+    assert_gone(&pids_in(&pids), "the server");
+}

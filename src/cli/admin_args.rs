@@ -192,10 +192,74 @@ pub(super) struct NameArgs {
 
 #[derive(Debug, Args)]
 pub(super) struct ImportArgs {
-    /// Config file (Claude Desktop `mcpServers` or VS Code `servers`).
-    pub(super) file: PathBuf,
+    /// A config file (Claude Desktop `mcpServers` or VS Code `servers`), or a client's name
+    /// (claude-desktop, claude-code, cursor, vscode, windsurf, gemini-cli) to read that client's
+    /// own file.
+    #[arg(value_name = "FILE|CLIENT")]
+    pub(super) source: String,
+    /// With a client's name: its file in this project directory instead of the user's.
+    #[arg(long, value_name = "DIR")]
+    pub(super) project: Option<PathBuf>,
     #[command(flatten)]
     pub(super) client: ClientArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum ClientCommand {
+    /// Add the aggregator to an MCP client's config file: merged with what is there, the change
+    /// shown first, the old file kept as NAME.bak-TIMESTAMP.
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator client setup claude-desktop\n  \
+mcp-aggregator client setup cursor --profile coding --dry-run\n  \
+mcp-aggregator client setup vscode --project . --yes\n  \
+mcp-aggregator client setup claude-code --move-servers\n\n\
+CLIENT is one of claude-desktop, claude-code, cursor, vscode, windsurf, gemini-cli; each file is \
+where that client documents it on this platform (`mcp-aggregator client list` shows them). \
+--move-servers also moves the client's other servers into the aggregator's config file \
+(~/.config/mcp-aggregator/servers.json, or --config), which the client's entry then applies: the \
+client keeps one entry, the aggregator, and sees every server through it.")]
+    Setup(ClientSetupArgs),
+    /// The clients `setup` knows, the file each reads here, and whether the aggregator is in it.
+    List,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ClientSetupArgs {
+    /// The client: claude-desktop, claude-code, cursor, vscode, windsurf or gemini-cli.
+    pub(super) client: String,
+    /// The profile (view) this client sees: only its servers, tools and skills.
+    #[arg(long, value_name = "NAME")]
+    pub(super) profile: Option<String>,
+    /// A config file of servers the client's `stdio` applies to the daemon when it starts
+    /// (`--config`); with --move-servers, where the moved servers go.
+    #[arg(long, value_name = "FILE")]
+    pub(super) config: Option<PathBuf>,
+    /// Move the client's other servers into the aggregator's config file (--config, default
+    /// ~/.config/mcp-aggregator/servers.json), leaving the aggregator as the client's one entry.
+    #[arg(long)]
+    pub(super) move_servers: bool,
+    /// The entry's name in the client's list.
+    #[arg(long, value_name = "NAME", default_value = "aggregator")]
+    pub(super) name: String,
+    /// The client's file for this project directory (e.g. DIR/.vscode/mcp.json) instead of the
+    /// user's.
+    #[arg(long, value_name = "DIR", conflicts_with = "file")]
+    pub(super) project: Option<PathBuf>,
+    /// Write this file instead of the client's usual one.
+    #[arg(long, value_name = "FILE")]
+    pub(super) file: Option<PathBuf>,
+    /// The command the client runs. Default: this binary's absolute path (GUI clients do not see
+    /// the shell's PATH).
+    #[arg(long, value_name = "PATH")]
+    pub(super) command: Option<String>,
+    #[command(flatten)]
+    pub(super) data_dir: DataDirArg,
+    /// Write without asking.
+    #[arg(long, short = 'y')]
+    pub(super) yes: bool,
+    /// Only show the change.
+    #[arg(long)]
+    pub(super) dry_run: bool,
 }
 
 #[derive(Debug, Args)]

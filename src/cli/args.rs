@@ -4,8 +4,8 @@
 use clap::{Parser, Subcommand};
 
 use super::admin_args::{
-    AuditArgs, CallArgs, ClientArgs, ImportArgs, ProfilesCommand, SearchArgs, ServersCommand,
-    SkillsCommand, StoreCommand, ToolsArgs,
+    AuditArgs, CallArgs, ClientArgs, ClientCommand, ImportArgs, ProfilesCommand, SearchArgs,
+    ServersCommand, SkillsCommand, StoreCommand, ToolsArgs,
 };
 use super::daemon_args::{ServeArgs, StdioArgs};
 use crate::logging::LogFormat;
@@ -55,10 +55,18 @@ Nothing but MCP is written to stdout; logs go to stderr.")]
     /// Add, list, show and remove servers on a running daemon.
     #[command(subcommand)]
     Servers(ServersCommand),
-    /// Register every server of a config file (Claude Desktop / VS Code format) with a running daemon.
+    /// Set up an MCP client (Claude Desktop, Claude Code, Cursor, VS Code, …) to use the
+    /// aggregator.
+    #[command(subcommand)]
+    Client(ClientCommand),
+    /// Register every server of a config file (Claude Desktop / VS Code format), or of a client's
+    /// own file, with a running daemon.
     #[command(after_help = "Examples:\n  \
+mcp-aggregator import claude-desktop\n  \
+mcp-aggregator import vscode --project .\n  \
 mcp-aggregator import ~/.config/Claude/claude_desktop_config.json\n  \
 mcp-aggregator import .vscode/mcp.json --json\n\n\
+The aggregator's own entry in a client's file is skipped. \
 Variables ($VAR, ${VAR}, ${VAR:-default}, ${env:VAR}) expand from this shell's environment. \
 Servers whose name is already registered are skipped; remove them first to replace them.")]
     Import(ImportArgs),
@@ -115,4 +123,31 @@ and refreshed before they expire.")]
     Login(super::admin_args::LoginArgs),
     /// Forget a server's login (revoking its tokens where the authorization server offers it).
     Logout(super::admin_args::ServerNameArgs),
+    /// Print a shell's completion script for this command line.
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator completions bash > ~/.local/share/bash-completion/completions/mcp-aggregator\n  \
+mcp-aggregator completions zsh > ~/.zfunc/_mcp-aggregator\n  \
+mcp-aggregator completions fish > ~/.config/fish/completions/mcp-aggregator.fish\n\n\
+scripts/install.sh and the .deb install them for you.")]
+    Completions(CompletionsArgs),
+    /// Write the man pages (one per command), or print the main one.
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator man | man -l -\n  \
+mcp-aggregator man --dir ~/.local/share/man/man1")]
+    Man(ManArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct CompletionsArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    pub(super) shell: clap_complete::Shell,
+}
+
+#[derive(Debug, clap::Args)]
+pub(super) struct ManArgs {
+    /// Write `mcp-aggregator.1` and a page per command (`mcp-aggregator-serve.1`, …) into this
+    /// directory (created if missing) instead of printing the main page.
+    #[arg(long, value_name = "DIR")]
+    pub(super) dir: Option<std::path::PathBuf>,
 }

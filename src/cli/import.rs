@@ -2,16 +2,19 @@
 //! with a running daemon, one by one (a name already taken is skipped).
 
 use serde_json::{Value, json};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::admin_args::ImportArgs;
 use super::client::{ClientError, SERVERS_PATH, connect};
+use super::clients;
 use super::error::CliError;
 use super::output::{field, table};
 use crate::config;
 
 pub(super) async fn run(args: ImportArgs) -> Result<ExitCode, CliError> {
-    let loaded = config::load(&args.file)?;
+    let file = source_file(&args)?;
+    let loaded = config::load(&file)?;
     for warning in &loaded.warnings {
         eprintln!("warning: {warning}");
     }
@@ -56,4 +59,34 @@ pub(super) async fn run(args: ImportArgs) -> Result<ExitCode, CliError> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The file to read: a path that exists, else a client's own file.
+/// A path that exists wins over a client's name.
+fn source_file(args: &ImportArgs) -> Result<PathBuf, CliError> {
+    let path = PathBuf::from(&args.source);
+    if path.exists() {
+        if args.project.is_some() {
+            return Err(CliError::Usage(
+                "--project goes with a client's name, not with a file".into(),
+            ));
+        }
+        return Ok(path);
+    }
+    // Not a client's name: the file's loader says it is missing.
+    let Some(client) = clients::find(&args.source) else {
+        return Ok(path);
+    };
+    let file = client
+        .config_file(args.project.as_deref())
+        .map_err(CliError::Usage)?;
+    if !file.exists() {
+        return Err(CliError::Usage(format!(
+            "{} keeps its servers in {}, and there is no such file here",
+            client.title,
+            file.display()
+        )));
+    }
+    eprintln!("reading {}'s servers from {}", client.title, file.display());
+    Ok(file)
 }

@@ -11,8 +11,10 @@ mod admin_args;
 mod args;
 mod audit;
 mod client;
+mod clients;
 mod daemon_args;
 mod error;
+mod generated;
 mod import;
 mod login;
 mod output;
@@ -20,6 +22,7 @@ mod parse;
 mod profiles;
 mod search;
 mod servers;
+mod setup;
 mod skills;
 mod state;
 mod store;
@@ -136,6 +139,7 @@ async fn admin(command: Command) -> Result<ExitCode, CliError> {
     match command {
         Command::Servers(command) => servers::run(command).await,
         Command::Import(args) => import::run(args).await,
+        Command::Client(command) => setup::run(command),
         Command::Tools(args) => tools::list(args).await,
         Command::Call(args) => tools::call(args).await,
         Command::Search(args) => search::search(args).await,
@@ -147,6 +151,8 @@ async fn admin(command: Command) -> Result<ExitCode, CliError> {
         Command::Store(command) => store::run(command).await,
         Command::Login(args) => login::login(args).await,
         Command::Logout(args) => login::logout(args).await,
+        Command::Completions(args) => generated::completions(args),
+        Command::Man(args) => generated::man(args),
         Command::Serve(_) | Command::Stdio(_) => unreachable!("handled in run"),
     }
 }

@@ -143,6 +143,19 @@ pub fn parse(
     })
 }
 
+/// Whether a server entry launches mcp-aggregator: a client's file lists
+/// the aggregator beside the servers it used to have, and registering
+/// that entry would have the aggregator start itself, again and again.
+pub fn launches_aggregator(entry: &Value) -> bool {
+    // Split by hand: a Windows path's `\` is not a separator to `Path` here.
+    let Some(command) = entry.get("command").and_then(Value::as_str) else {
+        return false;
+    };
+    let file = command.rsplit(['/', '\\']).next().unwrap_or(command);
+    let stem = file.strip_suffix(".exe").unwrap_or(file);
+    stem.eq_ignore_ascii_case("mcp-aggregator")
+}
+
 /// A `profiles` entry as written (its name is its key).
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -233,6 +246,12 @@ impl Parser<'_> {
             };
             for (key, value) in entries {
                 let location = format!("{location}{}", key_path(key));
+                if launches_aggregator(value) {
+                    self.warnings.push(format!(
+                        "{location} starts mcp-aggregator itself and was skipped (a client's own entry for the aggregator)"
+                    ));
+                    continue;
+                }
                 let spec = self.server(key, value, &location)?;
                 if let Some(previous) = seen.insert(spec.name.clone(), location.clone()) {
                     return Err(self.schema(

@@ -355,3 +355,23 @@ fn profiles_are_read_and_checked_where_they_are() {
         }
     }
 }
+
+#[test]
+fn the_aggregators_own_entry_in_a_clients_file_is_skipped() {
+    let cfg = parse_ok(
+        r#"{"mcpServers": {
+            "aggregator": {"command": "/usr/bin/mcp-aggregator", "args": ["stdio"]},
+            "windows": {"command": "C:\\tools\\mcp-aggregator.exe", "args": ["stdio"]},
+            "time": {"command": "uvx", "args": ["mcp-server-time"]}
+        }}"#,
+    );
+    let names: Vec<&str> = cfg.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["time"]);
+    assert!(
+        cfg.warnings
+            .iter()
+            .any(|w| w.contains("aggregator") && w.contains("skipped")),
+        "{:?}",
+        cfg.warnings
+    );
+}

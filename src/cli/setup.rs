@@ -1,0 +1,385 @@
+//! `client setup` and `client list`: the aggregator's entry written into an
+//! MCP client's own config file (merged with what is there, the change
+//! shown first, the old file kept as a backup), and, with
+//! `--move-servers`, the client's other servers moved into the
+//! aggregator's config file so the user moves once.
+
+use serde_json::{Map, Value, json};
+use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use super::admin_args::{ClientCommand, ClientSetupArgs};
+use super::clients::{self, McpClient};
+use super::error::CliError;
+use super::output::table;
+use crate::config;
+
+pub(super) fn run(command: ClientCommand) -> Result<ExitCode, CliError> {
+    match command {
+        ClientCommand::Setup(args) => setup(args),
+        ClientCommand::List => list(),
+    }
+}
+
+fn known_client(id: &str) -> Result<&'static McpClient, CliError> {
+    clients::find(id).ok_or_else(|| {
+        CliError::Usage(format!(
+            "unknown client {id:?}; known clients: {}",
+            clients::client_ids()
+        ))
+    })
+}
+
+fn list() -> Result<ExitCode, CliError> {
+    let rows = clients::CLIENTS
+        .iter()
+        .map(|client| {
+            let (file, state) = match client.config_file(None) {
+                Ok(path) => {
+                    let state = match read_json(&path) {
+                        Ok(None) => "no file".to_owned(),
+                        Ok(Some(root)) => {
+                            let entries = section(&root, client.section);
+                            let ours = entries
+                                .map(|s| {
+                                    s.values()
+                                        .filter(|e| config::launches_aggregator(e))
+                                        .count()
+                                })
+                                .unwrap_or(0);
+                            let others = entries.map(Map::len).unwrap_or(0) - ours;
+                            if ours > 0 {
+                                format!("set up ({others} other servers)")
+                            } else {
+                                format!("not set up ({others} servers)")
+                            }
+                        }
+                        Err(err) => err.to_string(),
+                    };
+                    (path.display().to_string(), state)
+                }
+                Err(err) => (String::new(), err),
+            };
+            let project = if client.has_project_scope() {
+                "yes"
+            } else {
+                "no"
+            };
+            vec![client.id.to_owned(), file, state, project.to_owned()]
+        })
+        .collect();
+    println!("{}", table(&["CLIENT", "FILE", "STATE", "--project"], rows));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn setup(args: ClientSetupArgs) -> Result<ExitCode, CliError> {
+    let client = known_client(&args.client)?;
+    let file = match &args.file {
+        Some(file) => file.clone(),
+        None => client
+            .config_file(args.project.as_deref())
+            .map_err(CliError::Usage)?,
+    };
+    let mut root = read_json(&file)?.unwrap_or_else(|| json!({}));
+    let Some(top) = root.as_object_mut() else {
+        return Err(CliError::Usage(format!(
+            "{} is not a JSON object; fix or move it first",
+            file.display()
+        )));
+    };
+    let before: Map<String, Value> = match top.get(client.section) {
+        None => Map::new(),
+        Some(Value::Object(entries)) => entries.clone(),
+        Some(_) => {
+            return Err(CliError::Usage(format!(
+                "`{}` in {} is not an object; fix it first",
+                client.section,
+                file.display()
+            )));
+        }
+    };
+
+    // The servers to move are the client's others; the aggregator's own
+    // entries (under any name) are replaced, never moved.
+    let moving: Map<String, Value> = if args.move_servers {
+        before
+            .iter()
+            .filter(|(name, entry)| *name != &args.name && !config::launches_aggregator(entry))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    } else {
+        Map::new()
+    };
+    let aggregator_config = match (&args.config, args.move_servers) {
+        (Some(path), _) => Some(absolute(path)),
+        (None, true) => Some(default_aggregator_config()?),
+        (None, false) => None,
+    };
+
+    let entry = aggregator_entry(client, &args, aggregator_config.as_deref())?;
+    let mut after = before.clone();
+    if args.move_servers {
+        after.retain(|name, _| !moving.contains_key(name));
+    }
+    after.insert(args.name.clone(), entry);
+
+    println!(
+        "{} ({}), `{}`:",
+        file.display(),
+        client.title,
+        client.section
+    );
+    let changed = print_changes(&before, &after);
+    let mut merged_config = None;
+    if let Some(target) = aggregator_config.as_deref().filter(|_| !moving.is_empty()) {
+        let merged = merge_into_aggregator_config(target, &moving)?;
+        println!(
+            "\n{} (the aggregator's servers), `mcpServers`:",
+            target.display()
+        );
+        print_changes(&merged.before, &merged.after);
+        merged_config = Some((target.to_path_buf(), merged));
+    }
+    if !changed && merged_config.is_none() {
+        println!(
+            "\nnothing to change: {} already runs the aggregator",
+            client.title
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.dry_run {
+        println!("\n(dry run: nothing written)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !args.yes && !confirm()? {
+        println!("nothing written");
+        return Ok(ExitCode::from(1));
+    }
+
+    // The aggregator's file first: if it cannot be written, the client
+    // keeps its servers.
+    if let Some((target, merged)) = merged_config {
+        let mut document = merged.document;
+        document["mcpServers"] = Value::Object(merged.after);
+        write_with_backup(&target, &document)?;
+    }
+    root[client.section] = Value::Object(after);
+    write_with_backup(&file, &root)?;
+    println!(
+        "\nRestart {} to pick it up. It starts `mcp-aggregator stdio`, which starts (or joins) the one daemon.",
+        client.title
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The entry the client runs: this binary (an absolute path: GUI clients
+/// do not see the shell's PATH), `stdio`, and the options given.
+fn aggregator_entry(
+    client: &McpClient,
+    args: &ClientSetupArgs,
+    config_file: Option<&Path>,
+) -> Result<Value, CliError> {
+    let command = match &args.command {
+        Some(command) => command.clone(),
+        None => std::env::current_exe()
+            .and_then(std::fs::canonicalize)
+            .map_err(|err| CliError::Failed(format!("cannot tell where this binary is: {err}")))?
+            .display()
+            .to_string(),
+    };
+    let mut stdio_args = vec!["stdio".to_owned()];
+    if let Some(profile) = &args.profile {
+        stdio_args.extend(["--profile".to_owned(), profile.clone()]);
+    }
+    if let Some(path) = config_file {
+        stdio_args.extend(["--config".to_owned(), path.display().to_string()]);
+    }
+    if let Some(dir) = &args.data_dir.data_dir {
+        stdio_args.extend(["--data-dir".to_owned(), absolute(dir).display().to_string()]);
+    }
+    let mut entry = Map::new();
+    if client.typed_entries {
+        entry.insert("type".into(), json!("stdio"));
+    }
+    entry.insert("command".into(), json!(command));
+    entry.insert("args".into(), json!(stdio_args));
+    Ok(Value::Object(entry))
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Where the installer puts the aggregator's own config file.
+fn default_aggregator_config() -> Result<PathBuf, CliError> {
+    dirs::config_dir()
+        .map(|dir| dir.join("mcp-aggregator").join("servers.json"))
+        .ok_or_else(|| {
+            CliError::Usage("no config directory found (is HOME set?); pass --config FILE".into())
+        })
+}
+
+struct MergedConfig {
+    document: Value,
+    before: Map<String, Value>,
+    after: Map<String, Value>,
+}
+
+/// The aggregator's config file with the moved servers added. A name it
+/// already has with other settings is a conflict the user settles.
+fn merge_into_aggregator_config(
+    path: &Path,
+    moving: &Map<String, Value>,
+) -> Result<MergedConfig, CliError> {
+    let document = read_json(path)?.unwrap_or_else(|| json!({"mcpServers": {}}));
+    let before = match document.get("mcpServers") {
+        Some(Value::Object(entries)) => entries.clone(),
+        None => Map::new(),
+        Some(_) => {
+            return Err(CliError::Usage(format!(
+                "`mcpServers` in {} is not an object; fix it first",
+                path.display()
+            )));
+        }
+    };
+    let conflicts: Vec<&str> = moving
+        .iter()
+        .filter(|(name, entry)| before.get(*name).is_some_and(|have| have != *entry))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if !conflicts.is_empty() {
+        return Err(CliError::Usage(format!(
+            "{} already has servers named {} with other settings; rename or remove them there first",
+            path.display(),
+            conflicts.join(", ")
+        )));
+    }
+    let mut after = before.clone();
+    for (name, entry) in moving {
+        after.insert(name.clone(), entry.clone());
+    }
+    Ok(MergedConfig {
+        document,
+        before,
+        after,
+    })
+}
+
+/// The file as JSON, `None` when there is none yet.
+fn read_json(path: &Path) -> Result<Option<Value>, CliError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => {
+            return Err(CliError::Failed(format!(
+                "cannot read {}: {err}",
+                path.display()
+            )));
+        }
+    };
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_str(&text).map(Some).map_err(|err| {
+        CliError::Usage(format!(
+            "{} is not plain JSON (line {}, column {}: {err}); comments and trailing commas cannot be kept by a rewrite, so add the entry by hand (see --dry-run)",
+            path.display(),
+            err.line(),
+            err.column()
+        ))
+    })
+}
+
+fn section<'a>(root: &'a Value, name: &str) -> Option<&'a Map<String, Value>> {
+    root.get(name)?.as_object()
+}
+
+/// Prints what changes between two server lists, entry by entry;
+/// whether anything does.
+fn print_changes(before: &Map<String, Value>, after: &Map<String, Value>) -> bool {
+    let mut changed = false;
+    for (name, old) in before {
+        match after.get(name) {
+            Some(new) if new == old => {}
+            Some(new) => {
+                println!("- {:?}: {}", name, compact(old));
+                println!("+ {:?}: {}", name, compact(new));
+                changed = true;
+            }
+            None => {
+                println!("- {:?}: {}", name, compact(old));
+                changed = true;
+            }
+        }
+    }
+    for (name, new) in after.iter().filter(|(name, _)| !before.contains_key(*name)) {
+        println!("+ {:?}: {}", name, compact(new));
+        changed = true;
+    }
+    if !changed {
+        println!("  (no change)");
+    }
+    changed
+}
+
+fn compact(value: &Value) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+/// Asks on the terminal; refuses to guess when there is none.
+fn confirm() -> Result<bool, CliError> {
+    if !std::io::stdin().is_terminal() {
+        return Err(CliError::Usage(
+            "not writing without confirmation: run it in a terminal, or pass --yes (--dry-run only shows the change)".into(),
+        ));
+    }
+    print!("\nWrite these changes? [y/N] ");
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|err| CliError::Failed(format!("cannot read the answer: {err}")))?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
+}
+
+/// Replaces `path` with `document` in one rename (a crash leaves the old
+/// file or the new one, never half of one), keeping the old file's mode
+/// and the old file itself as `NAME.bak-TIMESTAMP`.
+fn write_with_backup(path: &Path, document: &Value) -> Result<(), CliError> {
+    let failed = |what: &str, err: &dyn std::fmt::Display| {
+        CliError::Failed(format!("cannot {what} {}: {err}", path.display()))
+    };
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir).map_err(|err| failed("create the directory of", &err))?;
+    let existing = std::fs::metadata(path).ok();
+    if existing.is_some() {
+        let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S");
+        let mut backup = path.as_os_str().to_owned();
+        backup.push(format!(".bak-{stamp}"));
+        let backup = PathBuf::from(backup);
+        std::fs::copy(path, &backup).map_err(|err| failed("back up", &err))?;
+        println!("backup: {}", backup.display());
+    }
+    let mut text = serde_json::to_string_pretty(document).map_err(|err| failed("encode", &err))?;
+    text.push('\n');
+    let mut temporary =
+        tempfile::NamedTempFile::new_in(&dir).map_err(|err| failed("write beside", &err))?;
+    temporary
+        .write_all(text.as_bytes())
+        .and_then(|()| temporary.as_file().sync_all())
+        .map_err(|err| failed("write", &err))?;
+    if let Some(metadata) = existing {
+        std::fs::set_permissions(temporary.path(), metadata.permissions())
+            .map_err(|err| failed("keep the mode of", &err))?;
+    }
+    temporary
+        .persist(path)
+        .map_err(|err| failed("replace", &err.error))?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
