@@ -278,3 +278,112 @@ async fn a_server_that_answers_the_wrong_id_is_a_timeout_that_names_it() {
     );
     assert!(!err.contains("no mcp-aggregator daemon"), "{err}");
 }
+
+/// The admin page: without the token a browser gets the sign-in form (no
+/// data), its static files and nothing else; signing in with the token
+/// sets an HttpOnly, SameSite=Strict cookie that then stands for the
+/// token; a wrong token, a cross-site sign-in and a non-JSON one are
+/// refused; signing out expires the cookie. Every page file carries the
+/// content security policy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_page_signs_in_with_the_token_and_only_with_it() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_with_env(
+        &temp.path().join("data"),
+        &["--require-token"],
+        &[("MCP_AGGREGATOR_TOKEN", "t0ken-value")],
+    );
+    let client = http();
+    let page = client.get(d.api("/")).send().await.unwrap();
+    assert_eq!(page.status(), 401);
+    let csp = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"),
+        "{csp}"
+    );
+    let signin = page.text().await.unwrap();
+    assert!(
+        signin.contains("/admin/signin.js"),
+        "the sign-in form: {signin}"
+    );
+    for asset in ["/admin/app.js", "/admin/signin.js", "/admin/app.css"] {
+        let answer = client.get(d.api(asset)).send().await.unwrap();
+        assert_eq!(answer.status(), 200, "{asset}");
+        assert!(answer.headers().contains_key("content-security-policy"));
+    }
+    let servers = d.api("/api/v1/aggregator/servers");
+    assert_eq!(client.get(&servers).send().await.unwrap().status(), 401);
+
+    let sign_in = |body: &'static str| {
+        client
+            .post(d.api("/admin/session"))
+            .header("content-type", "application/json")
+            .body(body)
+    };
+    let wrong = sign_in(r#"{"token": "guess"}"#).send().await.unwrap();
+    assert_eq!(wrong.status(), 401);
+    assert!(detail(&wrong.text().await.unwrap()).contains("not the admin token"));
+    assert!(
+        sign_in(r#"{"token": "t0ken-value"}"#)
+            .header("origin", "http://evil.com")
+            .send()
+            .await
+            .unwrap()
+            .status()
+            == 403,
+        "a cross-site sign-in is refused"
+    );
+    let (status, _) = raw_http(
+        &d.url,
+        &raw_request(
+            "POST",
+            "/admin/session",
+            &[("Host", "127.0.0.1"), ("Content-Type", "text/plain")],
+            r#"{"token": "t0ken-value"}"#,
+        ),
+    );
+    assert_eq!(status, 415, "a form post cannot sign in");
+
+    let signed = sign_in(r#"{"token": "t0ken-value"}"#).send().await.unwrap();
+    assert_eq!(signed.status(), 204);
+    let cookie = signed.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap().to_owned();
+    let page = client
+        .get(d.api("/"))
+        .header("cookie", &pair)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("/admin/app.js"));
+    let listed = client
+        .get(&servers)
+        .header("cookie", &pair)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.status(), 200);
+    let forged = client
+        .get(&servers)
+        .header("cookie", "mcp_aggregator_admin=guess")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 401);
+
+    let out = client.delete(d.api("/admin/session")).send().await.unwrap();
+    assert_eq!(out.status(), 204);
+    assert!(
+        out.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+}
