@@ -8,6 +8,7 @@ pub mod error;
 pub mod extract;
 pub mod guard;
 pub mod metrics;
+pub mod page;
 pub mod profiles;
 pub mod search;
 pub mod servers;
@@ -129,6 +130,14 @@ pub fn router_with_openapi(
         None => router,
     };
     let router = router
+        .route("/", get(page::index))
+        .route("/admin/app.js", get(page::app_js))
+        .route("/admin/signin.js", get(page::signin_js))
+        .route("/admin/app.css", get(page::app_css))
+        .route(
+            "/admin/session",
+            axum::routing::post(page::sign_in).delete(page::sign_out),
+        )
         .route(
             OPENAPI_PATH,
             get(move || async move { Json(document.as_ref().clone()) }),
@@ -243,17 +252,22 @@ fn check_token(expected: Option<&str>, request: &mut Request) -> Option<Response
     let expected = expected?;
     // A browser sent back by an authorization server carries no token:
     // the login's single-use state is what the callback checks.
-    if matches!(request.uri().path(), "/healthz" | "/oauth/callback") {
+    let path = request.uri().path();
+    if matches!(path, "/healthz" | "/oauth/callback") || page::is_public_asset(path) {
         return None;
     }
-    let presented = request
-        .headers()
+    let headers = request.headers();
+    let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(bearer_token);
+        .and_then(bearer_token)
+        .or_else(|| page::cookie_token(headers));
     if presented.is_some_and(|token| constant_time_eq(token.as_bytes(), expected.as_bytes())) {
         request.extensions_mut().insert(TokenName("admin"));
         return None;
+    }
+    if path == "/" && request.method() == axum::http::Method::GET {
+        return Some(page::signin_page());
     }
     let mut response =
         HttpError::new(StatusCode::UNAUTHORIZED, "missing or invalid bearer token").into_response();

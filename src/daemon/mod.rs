@@ -487,7 +487,8 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         socket = %local.path().display(),
         data_dir = %options.data_dir.display(),
         startup_ms = started.elapsed().as_millis() as u64,
-        "listening on {} (MCP at {}/mcp, and for `stdio` clients at {})",
+        "listening on {} (admin page at {}/, MCP at {}/mcp, and for `stdio` clients at {})",
+        info.url,
         info.url,
         info.url,
         local.path().display()

@@ -1,0 +1,151 @@
+//! The admin page at `/`: a few static files embedded in the binary (no
+//! CDN, no network), and the sign-in that lets a browser, which cannot set
+//! an `Authorization` header on a navigation, present the admin token as a
+//! cookie instead. The page itself is only a client of the API.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+use super::AppState;
+use crate::http_error::HttpError;
+
+/// The cookie that carries the admin token for the page's requests.
+/// `HttpOnly` keeps it from scripts, `SameSite=Strict` from every request
+/// another site starts (the request guard refuses those too).
+pub const SESSION_COOKIE: &str = "mcp_aggregator_admin";
+
+const INDEX_HTML: &str = include_str!("../../assets/admin/index.html");
+const SIGNIN_HTML: &str = include_str!("../../assets/admin/signin.html");
+const APP_JS: &str = include_str!("../../assets/admin/app.js");
+const SIGNIN_JS: &str = include_str!("../../assets/admin/signin.js");
+const APP_CSS: &str = include_str!("../../assets/admin/app.css");
+
+/// Only the page's own files run, load or are connected to; it is never
+/// framed (clickjacking) and submits nowhere else.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The static files anyone past the request guard may fetch: code and
+/// style identical in every build, with nothing of the store in them.
+pub fn is_public_asset(path: &str) -> bool {
+    matches!(
+        path,
+        "/admin/app.js" | "/admin/signin.js" | "/admin/app.css" | "/admin/session"
+    )
+}
+
+fn page(status: StatusCode, content_type: &'static str, body: &'static str) -> Response {
+    let mut response = (status, body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    // A new binary brings new files: never serve the last one's.
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// The sign-in form, in place of the page, for a browser without the token.
+pub fn signin_page() -> Response {
+    page(
+        StatusCode::UNAUTHORIZED,
+        "text/html; charset=utf-8",
+        SIGNIN_HTML,
+    )
+}
+
+pub async fn index() -> Response {
+    page(StatusCode::OK, "text/html; charset=utf-8", INDEX_HTML)
+}
+
+pub async fn app_js() -> Response {
+    page(StatusCode::OK, "text/javascript; charset=utf-8", APP_JS)
+}
+
+pub async fn signin_js() -> Response {
+    page(StatusCode::OK, "text/javascript; charset=utf-8", SIGNIN_JS)
+}
+
+pub async fn app_css() -> Response {
+    page(StatusCode::OK, "text/css; charset=utf-8", APP_CSS)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignIn {
+    token: String,
+}
+
+/// `POST /admin/session {"token"}`: 204 with the cookie when the token is
+/// the admin token (or none is required), 401 otherwise.
+pub async fn sign_in(
+    State(state): State<AppState>,
+    body: Result<Json<SignIn>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Ok(Json(sign_in)) = body else {
+        return HttpError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "send {\"token\": \"…\"} as application/json",
+        )
+        .into_response();
+    };
+    let Some(expected) = state.token.as_deref() else {
+        return StatusCode::NO_CONTENT.into_response();
+    };
+    if !super::constant_time_eq(sign_in.token.as_bytes(), expected.as_bytes()) {
+        return HttpError::new(StatusCode::UNAUTHORIZED, "that is not the admin token")
+            .into_response();
+    }
+    let cookie = format!("{SESSION_COOKIE}={expected}; Path=/; HttpOnly; SameSite=Strict");
+    match HeaderValue::from_str(&cookie) {
+        Ok(value) if expected.chars().all(is_cookie_octet) => {
+            (StatusCode::NO_CONTENT, [(header::SET_COOKIE, value)]).into_response()
+        }
+        // A generated token always fits; one set through the environment
+        // might carry a `;` or a space, which a cookie cannot.
+        _ => HttpError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "this admin token cannot be kept in a cookie; use the API with Authorization: Bearer",
+        )
+        .into_response(),
+    }
+}
+
+/// `DELETE /admin/session`: forgets the cookie.
+pub async fn sign_out() -> Response {
+    let expired = format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+    match HeaderValue::from_str(&expired) {
+        Ok(value) => (StatusCode::NO_CONTENT, [(header::SET_COOKIE, value)]).into_response(),
+        Err(_) => StatusCode::NO_CONTENT.into_response(),
+    }
+}
+
+/// What a cookie's value may hold (RFC 6265 §4.1.1).
+fn is_cookie_octet(c: char) -> bool {
+    c.is_ascii_graphic() && !matches!(c, '"' | ',' | ';' | '\\')
+}
+
+/// The admin token a request's cookie carries, if any.
+pub fn cookie_token(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == SESSION_COOKIE)
+        .map(|(_, value)| value)
+        .filter(|value| !value.is_empty())
+}
