@@ -129,6 +129,31 @@ async fn register_fixture(d: &Daemon, token: Option<&str>) {
             .expect("POST /tools/call");
         assert_eq!(response.status(), expected, "calling {tool}");
     }
+    // The failed call is in the server's audit trail too (the page filters
+    // by server); calls are written within about a second.
+    let audit = d.api(&format!(
+        "/api/v1/aggregator/audit?server={SERVER}&action=call"
+    ));
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        let entries: Value = match authorized(http().get(&audit), token).send().await {
+            Ok(response) => response.json().await.unwrap_or(Value::Null),
+            Err(_) => Value::Null,
+        };
+        let failed = entries.as_array().is_some_and(|entries| {
+            entries
+                .iter()
+                .any(|e| e["result"].as_str().is_some_and(|r| r.starts_with("error")))
+        });
+        if failed {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the failed call is not in {SERVER}'s audit trail: {entries}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Runs the browser script against the daemon; panics with its output and

@@ -358,6 +358,7 @@ impl Router {
                 reason,
             },
             other => CallError::Server {
+                server: server.to_owned(),
                 error: other.to_error_object(),
                 reason: other.to_string(),
             },

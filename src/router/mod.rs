@@ -60,6 +60,8 @@ pub enum CallError {
     /// with something that is not an answer (an internal error).
     #[error("{reason}")]
     Server {
+        /// Who answered with it (for the audit log).
+        server: String,
         /// The JSON-RPC error object for the client.
         error: Value,
         reason: String,
@@ -85,7 +87,8 @@ impl CallError {
             | CallError::Unavailable { server, .. }
             | CallError::Interrupted { server, .. }
             | CallError::NeedsLogin { server, .. }
-            | CallError::TimedOut { server, .. } => Some(server),
+            | CallError::TimedOut { server, .. }
+            | CallError::Server { server, .. } => Some(server),
             _ => None,
         }
     }
