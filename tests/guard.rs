@@ -316,6 +316,15 @@ async fn the_admin_page_signs_in_with_the_token_and_only_with_it() {
     }
     let servers = d.api("/api/v1/aggregator/servers");
     assert_eq!(client.get(&servers).send().await.unwrap().status(), 401);
+    let session: Value = client
+        .get(d.api("/admin/session"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(session, json!({"token_required": true}));
 
     let sign_in = |body: &'static str| {
         client

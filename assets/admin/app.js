@@ -836,6 +836,11 @@
       setTimeout(() => { state.auditMore = false; loadAudit(false).catch(failed); }, 0);
     });
     $('audit-more').addEventListener('click', () => loadAudit(true).catch(failed));
+    // Only a daemon that asks for its token has a session to leave.
+    fetch('/admin/session', { credentials: 'same-origin' })
+      .then((response) => (response.ok ? response.json() : null))
+      .then((session) => { if (session && !session.token_required) $('signout').hidden = true; })
+      .catch(() => {});
     $('signout').addEventListener('click', async () => {
       // Requests already sent still carry the session: let them finish
       // first, or they come back 401.

@@ -136,7 +136,9 @@ pub fn router_with_openapi(
         .route("/admin/app.css", get(page::app_css))
         .route(
             "/admin/session",
-            axum::routing::post(page::sign_in).delete(page::sign_out),
+            get(page::session_info)
+                .post(page::sign_in)
+                .delete(page::sign_out),
         )
         .route(
             OPENAPI_PATH,

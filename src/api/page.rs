@@ -123,6 +123,12 @@ pub async fn sign_in(
     }
 }
 
+/// `GET /admin/session`: whether this daemon asks for its token (the page
+/// offers "Sign out" only then). Says nothing else.
+pub async fn session_info(State(state): State<AppState>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({"token_required": state.token.is_some()}))
+}
+
 /// `DELETE /admin/session`: forgets the cookie.
 pub async fn sign_out() -> Response {
     let expired = format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");

@@ -483,6 +483,8 @@ def run(args):
                     response = page.goto(args.url)
                     check(response is not None and response.status == 200,
                           f"GET / answered {response and response.status}")
+                    # No token asked for: nothing to sign out of.
+                    expect(page.get_by_role("button", name="Sign out", exact=True)).to_be_hidden()
                 servers_view(page, watch, shots, api, args)
                 tools_view(page, watch, shots, args)
                 search_view(page, watch, shots, api, args)
