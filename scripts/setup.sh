@@ -40,6 +40,29 @@ for pair in ".venv:requirements.txt" ".venv-v2:requirements-v2.txt"; do
     cp "$requirements" "$venv_stamp"
   fi
 done
+# Debian packages: Chromium for the admin page's browser test, lintian for
+# the .deb's check. Installed when missing, as root or through sudo; where
+# neither is possible the tests that need them say so (CI needs them).
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v lintian >/dev/null 2>&1 || missing+=(lintian)
+if [ ${#missing[@]} -gt 0 ]; then
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "setup: no apt-get here; install ${missing[*]} yourself for the browser and packaging tests" >&2
+  else
+    sudo=()
+    [ "$(id -u)" -eq 0 ] || sudo=(sudo -n)
+    echo "setup: installing ${missing[*]} (Debian packages)"
+    if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null \
+      && ! { "${sudo[@]}" apt-get update -q >/dev/null && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; }; then
+      if [ -n "${CI:-}" ]; then
+        echo "setup: cannot install ${missing[*]}" >&2
+        exit 1
+      fi
+      echo "setup: cannot install ${missing[*]} (not root, no sudo); the browser and packaging tests will say they were skipped" >&2
+    fi
+  fi
+fi
 # The search model and ONNX Runtime, embedded in the binary at build time.
 ./scripts/fetch-assets.sh
 echo "setup: ok"
