@@ -40,12 +40,18 @@ for pair in ".venv:requirements.txt" ".venv-v2:requirements-v2.txt"; do
     cp "$requirements" "$venv_stamp"
   fi
 done
-# Debian packages: Chromium for the admin page's browser test, lintian for
-# the .deb's check. Installed when missing, as root or through sudo; where
-# neither is possible the tests that need them say so (CI needs them).
+# Debian packages: Chromium for the admin page's browser test; lintian,
+# dpkg-dev (dpkg-shlibdeps), binutils (strip), man-db and systemd
+# (systemd-analyze) for building and checking the .deb. Installed when
+# missing, as root or through sudo; where neither is possible the checks
+# that need them say so (CI needs them).
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v lintian >/dev/null 2>&1 || missing+=(lintian)
+command -v dpkg-shlibdeps >/dev/null 2>&1 || missing+=(dpkg-dev)
+command -v strip >/dev/null 2>&1 || missing+=(binutils)
+command -v man >/dev/null 2>&1 || missing+=(man-db)
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 if [ ${#missing[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     echo "setup: no apt-get here; install ${missing[*]} yourself for the browser and packaging tests" >&2

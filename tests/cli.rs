@@ -542,3 +542,78 @@ fn import_takes_a_clients_servers_but_not_the_aggregator_itself() {
     let (_, listed, _) = cli(&d.data_dir, &["servers", "list", "--json"]);
     assert!(!listed.contains("\"aggregator\""), "{listed}");
 }
+
+/// `scripts/install.sh` and `uninstall.sh`, as a user runs them: the
+/// binary, completions for three shells and the man pages under a prefix,
+/// the default config created once and never overwritten; uninstall takes
+/// exactly what was installed and leaves the config.
+#[test]
+fn install_and_uninstall_in_one_command_each() {
+    let temp = tempfile::tempdir().unwrap();
+    let prefix = temp.path().join("prefix");
+    let home = temp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let run = |script: &str, args: &[&str]| {
+        let output = Command::new(root.join("scripts").join(script))
+            .args(args)
+            .env("HOME", &home)
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("XDG_DATA_HOME")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(output.status.success(), "{script} {args:?}: {text}");
+    };
+    let prefix_arg = prefix.to_str().unwrap();
+    run("install.sh", &["--prefix", prefix_arg, "--binary", BIN]);
+    let installed = prefix.join("bin/mcp-aggregator");
+    let version = Command::new(&installed).arg("--version").output().unwrap();
+    assert!(String::from_utf8_lossy(&version.stdout).starts_with("mcp-aggregator "));
+    for file in [
+        "share/bash-completion/completions/mcp-aggregator",
+        "share/zsh/site-functions/_mcp-aggregator",
+        "share/fish/vendor_completions.d/mcp-aggregator.fish",
+        "share/man/man1/mcp-aggregator.1",
+        "share/man/man1/mcp-aggregator-client-setup.1",
+    ] {
+        assert!(prefix.join(file).is_file(), "{file} is installed");
+    }
+    let config = home.join(".config/mcp-aggregator/servers.json");
+    let created: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(created, serde_json::json!({"mcpServers": {}}));
+
+    // Installing again upgrades in place; the user's config stands.
+    let edited = r#"{"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"]}}}"#;
+    std::fs::write(&config, edited).unwrap();
+    run("install.sh", &["--prefix", prefix_arg, "--binary", BIN]);
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), edited);
+
+    run("uninstall.sh", &["--prefix", prefix_arg]);
+    let left: Vec<_> = walk(&prefix);
+    assert!(left.is_empty(), "nothing of the install is left: {left:?}");
+    assert_eq!(
+        std::fs::read_to_string(&config).unwrap(),
+        edited,
+        "the config stays"
+    );
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}

@@ -121,6 +121,15 @@ async fn run(cli: Cli) -> ExitCode {
             code
         }
         other => {
+            // A reader that stops early (`mcp-aggregator tools | head`)
+            // ends this process quietly, as it would any Unix filter,
+            // instead of a print panicking on EPIPE. Only here: the
+            // daemon and `stdio` need EPIPE as an error.
+            // SAFETY: setting a signal's disposition to its default has
+            // no memory-safety preconditions.
+            unsafe {
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            }
             logging::init(cli.log_format, "warn", None);
             match admin(other).await {
                 Ok(code) => code,
