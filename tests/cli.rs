@@ -497,6 +497,33 @@ fn client_setup_merges_backs_up_and_moves_the_servers() {
     assert_eq!(code, 2);
     assert!(stderr.contains("not plain JSON"), "{stderr}");
 
+    // A dotfile linked from a dotfiles repository stays a link.
+    let dotfiles = temp.path().join("dotfiles/gemini.json");
+    std::fs::create_dir_all(dotfiles.parent().unwrap()).unwrap();
+    std::fs::write(&dotfiles, r#"{"theme": "dark"}"#).unwrap();
+    let gemini = home.join(".gemini/settings.json");
+    std::fs::create_dir_all(gemini.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&dotfiles, &gemini).unwrap();
+    let (code, stdout, stderr) = cli_at_home(home, &["client", "setup", "gemini-cli", "--yes"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        std::fs::symlink_metadata(&gemini)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let linked: Value = serde_json::from_str(&std::fs::read_to_string(&dotfiles).unwrap()).unwrap();
+    assert_eq!(linked["theme"], "dark");
+    assert!(linked["mcpServers"]["aggregator"].is_object(), "{linked}");
+
+    // Not a regular file: refused before anything is read or replaced.
+    let (code, _, stderr) = cli_at_home(
+        home,
+        &["client", "setup", "cursor", "--file", "/dev/null", "--yes"],
+    );
+    assert_eq!(code, 2);
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+
     let (code, _, stderr) = cli_at_home(home, &["client", "setup", "notepad"]);
     assert_eq!(code, 2);
     assert!(stderr.contains("claude-desktop, claude-code"), "{stderr}");

@@ -266,8 +266,26 @@ fn merge_into_aggregator_config(
     })
 }
 
-/// The file as JSON, `None` when there is none yet.
+/// The file as JSON, `None` when there is none yet. Only a regular file
+/// (through links) is read or replaced: `/dev/null`, a FIFO or a
+/// directory named by mistake is refused before anything happens.
 fn read_json(path: &Path) -> Result<Option<Value>, CliError> {
+    match std::fs::metadata(path) {
+        Ok(metadata) if !metadata.is_file() => {
+            return Err(CliError::Usage(format!(
+                "{} is not a regular file",
+                path.display()
+            )));
+        }
+        Ok(metadata) if metadata.len() > config::MAX_CONFIG_BYTES => {
+            return Err(CliError::Usage(format!(
+                "{} is larger than {} bytes",
+                path.display(),
+                config::MAX_CONFIG_BYTES
+            )));
+        }
+        _ => {}
+    }
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -350,6 +368,17 @@ fn confirm() -> Result<bool, CliError> {
 fn write_with_backup(path: &Path, document: &Value) -> Result<(), CliError> {
     let failed = |what: &str, err: &dyn std::fmt::Display| {
         CliError::Failed(format!("cannot {what} {}: {err}", path.display()))
+    };
+    // A file linked from elsewhere (a dotfiles repository) stays a link:
+    // the file it points to is the one replaced.
+    let resolved;
+    let path = match std::fs::symlink_metadata(path) {
+        Ok(metadata) if metadata.file_type().is_symlink() => {
+            resolved =
+                std::fs::canonicalize(path).map_err(|err| failed("follow the link", &err))?;
+            resolved.as_path()
+        }
+        _ => path,
     };
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
