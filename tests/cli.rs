@@ -644,3 +644,29 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     files
 }
+
+/// A token set through the environment that no HTTP client could send
+/// stops the daemon at start with the reason, instead of locking everyone
+/// out.
+#[test]
+fn a_token_no_client_could_send_is_refused_at_start() {
+    let temp = tempfile::tempdir().unwrap();
+    let output = Command::new(BIN)
+        .args([
+            "serve",
+            "--require-token",
+            "--search",
+            "off",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--data-dir")
+        .arg(temp.path())
+        .env("MCP_AGGREGATOR_TOKEN", "t\u{f6}k\u{e9}n with spaces")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot be used as a token"), "{stderr}");
+}

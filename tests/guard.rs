@@ -364,6 +364,10 @@ async fn the_admin_page_signs_in_with_the_token_and_only_with_it() {
         "{cookie}"
     );
     let pair = cookie.split(';').next().unwrap().to_owned();
+    assert!(
+        !pair.contains("t0ken-value"),
+        "the cookie is a session, not the token: {pair}"
+    );
     let page = client
         .get(d.api("/"))
         .header("cookie", &pair)
@@ -379,13 +383,43 @@ async fn the_admin_page_signs_in_with_the_token_and_only_with_it() {
         .await
         .unwrap();
     assert_eq!(listed.status(), 200);
-    let forged = client
+    // A cookie a page elsewhere on loopback added does not hide ours.
+    let both = format!("mcp_aggregator_admin=junk; {pair}");
+    let listed = client
         .get(&servers)
-        .header("cookie", "mcp_aggregator_admin=guess")
+        .header("cookie", &both)
         .send()
         .await
         .unwrap();
-    assert_eq!(forged.status(), 401);
+    assert_eq!(listed.status(), 200);
+    let forged = client
+        .get(&servers)
+        .header("cookie", "mcp_aggregator_admin=t0ken-value")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 401, "the token is not a session");
+
+    // A change on the session's strength comes from this origin only: a
+    // page on another loopback port gets the cookie sent, not the change.
+    let own_origin = d.url.trim_end_matches('/').to_owned();
+    let other_port = format!("http://127.0.0.1:{}", common::free_port());
+    let reindex = d.api("/api/v1/search/reindex");
+    for (origin, expected) in [
+        (Some(other_port.as_str()), 401),
+        (None, 401),
+        (Some(own_origin.as_str()), 202),
+    ] {
+        let mut request = client.post(&reindex).header("cookie", &pair);
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        let status = request.send().await.unwrap().status();
+        assert!(
+            status == expected || (expected == 202 && status.is_success()),
+            "Origin {origin:?}: {status}"
+        );
+    }
 
     let out = client.delete(d.api("/admin/session")).send().await.unwrap();
     assert_eq!(out.status(), 204);

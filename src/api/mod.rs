@@ -45,6 +45,8 @@ pub struct AppState {
     pub skills: crate::skills::Skills,
     /// When set, every route but `/healthz` needs `Authorization: Bearer`.
     pub token: Option<Arc<str>>,
+    /// The admin page's signed-in browsers.
+    pub page_sessions: page::Sessions,
     /// Which `Host` and `Origin` values the listener accepts.
     pub hosts: guard::HostPolicy,
     pub started: Instant,
@@ -154,6 +156,7 @@ pub fn router_with_openapi(
             Gate {
                 hosts: state.hosts.clone(),
                 token: state.token.clone(),
+                sessions: state.page_sessions.clone(),
             },
             gate,
         ))
@@ -234,6 +237,7 @@ struct Gate {
     hosts: guard::HostPolicy,
     /// When set, every route but `/healthz` needs it as a bearer token.
     token: Option<Arc<str>>,
+    sessions: page::Sessions,
 }
 
 /// Every request: the host and origin checks first (a cross-site request
@@ -243,14 +247,18 @@ async fn gate(State(gate): State<Gate>, mut request: Request, next: Next) -> Res
     if let Some(refused) = guard::refuse(&gate.hosts, &request) {
         return refused;
     }
-    if let Some(refused) = check_token(gate.token.as_deref(), &mut request) {
+    if let Some(refused) = check_token(gate.token.as_deref(), &gate.sessions, &mut request) {
         return refused;
     }
     as_json_error(next.run(request).await).await
 }
 
 /// The refusal of a request without the token, when one is required.
-fn check_token(expected: Option<&str>, request: &mut Request) -> Option<Response> {
+fn check_token(
+    expected: Option<&str>,
+    sessions: &page::Sessions,
+    request: &mut Request,
+) -> Option<Response> {
     let expected = expected?;
     // A browser sent back by an authorization server carries no token:
     // the login's single-use state is what the callback checks.
@@ -258,13 +266,14 @@ fn check_token(expected: Option<&str>, request: &mut Request) -> Option<Response
     if matches!(path, "/healthz" | "/oauth/callback") || page::is_public_asset(path) {
         return None;
     }
-    let headers = request.headers();
-    let presented = headers
+    let presented = request
+        .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(bearer_token)
-        .or_else(|| page::cookie_token(headers));
-    if presented.is_some_and(|token| constant_time_eq(token.as_bytes(), expected.as_bytes())) {
+        .and_then(bearer_token);
+    if presented.is_some_and(|token| constant_time_eq(token.as_bytes(), expected.as_bytes()))
+        || sessions.admits(request.method(), request.headers())
+    {
         request.extensions_mut().insert(TokenName("admin"));
         return None;
     }

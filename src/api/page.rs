@@ -1,13 +1,22 @@
 //! The admin page at `/`: a few static files embedded in the binary (no
 //! CDN, no network), and the sign-in that lets a browser, which cannot set
-//! an `Authorization` header on a navigation, present the admin token as a
-//! cookie instead. The page itself is only a client of the API.
+//! an `Authorization` header on a navigation, hold a session cookie
+//! instead. The page itself is only a client of the API.
+//!
+//! The cookie is a random session id, never the token: browsers do not
+//! separate cookies by port, so every other listener on 127.0.0.1 the
+//! browser visits receives it. A session ends with sign-out or with the
+//! daemon, and a request it authorises that changes anything must come
+//! from this very origin (port included), which no page elsewhere on
+//! loopback can claim.
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 
 use super::AppState;
 use crate::http_error::HttpError;
@@ -26,6 +35,63 @@ const APP_CSS: &str = include_str!("../../assets/admin/app.css");
 /// Only the page's own files run, load or are connected to; it is never
 /// framed (clickjacking) and submits nowhere else.
 const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// Signed-in browsers at most; the oldest session ends first.
+const MAX_SESSIONS: usize = 64;
+
+/// The page's live sessions (random ids), in memory only.
+#[derive(Clone, Default)]
+pub struct Sessions(Arc<Mutex<VecDeque<String>>>);
+
+impl Sessions {
+    fn open(&self) -> String {
+        let id = crate::oauth::flow::random_token(32);
+        let mut live = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if live.len() >= MAX_SESSIONS {
+            live.pop_front();
+        }
+        live.push_back(id.clone());
+        id
+    }
+
+    fn close(&self, id: &str) {
+        let mut live = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        live.retain(|known| !super::constant_time_eq(known.as_bytes(), id.as_bytes()));
+    }
+
+    fn is_live(&self, id: &str) -> bool {
+        let live = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        live.iter()
+            .any(|known| super::constant_time_eq(known.as_bytes(), id.as_bytes()))
+    }
+
+    /// Whether a request carries a live session and, when it changes
+    /// anything, comes from this listener's own origin. Every cookie of
+    /// ours counts: another page on loopback can add one, not remove ours.
+    pub fn admits(&self, method: &Method, headers: &HeaderMap) -> bool {
+        let live = cookie_values(headers).any(|id| self.is_live(id));
+        live && (matches!(*method, Method::GET | Method::HEAD) || same_origin(headers))
+    }
+}
+
+/// `Origin` names exactly the host (and port) the request was sent to, or
+/// the browser says it is same-origin. Another port of the same loopback
+/// address is another origin.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    match (text(header::ORIGIN), text(header::HOST)) {
+        (Some(origin), Some(host)) => {
+            origin.eq_ignore_ascii_case(&format!("http://{host}"))
+                || origin.eq_ignore_ascii_case(&format!("https://{host}"))
+        }
+        (None, _) => text(header::HeaderName::from_static("sec-fetch-site")) == Some("same-origin"),
+        _ => false,
+    }
+}
 
 /// The static files anyone past the request guard may fetch: code and
 /// style identical in every build, with nothing of the store in them.
@@ -108,18 +174,12 @@ pub async fn sign_in(
         return HttpError::new(StatusCode::UNAUTHORIZED, "that is not the admin token")
             .into_response();
     }
-    let cookie = format!("{SESSION_COOKIE}={expected}; Path=/; HttpOnly; SameSite=Strict");
+    let id = state.page_sessions.open();
+    let cookie = format!("{SESSION_COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict");
     match HeaderValue::from_str(&cookie) {
-        Ok(value) if expected.chars().all(is_cookie_octet) => {
-            (StatusCode::NO_CONTENT, [(header::SET_COOKIE, value)]).into_response()
-        }
-        // A generated token always fits; one set through the environment
-        // might carry a `;` or a space, which a cookie cannot.
-        _ => HttpError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "this admin token cannot be kept in a cookie; use the API with Authorization: Bearer",
-        )
-        .into_response(),
+        Ok(value) => (StatusCode::NO_CONTENT, [(header::SET_COOKIE, value)]).into_response(),
+        Err(_) => HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "cannot set the session")
+            .into_response(),
     }
 }
 
@@ -129,8 +189,11 @@ pub async fn session_info(State(state): State<AppState>) -> Json<serde_json::Val
     Json(serde_json::json!({"token_required": state.token.is_some()}))
 }
 
-/// `DELETE /admin/session`: forgets the cookie.
-pub async fn sign_out() -> Response {
+/// `DELETE /admin/session`: ends the session and forgets the cookie.
+pub async fn sign_out(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    for id in cookie_values(&headers) {
+        state.page_sessions.close(id);
+    }
     let expired = format!("{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
     match HeaderValue::from_str(&expired) {
         Ok(value) => (StatusCode::NO_CONTENT, [(header::SET_COOKIE, value)]).into_response(),
@@ -138,20 +201,14 @@ pub async fn sign_out() -> Response {
     }
 }
 
-/// What a cookie's value may hold (RFC 6265 §4.1.1).
-fn is_cookie_octet(c: char) -> bool {
-    c.is_ascii_graphic() && !matches!(c, '"' | ',' | ';' | '\\')
-}
-
-/// The admin token a request's cookie carries, if any.
-pub fn cookie_token(headers: &HeaderMap) -> Option<&str> {
+/// The values of every cookie of ours a request carries.
+fn cookie_values(headers: &HeaderMap) -> impl Iterator<Item = &str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == SESSION_COOKIE)
+        .filter(|(name, value)| *name == SESSION_COOKIE && !value.is_empty())
         .map(|(_, value)| value)
-        .filter(|value| !value.is_empty())
 }

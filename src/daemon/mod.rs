@@ -61,6 +61,10 @@ pub enum DaemonError {
     Serve(std::io::Error),
     #[error("{0}")]
     Profile(String),
+    #[error(
+        "{TOKEN_ENV} cannot be used as a token: {0} (use up to 512 visible ASCII characters, e.g. `openssl rand -hex 32`)"
+    )]
+    BadToken(&'static str),
 }
 
 /// The exit status of a daemon whose store cannot be used as it is
@@ -75,7 +79,8 @@ impl DaemonError {
         match self {
             DaemonError::Config(_)
             | DaemonError::Registry(RegistryError::Invalid(_))
-            | DaemonError::Profile(_) => 2,
+            | DaemonError::Profile(_)
+            | DaemonError::BadToken(_) => 2,
             DaemonError::Store(err) | DaemonError::Registry(RegistryError::Store(err))
                 if err.is_unusable() =>
             {
@@ -446,6 +451,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         search: stack.search.clone(),
         skills: stack.skills.clone(),
         token: token.map(Arc::from),
+        page_sessions: api::page::Sessions::default(),
         hosts: host_policy(&options),
         started,
         config_files: config_files.status(),
@@ -647,7 +653,18 @@ fn admin_token(options: &ServeOptions) -> Result<Option<String>, DaemonError> {
         .ok()
         .filter(|t| !t.trim().is_empty())
     {
-        return Ok(Some(token.trim().to_owned()));
+        let token = token.trim();
+        // One no client could send (an HTTP header is ASCII) or no cookie
+        // could hold would only lock everyone out.
+        if !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(DaemonError::BadToken(
+                "it holds spaces, control or non-ASCII characters, which no HTTP client can send",
+            ));
+        }
+        if token.len() > 512 {
+            return Err(DaemonError::BadToken("it is longer than 512 characters"));
+        }
+        return Ok(Some(token.to_owned()));
     }
     let path = options.data_dir.join(paths::TOKEN_FILE);
     if let Some(token) = paths::read_token(&options.data_dir) {
