@@ -468,6 +468,7 @@ fn client_setup_merges_backs_up_and_moves_the_servers() {
 
     // VS Code's list is `servers`, its entries typed; a project's file.
     let project = temp.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
     let (code, stdout, stderr) = cli_at_home(
         home,
         &[
@@ -523,6 +524,54 @@ fn client_setup_merges_backs_up_and_moves_the_servers() {
     );
     assert_eq!(code, 2);
     assert!(stderr.contains("not a regular file"), "{stderr}");
+
+    // A server under the entry's name is never replaced.
+    let windsurf = home.join(".codeium/windsurf/mcp_config.json");
+    std::fs::create_dir_all(windsurf.parent().unwrap()).unwrap();
+    std::fs::write(
+        &windsurf,
+        r#"{"mcpServers": {"aggregator": {"command": "uvx", "args": ["x"]}}}"#,
+    )
+    .unwrap();
+    let (code, _, stderr) = cli_at_home(home, &["client", "setup", "windsurf", "--yes"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("already another server"), "{stderr}");
+    // Nor are the aggregator's servers put into the client's own file.
+    let (code, _, stderr) = cli_at_home(
+        home,
+        &[
+            "client",
+            "setup",
+            "windsurf",
+            "--move-servers",
+            "--config",
+            windsurf.to_str().unwrap(),
+            "--yes",
+        ],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("file of their own"), "{stderr}");
+    // Backups made within one second do not overwrite each other.
+    for profile in ["p1", "p2"] {
+        let (code, _, stderr) = cli_at_home(
+            home,
+            &[
+                "client",
+                "setup",
+                "gemini-cli",
+                "--profile",
+                profile,
+                "--yes",
+            ],
+        );
+        assert_eq!(code, 0, "{stderr}");
+    }
+    let backups = std::fs::read_dir(dotfiles.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".bak-"))
+        .count();
+    assert_eq!(backups, 3, "one backup per write");
 
     let (code, _, stderr) = cli_at_home(home, &["client", "setup", "notepad"]);
     assert_eq!(code, 2);
@@ -669,4 +718,55 @@ fn a_token_no_client_could_send_is_refused_at_start() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("cannot be used as a token"), "{stderr}");
+}
+
+/// Two clients moving their servers into the aggregator's one file at the
+/// same moment: each run either moves its client's servers or changes
+/// nothing; no server is lost.
+#[test]
+fn concurrent_moves_lose_no_server() {
+    for _ in 0..3 {
+        let temp = tempfile::tempdir().unwrap();
+        let home = temp.path();
+        let code_file = home.join(".claude.json");
+        let cursor_file = home.join(".cursor/mcp.json");
+        std::fs::create_dir_all(cursor_file.parent().unwrap()).unwrap();
+        std::fs::write(
+            &code_file,
+            r#"{"mcpServers": {"alpha": {"command": "uvx", "args": ["alpha"]}}}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            &cursor_file,
+            r#"{"mcpServers": {"beta": {"command": "uvx", "args": ["beta"]}}}"#,
+        )
+        .unwrap();
+        let spawn = |client: &str| {
+            Command::new(BIN)
+                .args(["client", "setup", client, "--move-servers", "--yes"])
+                .env("HOME", home)
+                .env_remove("XDG_CONFIG_HOME")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        };
+        let mut runs = [spawn("claude-code"), spawn("cursor")];
+        for run in &mut runs {
+            run.wait().unwrap();
+        }
+        let ours = home.join(".config/mcp-aggregator/servers.json");
+        let moved: Value = std::fs::read_to_string(&ours)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null);
+        for (server, file) in [("alpha", &code_file), ("beta", &cursor_file)] {
+            let client: Value =
+                serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+            let kept = client["mcpServers"].get(server).is_some();
+            let in_ours = moved["mcpServers"].get(server).is_some();
+            assert!(kept || in_ours, "{server} was lost: {client} / {moved}");
+        }
+    }
 }

@@ -38,8 +38,8 @@ fn list() -> Result<ExitCode, CliError> {
             let (file, state) = match client.config_file(None) {
                 Ok(path) => {
                     let state = match read_json(&path) {
-                        Ok(None) => "no file".to_owned(),
-                        Ok(Some(root)) => {
+                        Ok((None, _)) => "no file".to_owned(),
+                        Ok((Some(root), _)) => {
                             let entries = section(&root, client.section);
                             let ours = entries
                                 .map(|s| {
@@ -81,7 +81,15 @@ fn setup(args: ClientSetupArgs) -> Result<ExitCode, CliError> {
             .config_file(args.project.as_deref())
             .map_err(CliError::Usage)?,
     };
-    let mut root = read_json(&file)?.unwrap_or_else(|| json!({}));
+    check_entry_name(&args.name)?;
+    if let Some(dir) = args.project.as_deref().filter(|dir| !dir.is_dir()) {
+        return Err(CliError::Usage(format!(
+            "the project directory {} does not exist",
+            dir.display()
+        )));
+    }
+    let (root, file_snapshot) = read_json(&file)?;
+    let mut root = root.unwrap_or_else(|| json!({}));
     let Some(top) = root.as_object_mut() else {
         return Err(CliError::Usage(format!(
             "{} is not a JSON object; fix or move it first",
@@ -101,21 +109,42 @@ fn setup(args: ClientSetupArgs) -> Result<ExitCode, CliError> {
     };
 
     // The servers to move are the client's others; the aggregator's own
-    // entries (under any name) are replaced, never moved.
+    // entries (under any name) are replaced, never moved. A server under
+    // the entry's name is moved too, or, when nothing moves, kept.
     let moving: Map<String, Value> = if args.move_servers {
         before
             .iter()
-            .filter(|(name, entry)| *name != &args.name && !config::launches_aggregator(entry))
+            .filter(|(_, entry)| !config::launches_aggregator(entry))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     } else {
         Map::new()
     };
+    if !args.move_servers
+        && before
+            .get(&args.name)
+            .is_some_and(|entry| !config::launches_aggregator(entry))
+    {
+        return Err(CliError::Usage(format!(
+            "{:?} is already another server in {}; pick another --name, or --move-servers to move it into the aggregator",
+            args.name,
+            file.display()
+        )));
+    }
     let aggregator_config = match (&args.config, args.move_servers) {
         (Some(path), _) => Some(absolute(path)),
         (None, true) => Some(default_aggregator_config()?),
         (None, false) => None,
     };
+    if aggregator_config
+        .as_deref()
+        .is_some_and(|config| same_file(config, &file))
+    {
+        return Err(CliError::Usage(format!(
+            "--config names {} itself: the aggregator's servers need a file of their own",
+            file.display()
+        )));
+    }
 
     let entry = aggregator_entry(client, &args, aggregator_config.as_deref())?;
     let mut after = before.clone();
@@ -132,8 +161,10 @@ fn setup(args: ClientSetupArgs) -> Result<ExitCode, CliError> {
     );
     let changed = print_changes(&before, &after);
     let mut merged_config = None;
+    let mut merged_snapshot = None;
     if let Some(target) = aggregator_config.as_deref().filter(|_| !moving.is_empty()) {
         let merged = merge_into_aggregator_config(target, &moving)?;
+        merged_snapshot = merged.read_from.clone();
         println!(
             "\n{} (the aggregator's servers), `mcpServers`:",
             target.display()
@@ -157,6 +188,22 @@ fn setup(args: ClientSetupArgs) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::from(1));
     }
 
+    // One run at a time (two clients moving into one file would each
+    // write over the other), and only over the files as they were shown:
+    // a client that rewrote its file meanwhile keeps its change.
+    let lock_dir = match &merged_config {
+        Some((target, _)) => parent_dir(target),
+        None => parent_dir(&file),
+    };
+    let _lock = lock(&lock_dir)?;
+    if snapshot(&file) != file_snapshot {
+        return Err(changed_meanwhile(&file));
+    }
+    if let Some((target, _)) = &merged_config
+        && snapshot(target) != merged_snapshot
+    {
+        return Err(changed_meanwhile(target));
+    }
     // The aggregator's file first: if it cannot be written, the client
     // keeps its servers.
     if let Some((target, merged)) = merged_config {
@@ -207,6 +254,59 @@ fn aggregator_entry(
     Ok(Value::Object(entry))
 }
 
+/// What an entry's name may be: short, printable, not empty.
+fn check_entry_name(name: &str) -> Result<(), CliError> {
+    if name.trim().is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
+        return Err(CliError::Usage(format!(
+            "--name {name:?}: use 1 to 64 printable characters"
+        )));
+    }
+    Ok(())
+}
+
+/// A file's bytes as they are now (`None`: no file), to tell whether
+/// someone wrote it meanwhile.
+fn snapshot(path: &Path) -> Option<Vec<u8>> {
+    std::fs::read(path).ok()
+}
+
+fn changed_meanwhile(path: &Path) -> CliError {
+    CliError::Failed(format!(
+        "{} changed while this ran (another program wrote it); nothing was written: run the command again",
+        path.display()
+    ))
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    let resolve = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| absolute(p));
+    resolve(a) == resolve(b)
+}
+
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// An exclusive lock on `dir`'s set-up lock file, held until dropped.
+fn lock(dir: &Path) -> Result<std::fs::File, CliError> {
+    let path = dir.join(".mcp-aggregator-setup.lock");
+    std::fs::create_dir_all(dir)
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+        })
+        .and_then(|file| {
+            rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
+            Ok(file)
+        })
+        .map_err(|err| CliError::Failed(format!("cannot lock {}: {err}", path.display())))
+}
+
 fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
@@ -222,6 +322,8 @@ fn default_aggregator_config() -> Result<PathBuf, CliError> {
 
 struct MergedConfig {
     document: Value,
+    /// The bytes `document` was read from.
+    read_from: Option<Vec<u8>>,
     before: Map<String, Value>,
     after: Map<String, Value>,
 }
@@ -232,7 +334,8 @@ fn merge_into_aggregator_config(
     path: &Path,
     moving: &Map<String, Value>,
 ) -> Result<MergedConfig, CliError> {
-    let document = read_json(path)?.unwrap_or_else(|| json!({"mcpServers": {}}));
+    let (document, read_from) = read_json(path)?;
+    let document = document.unwrap_or_else(|| json!({"mcpServers": {}}));
     let before = match document.get("mcpServers") {
         Some(Value::Object(entries)) => entries.clone(),
         None => Map::new(),
@@ -261,15 +364,17 @@ fn merge_into_aggregator_config(
     }
     Ok(MergedConfig {
         document,
+        read_from,
         before,
         after,
     })
 }
 
-/// The file as JSON, `None` when there is none yet. Only a regular file
+/// The file as JSON, `None` when there is none yet, with the bytes it was
+/// read from (to tell later whether someone wrote it meanwhile). Only a regular file
 /// (through links) is read or replaced: `/dev/null`, a FIFO or a
 /// directory named by mistake is refused before anything happens.
-fn read_json(path: &Path) -> Result<Option<Value>, CliError> {
+fn read_json(path: &Path) -> Result<(Option<Value>, Option<Vec<u8>>), CliError> {
     match std::fs::metadata(path) {
         Ok(metadata) if !metadata.is_file() => {
             return Err(CliError::Usage(format!(
@@ -286,9 +391,9 @@ fn read_json(path: &Path) -> Result<Option<Value>, CliError> {
         }
         _ => {}
     }
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok((None, None)),
         Err(err) => {
             return Err(CliError::Failed(format!(
                 "cannot read {}: {err}",
@@ -296,17 +401,26 @@ fn read_json(path: &Path) -> Result<Option<Value>, CliError> {
             )));
         }
     };
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        return Err(CliError::Usage(format!(
+            "{} is not UTF-8 text",
+            path.display()
+        )));
+    };
+    // Some editors on Windows start a file with a byte-order mark.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.trim().is_empty() {
-        return Ok(None);
+        return Ok((None, Some(bytes)));
     }
-    serde_json::from_str(&text).map(Some).map_err(|err| {
+    let json = serde_json::from_str(text).map_err(|err| {
         CliError::Usage(format!(
             "{} is not plain JSON (line {}, column {}: {err}); comments and trailing commas cannot be kept by a rewrite, so add the entry by hand (see --dry-run)",
             path.display(),
             err.line(),
             err.column()
         ))
-    })
+    })?;
+    Ok((Some(json), Some(bytes)))
 }
 
 fn section<'a>(root: &'a Value, name: &str) -> Option<&'a Map<String, Value>> {
@@ -380,18 +494,25 @@ fn write_with_backup(path: &Path, document: &Value) -> Result<(), CliError> {
         }
         _ => path,
     };
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let dir = parent_dir(path);
     std::fs::create_dir_all(&dir).map_err(|err| failed("create the directory of", &err))?;
     let existing = std::fs::metadata(path).ok();
-    if existing.is_some() {
-        let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S");
-        let mut backup = path.as_os_str().to_owned();
-        backup.push(format!(".bak-{stamp}"));
-        let backup = PathBuf::from(backup);
-        std::fs::copy(path, &backup).map_err(|err| failed("back up", &err))?;
+    if existing
+        .as_ref()
+        .is_some_and(|metadata| metadata.permissions().readonly())
+    {
+        return Err(CliError::Usage(format!(
+            "{} is read-only; make it writable first if it should change",
+            path.display()
+        )));
+    }
+    if let Some(metadata) = &existing {
+        use std::os::unix::fs::MetadataExt as _;
+        let backup = backup_of(path).map_err(|err| failed("back up", &err))?;
+        if metadata.uid() != rustix::process::geteuid().as_raw() {
+            std::os::unix::fs::chown(&backup, Some(metadata.uid()), Some(metadata.gid()))
+                .map_err(|err| failed("keep the owner of the backup of", &err))?;
+        }
         println!("backup: {}", backup.display());
     }
     let mut text = serde_json::to_string_pretty(document).map_err(|err| failed("encode", &err))?;
@@ -403,12 +524,50 @@ fn write_with_backup(path: &Path, document: &Value) -> Result<(), CliError> {
         .and_then(|()| temporary.as_file().sync_all())
         .map_err(|err| failed("write", &err))?;
     if let Some(metadata) = existing {
+        use std::os::unix::fs::MetadataExt as _;
         std::fs::set_permissions(temporary.path(), metadata.permissions())
             .map_err(|err| failed("keep the mode of", &err))?;
+        // Run as root for a user (`sudo -E`), the file stays the user's.
+        if metadata.uid() != rustix::process::geteuid().as_raw() {
+            std::os::unix::fs::chown(temporary.path(), Some(metadata.uid()), Some(metadata.gid()))
+                .map_err(|err| failed("keep the owner of", &err))?;
+        }
     }
     temporary
         .persist(path)
         .map_err(|err| failed("replace", &err.error))?;
     println!("wrote {}", path.display());
     Ok(())
+}
+
+/// Copies `path` to a backup name no earlier backup holds
+/// (`NAME.bak-YYYYMMDD-HHMMSS`, then `-2`, `-3`… within one second).
+fn backup_of(path: &Path) -> std::io::Result<PathBuf> {
+    use std::io::Write as _;
+    let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S").to_string();
+    let original = std::fs::read(path)?;
+    for attempt in 1..1000 {
+        let mut name = path.as_os_str().to_owned();
+        name.push(format!(".bak-{stamp}"));
+        if attempt > 1 {
+            name.push(format!("-{attempt}"));
+        }
+        let backup = PathBuf::from(name);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&backup)
+        {
+            Ok(mut file) => {
+                use std::os::unix::fs::PermissionsExt as _;
+                file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+                file.write_all(&original)?;
+                file.sync_all()?;
+                return Ok(backup);
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(err) => return Err(err),
+        }
+    }
+    Err(std::io::Error::other("too many backups this second"))
 }

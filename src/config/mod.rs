@@ -113,7 +113,22 @@ fn read(path: &Path) -> Result<String, ConfigError> {
     if metadata.len() > MAX_CONFIG_BYTES {
         return Err(unreadable(format!("larger than {MAX_CONFIG_BYTES} bytes")));
     }
-    std::fs::read_to_string(path).map_err(|err| unreadable(err.to_string()))
+    // Bounded as it is read too: a device or a pipe (`/dev/zero`,
+    // `<(…)`) has no length to check first.
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|err| unreadable(err.to_string()))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(unreadable(format!("larger than {MAX_CONFIG_BYTES} bytes")));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| unreadable("it is not UTF-8 text".into()))?;
+    // Some editors on Windows start a file with a byte-order mark.
+    Ok(match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_owned(),
+        None => text,
+    })
 }
 
 /// Parses config text; `path` is used for messages and to resolve relative
@@ -146,12 +161,31 @@ pub fn parse(
 /// Whether a server entry launches mcp-aggregator: a client's file lists
 /// the aggregator beside the servers it used to have, and registering
 /// that entry would have the aggregator start itself, again and again.
+/// Wrappers count too (`sh -c "mcp-aggregator stdio"`, `env
+/// mcp-aggregator`, `npx mcp-aggregator`): any word of the command or its
+/// arguments that names the binary.
 pub fn launches_aggregator(entry: &Value) -> bool {
-    // Split by hand: a Windows path's `\` is not a separator to `Path` here.
     let Some(command) = entry.get("command").and_then(Value::as_str) else {
         return false;
     };
-    let file = command.rsplit(['/', '\\']).next().unwrap_or(command);
+    let args = entry
+        .get("args")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str);
+    std::iter::once(command)
+        .chain(args)
+        .flat_map(|text| {
+            text.split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|' | '\'' | '"'))
+        })
+        .any(names_aggregator)
+}
+
+/// `mcp-aggregator`, `/usr/bin/mcp-aggregator`, `C:\\…\\mcp-aggregator.exe`.
+fn names_aggregator(word: &str) -> bool {
+    // Split by hand: a Windows path's `\` is not a separator to `Path` here.
+    let file = word.rsplit(['/', '\\']).next().unwrap_or(word);
     let stem = file.strip_suffix(".exe").unwrap_or(file);
     stem.eq_ignore_ascii_case("mcp-aggregator")
 }

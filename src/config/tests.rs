@@ -362,11 +362,14 @@ fn the_aggregators_own_entry_in_a_clients_file_is_skipped() {
         r#"{"mcpServers": {
             "aggregator": {"command": "/usr/bin/mcp-aggregator", "args": ["stdio"]},
             "windows": {"command": "C:\\tools\\mcp-aggregator.exe", "args": ["stdio"]},
+            "wrapped": {"command": "bash", "args": ["-lc", "exec mcp-aggregator stdio"]},
+            "env": {"command": "/usr/bin/env", "args": ["mcp-aggregator", "stdio"]},
+            "aggregators-docs": {"command": "npx", "args": ["-y", "@acme/mcp-aggregator-docs"]},
             "time": {"command": "uvx", "args": ["mcp-server-time"]}
         }}"#,
     );
     let names: Vec<&str> = cfg.servers.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, ["time"]);
+    assert_eq!(names, ["aggregators-docs", "time"]);
     assert!(
         cfg.warnings
             .iter()

@@ -149,7 +149,9 @@ impl Stamp {
     fn of(path: &Path) -> Option<Stamp> {
         use std::hash::{Hash as _, Hasher as _};
         let metadata = std::fs::metadata(path).ok()?;
-        if metadata.len() > crate::config::MAX_CONFIG_BYTES {
+        // Not read: too large, or a device or pipe, whose read may never
+        // end (`/dev/zero`) or block the watch (a FIFO).
+        if metadata.len() > crate::config::MAX_CONFIG_BYTES || !metadata.is_file() {
             return Some(Stamp {
                 modified: metadata.modified().ok(),
                 len: metadata.len(),
