@@ -430,3 +430,61 @@ async fn the_admin_page_signs_in_with_the_token_and_only_with_it() {
             .contains("Max-Age=0")
     );
 }
+
+/// The aggregator registered as its own server, through its `/mcp` or
+/// through a wrapped `stdio` on its own data dir (what a careless import
+/// or a hostile config could do): the session sees its own answer and
+/// refuses, saying why; none of its own tools fold back into the catalog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_aggregator_refuses_itself_as_a_server() {
+    let d = Daemon::start();
+    let data_dir = d.data_dir.to_str().unwrap().to_owned();
+    let registrations = [
+        json!({"name": "loop-http", "transport_type": "HTTP",
+               "connection_config": {"base_url": d.api("/mcp")}}),
+        json!({"name": "loop-stdio", "transport_type": "STDIO",
+               "connection_config": {"command": "sh", "args": ["-c", format!("exec '{BIN}' stdio --data-dir '{data_dir}'")]}}),
+    ];
+    for registration in &registrations {
+        let answer = http()
+            .post(d.api("/api/v1/aggregator/servers"))
+            .json(registration)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            answer.status().is_success(),
+            "{}",
+            answer.text().await.unwrap()
+        );
+    }
+    for name in ["loop-http", "loop-stdio"] {
+        let url = d.api(&format!("/api/v1/aggregator/servers/{name}"));
+        let end = std::time::Instant::now() + UP;
+        let seen = loop {
+            let server: Value = http().get(&url).send().await.unwrap().json().await.unwrap();
+            if server["error_message"]
+                .as_str()
+                .is_some_and(|e| e.contains("itself"))
+            {
+                break server;
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "{name} was never refused: {server}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_ne!(seen["status"], "CONNECTED", "{seen}");
+        assert_eq!(seen["tool_count"], 0, "{seen}");
+    }
+    let state: Value = http()
+        .get(d.api("/api/v1/aggregator/state"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(state["total_tools"], 0, "{state}");
+}

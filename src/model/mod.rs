@@ -4,6 +4,7 @@
 pub mod backoff;
 pub mod call;
 pub mod health;
+pub mod instance;
 pub mod param_headers;
 pub mod profile;
 pub mod redact;

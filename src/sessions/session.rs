@@ -164,6 +164,12 @@ impl Session {
             replies: &mut reply_rx,
         };
         match revision::negotiate(&mut opener, handshake.first, &offer).await {
+            Ok((_, described)) if crate::model::instance::is_own_answer(&described) => {
+                session.link.close().await;
+                return Err(RpcError::Malformed(
+                    "this server is this mcp-aggregator itself (its own `stdio` or `/mcp`): an aggregator cannot be its own server; remove this registration".into(),
+                ));
+            }
             Ok((revision, described)) => {
                 session.revision = revision;
                 session.initialize_result = described;

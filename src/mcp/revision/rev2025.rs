@@ -108,7 +108,8 @@ fn initialize(server: &FrontDoor, client: &Arc<ClientConnection>, params: Option
         "protocolVersion": version,
         "capabilities": crate::mcp::server_capabilities(),
         "serverInfo": crate::mcp::server_info(),
-        "instructions": crate::mcp::INSTRUCTIONS
+        "instructions": crate::mcp::INSTRUCTIONS,
+        "_meta": {crate::model::instance::INSTANCE_META: crate::model::instance::instance_id()}
     })
 }
 

@@ -425,6 +425,10 @@ impl FrontDoor {
             _ => Map::new(),
         };
         meta.insert(SERVER_INFO.to_owned(), crate::mcp::server_info());
+        meta.insert(
+            crate::model::instance::INSTANCE_META.to_owned(),
+            json!(crate::model::instance::instance_id()),
+        );
         if let Some(meta) = text(&Value::Object(meta)) {
             members.set(META, meta);
         }

@@ -90,6 +90,7 @@ impl Rev2026 {
                             .cloned()
                             .unwrap_or(Value::Null),
                         "instructions": discovered.get("instructions").cloned().unwrap_or(Value::Null),
+                        "_meta": discovered.get("_meta").cloned().unwrap_or(Value::Null),
                     });
                     return Ok(Opened::Speaks(Box::new(revision), described));
                 }
