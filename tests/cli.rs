@@ -391,18 +391,16 @@ fn client_setup_merges_backs_up_and_moves_the_servers() {
     assert!(stderr.contains("--yes"), "{stderr}");
     assert_eq!(std::fs::read_to_string(&claude).unwrap(), original);
 
-    let (code, stdout, stderr) = cli_at_home(
-        home,
-        &[
-            "client",
-            "setup",
-            "claude-desktop",
-            "--profile",
-            "coding",
-            "--move-servers",
-            "--yes",
-        ],
-    );
+    let move_servers = [
+        "client",
+        "setup",
+        "claude-desktop",
+        "--profile",
+        "coding",
+        "--move-servers",
+        "--yes",
+    ];
+    let (code, stdout, stderr) = cli_at_home(home, &move_servers);
     assert_eq!(code, 0, "{stdout}{stderr}");
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&claude).unwrap()).unwrap();
     assert_eq!(
@@ -451,18 +449,7 @@ fn client_setup_merges_backs_up_and_moves_the_servers() {
         original
     );
 
-    let (code, stdout, _) = cli_at_home(
-        home,
-        &[
-            "client",
-            "setup",
-            "claude-desktop",
-            "--profile",
-            "coding",
-            "--move-servers",
-            "--yes",
-        ],
-    );
+    let (code, stdout, _) = cli_at_home(home, &move_servers);
     assert_eq!(code, 0);
     assert!(stdout.contains("nothing to change"), "{stdout}");
 
