@@ -788,17 +788,22 @@ fn a_profile_hides_and_refuses_tools_outside_its_view() {
     let searcher_args = args("fx-only");
     let mut searcher = Raw::start(&refs(&searcher_args));
     searcher.wait_tools("fx__echo", |t| has(t, "fx__echo"));
-    let found = searcher.ask(
-        "tools/call",
-        json!({"name": "search_tools", "arguments": {"query": "fail with an internal error echo", "limit": 20}}),
-    );
-    let names: Vec<&str> = found["result"]["structuredContent"]["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{found}"))
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
-    assert!(names.contains(&"fx__echo"), "{found}");
+    // The index follows the catalog in the background: wait until the
+    // view's echo is found, then check nothing outside the view is.
+    let mut last = Value::Null;
+    let names: Vec<String> = wait_for(UP, || {
+        last = searcher.ask(
+            "tools/call",
+            json!({"name": "search_tools", "arguments": {"query": "fail with an internal error echo", "limit": 20}}),
+        );
+        let names: Vec<String> = last["result"]["structuredContent"]["tools"]
+            .as_array()?
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect();
+        names.iter().any(|n| n == "fx__echo").then_some(names)
+    })
+    .unwrap_or_else(|| panic!("fx__echo never found: {last}"));
     assert!(
         names
             .iter()
