@@ -45,6 +45,7 @@ async fn connected(
         priority: 0,
         source: ServerSource::Api,
         oauth: None,
+        trust: Default::default(),
     };
     let id = registry.register(spec, "test").await.unwrap().id;
     manager.connect(id).await.unwrap();

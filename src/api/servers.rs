@@ -51,6 +51,11 @@ pub struct RegisterServerRequest {
     /// (`client_id`, `client_secret`), `scopes`, `client_metadata_url`.
     #[serde(default)]
     pub oauth: Option<crate::model::OAuthClientSettings>,
+    /// `pinning` (`off`, `warn`, `block` — the default), `validate_arguments`,
+    /// and `limits` (`max_concurrent`, `calls_per_second`, `burst`,
+    /// `call_timeout_secs`, `wait_ms`).
+    #[serde(default)]
+    pub trust: crate::model::TrustSettings,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -123,6 +128,7 @@ pub async fn register_server(
         priority: req.priority.unwrap_or(0),
         source: ServerSource::Api,
         oauth: req.oauth,
+        trust: req.trust,
     };
     let mut record = state.registry.register(spec, &actor).await?;
     if record.auto_connect {

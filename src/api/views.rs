@@ -45,6 +45,8 @@ pub struct ServerView {
     /// Its OAuth client settings, when given (the secret as `***`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oauth: Option<crate::model::OAuthClientSettings>,
+    /// Pinning policy, argument checks and call limits.
+    pub trust: crate::model::TrustSettings,
     /// Where its login stands (HTTP servers without an `Authorization`
     /// header): `state` (`none`, `authorized`, `needs_login`, `failed`),
     /// and `authorization_url` exactly while it waits for a login.
@@ -151,6 +153,7 @@ impl ServerView {
             source: record.source.clone(),
             protocol_version: record.protocol_version.clone(),
             oauth: record.oauth.as_ref().map(|o| o.redacted()),
+            trust: record.trust.clone(),
             auth: None,
             tools: None,
         }

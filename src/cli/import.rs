@@ -31,6 +31,7 @@ pub(super) async fn run(args: ImportArgs) -> Result<ExitCode, CliError> {
             "health_check_interval_secs": spec.health_check_interval_secs,
             "auto_connect": spec.auto_connect,
             "priority": spec.priority,
+            "trust": spec.trust,
         });
         let (outcome, detail) = match client.post::<Value>(SERVERS_PATH, &body).await {
             Ok(_) => ("registered", String::new()),

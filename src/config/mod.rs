@@ -234,6 +234,7 @@ const KNOWN_KEYS: &[&str] = &[
     "auto_connect",
     "autoConnect",
     "oauth",
+    "trust",
 ];
 
 struct Parser<'a> {
@@ -539,6 +540,7 @@ impl Parser<'_> {
                 path: source_path(self.file),
             },
             oauth: self.oauth_settings(obj, location)?,
+            trust: self.trust_settings(obj, location)?,
         };
         validate::validate(&spec).map_err(|err| {
             let field = err
@@ -654,6 +656,34 @@ impl Parser<'_> {
             Some(other) => Err(self.schema(
                 format!("{location}.{field}"),
                 format!("{field} must be an array, not {}", kind(other)),
+            )),
+        }
+    }
+
+    /// A server's `trust` object (model::TrustSettings): unknown fields
+    /// and wrong types are named with their path.
+    fn trust_settings(
+        &self,
+        obj: &Map<String, Value>,
+        location: &str,
+    ) -> Result<crate::model::TrustSettings, ConfigError> {
+        let location = format!("{location}.trust");
+        match obj.get("trust") {
+            None | Some(Value::Null) => Ok(Default::default()),
+            Some(value @ Value::Object(_)) => {
+                serde_path_to_error::deserialize(value).map_err(|err| {
+                    let path = err.path().to_string();
+                    let at = if path == "." {
+                        location.clone()
+                    } else {
+                        format!("{location}.{path}")
+                    };
+                    self.schema(at, err.inner().to_string())
+                })
+            }
+            Some(other) => Err(self.schema(
+                location,
+                format!("trust must be an object, not {}", kind(other)),
             )),
         }
     }

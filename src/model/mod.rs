@@ -13,6 +13,7 @@ pub mod skill;
 pub mod status;
 pub mod storage;
 pub mod tool;
+pub mod trust;
 pub mod wire_name;
 
 pub use backoff::Backoff;
@@ -29,3 +30,4 @@ pub use skill::{
 pub use status::{InvalidTransition, ServerStatus, StatusTrigger};
 pub use storage::StorageStatus;
 pub use tool::{CatalogDiff, CatalogKind, RefusedItem, ToolRecord};
+pub use trust::{CallLimits, PinPolicy, TrustSettings};

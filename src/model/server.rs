@@ -187,6 +187,9 @@ pub struct ServerRecord {
     /// pre-registered client, scopes. None: discovered and registered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth: Option<OAuthClientSettings>,
+    /// Pinning, argument checks and call limits.
+    #[serde(default)]
+    pub trust: super::TrustSettings,
 }
 
 /// A server's OAuth client settings (config `oauth`, the API's `oauth`).
@@ -246,6 +249,7 @@ impl ServerRecord {
             source,
             protocol_version: None,
             oauth: None,
+            trust: Default::default(),
         }
     }
 }

@@ -407,6 +407,7 @@ fn new_record(spec: ServerSpec) -> ServerRecord {
         auto_connect: spec.auto_connect,
         priority: spec.priority,
         oauth: spec.oauth,
+        trust: spec.trust,
         ..ServerRecord::new(spec.name, spec.transport, spec.source)
     }
 }

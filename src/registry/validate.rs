@@ -31,6 +31,7 @@ pub struct ServerSpec {
     pub priority: i32,
     pub source: ServerSource,
     pub oauth: Option<crate::model::OAuthClientSettings>,
+    pub trust: crate::model::TrustSettings,
 }
 
 /// Bounds of a per-server health-check interval, in seconds.
@@ -171,6 +172,12 @@ pub fn validate(spec: &ServerSpec) -> Result<(), ValidationError> {
                 HEALTH_INTERVAL_SECS.start(),
                 HEALTH_INTERVAL_SECS.end()
             ),
+        ));
+    }
+    if let Some((field, message)) = spec.trust.limits.problem() {
+        return Err(ValidationError::new(
+            format!("trust.limits.{field}"),
+            message,
         ));
     }
     if let Some(oauth) = &spec.oauth {
@@ -414,6 +421,7 @@ mod tests {
             priority: 0,
             source: ServerSource::Api,
             oauth: None,
+            trust: Default::default(),
         }
     }
 
