@@ -30,3 +30,4 @@ pub mod router;
 pub mod sessions;
 pub mod skills;
 pub mod store;
+pub mod trust;

@@ -26,3 +26,19 @@ impl From<RegistryError> for HttpError {
         HttpError::new(status, err.to_string())
     }
 }
+
+impl From<crate::catalog::CatalogError> for HttpError {
+    fn from(err: crate::catalog::CatalogError) -> Self {
+        use crate::store::StoreError;
+        match err {
+            crate::catalog::CatalogError::Store(StoreError::ToolNotFound(name)) => {
+                HttpError::new(StatusCode::NOT_FOUND, format!("Tool not found: {name}"))
+            }
+            crate::catalog::CatalogError::Store(StoreError::Stale(detail)) => {
+                HttpError::new(StatusCode::CONFLICT, detail)
+            }
+            crate::catalog::CatalogError::Store(store) => RegistryError::Store(store).into(),
+            crate::catalog::CatalogError::Task(detail) => RegistryError::Task(detail).into(),
+        }
+    }
+}

@@ -14,6 +14,7 @@ pub mod search;
 pub mod servers;
 pub mod skills;
 pub mod tools;
+pub mod trust;
 pub mod views;
 
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -95,6 +96,10 @@ pub fn router_with_openapi(
         .routes(routes!(tools::call_tool))
         .routes(routes!(tools::conflicts))
         .routes(routes!(tools::cache_stats))
+        .routes(routes!(trust::held_tools))
+        .routes(routes!(trust::tool_changes))
+        .routes(routes!(trust::approve_tool))
+        .routes(routes!(trust::reject_tool))
         .routes(routes!(search::search))
         .routes(routes!(search::index_status))
         .routes(routes!(search::reindex))

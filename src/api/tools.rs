@@ -110,6 +110,7 @@ async fn call_error(state: &AppState, err: CallError) -> Response {
             (StatusCode::NOT_FOUND, json!({}))
         }
         CallError::UnknownReference => (StatusCode::UNPROCESSABLE_ENTITY, json!({})),
+        CallError::Withheld { .. } => (StatusCode::FORBIDDEN, json!({})),
         CallError::Ambiguous { candidates, .. } => {
             (StatusCode::CONFLICT, json!({"candidates": candidates}))
         }

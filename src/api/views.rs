@@ -71,6 +71,12 @@ pub struct ToolView {
     /// a definition refused (too large, nested too deep, an invalid
     /// `x-mcp-header`); `null` when it is offered.
     pub rejected_reason: Option<String>,
+    /// Held back by the trust checks: why, and the fingerprint held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hold: Option<crate::model::Hold>,
+    /// What the poisoning checks found in its definition.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<crate::model::Finding>,
     pub description: Option<String>,
     #[schema(value_type = Object)]
     pub input_schema: Value,
@@ -105,6 +111,8 @@ impl ToolView {
             // A refused tool's name stays reserved, but no client sees it.
             wire_name: tool.wire_name.clone().filter(|_| tool.refused.is_none()),
             rejected_reason: tool.withheld_because().map(str::to_owned),
+            hold: tool.hold.clone(),
+            findings: tool.findings.clone(),
             description: tool.description.clone(),
             input_schema: field("inputSchema").unwrap_or_else(|| json!({"type": "object"})),
             output_schema: field("outputSchema"),

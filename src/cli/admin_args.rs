@@ -124,10 +124,57 @@ pub(super) enum SearchModeArg {
 }
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub(super) struct ToolsArgs {
     /// Only this server's tools (name or id).
     #[arg(long)]
     pub(super) server: Option<String>,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+    #[command(subcommand)]
+    pub(super) command: Option<ToolsCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum ToolsCommand {
+    /// List the tools held back by the trust checks (changed, new, or flagged as poisoned).
+    #[command(
+        after_help = "Examples:\n  mcp-aggregator tools held\n  mcp-aggregator tools held --json"
+    )]
+    Held(ClientArgs),
+    /// Show what changed in a tool's definition since it was approved, word by word, and what the poisoning checks found.
+    #[command(
+        after_help = "Examples:\n  mcp-aggregator tools diff github.create_issue\n  mcp-aggregator tools diff github__create_issue --json\n\n\
+Removed words are shown as [-like this-], added ones as {+like this+}."
+    )]
+    Diff(ToolNameArgs),
+    /// Approve a tool's current definition: it is pinned and offered to clients again.
+    #[command(
+        after_help = "Examples:\n  mcp-aggregator tools approve github.create_issue\n  \
+mcp-aggregator tools approve github.create_issue --fingerprint sha256:…\n\n\
+With --fingerprint (from `tools diff`), the approval is refused if the server changed the definition again since."
+    )]
+    Approve(ToolDecisionArgs),
+    /// Reject a tool's current definition: it stays held until the server changes it.
+    #[command(after_help = "Examples:\n  mcp-aggregator tools reject github.create_issue")]
+    Reject(ToolDecisionArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ToolNameArgs {
+    /// The tool's id (server.tool) or the name MCP clients see (server__tool).
+    pub(super) name: String,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ToolDecisionArgs {
+    /// The tool's id (server.tool) or the name MCP clients see (server__tool).
+    pub(super) name: String,
+    /// Decide only if the definition is still this one (as `tools diff` showed it).
+    #[arg(long, value_name = "FINGERPRINT")]
+    pub(super) fingerprint: Option<String>,
     #[command(flatten)]
     pub(super) client: ClientArgs,
 }

@@ -70,9 +70,9 @@ The aggregator's own entry in a client's file is skipped. \
 Variables ($VAR, ${VAR}, ${VAR:-default}, ${env:VAR}) expand from this shell's environment. \
 Servers whose name is already registered are skipped; remove them first to replace them.")]
     Import(ImportArgs),
-    /// List the tools of every server (or of one), with the names MCP clients see.
+    /// List the tools of every server (or of one), with the names MCP clients see; review held-back ones.
     #[command(
-        after_help = "Examples:\n  mcp-aggregator tools\n  mcp-aggregator tools --server github --json"
+        after_help = "Examples:\n  mcp-aggregator tools\n  mcp-aggregator tools --server github --json\n  mcp-aggregator tools held\n  mcp-aggregator tools diff github.create_issue\n  mcp-aggregator tools approve github.create_issue"
     )]
     Tools(ToolsArgs),
     /// Call a tool through the running daemon (arguments as JSON).

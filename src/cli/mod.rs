@@ -149,7 +149,7 @@ async fn admin(command: Command) -> Result<ExitCode, CliError> {
         Command::Servers(command) => servers::run(command).await,
         Command::Import(args) => import::run(args).await,
         Command::Client(command) => setup::run(command),
-        Command::Tools(args) => tools::list(args).await,
+        Command::Tools(args) => tools::tools(args).await,
         Command::Call(args) => tools::call(args).await,
         Command::Search(args) => search::search(args).await,
         Command::Reindex(args) => search::reindex(args).await,

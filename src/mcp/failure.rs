@@ -94,6 +94,7 @@ impl From<CallError> for RpcFailure {
                 RpcFailure::with_data(INVALID_PARAMS, err.to_string(), data)
             }
             CallError::UnknownTool(_)
+            | CallError::Withheld { .. }
             | CallError::UnknownServer(_)
             | CallError::UnknownPrompt(_)
             | CallError::UnknownProfile(_)

@@ -30,4 +30,4 @@ pub use skill::{
 pub use status::{InvalidTransition, ServerStatus, StatusTrigger};
 pub use storage::StorageStatus;
 pub use tool::{CatalogDiff, CatalogKind, RefusedItem, ToolRecord};
-pub use trust::{CallLimits, PinPolicy, TrustSettings};
+pub use trust::{CallLimits, Finding, Hold, HoldReason, Pin, PinPolicy, Severity, TrustSettings};

@@ -91,6 +91,13 @@ pub struct ToolRecord {
     /// with its reason) but neither listed, searched nor routed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// Held back by the trust checks (a changed, new or poisoned-looking
+    /// definition): `refused` then says why, and this how to approve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<super::Hold>,
+    /// What the poisoning checks found in this definition (any severity).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<super::Finding>,
     pub description: Option<String>,
     /// The definition exactly as `tools/list` returned it.
     pub definition: Definition,

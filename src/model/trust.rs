@@ -137,6 +137,86 @@ impl CallLimits {
     }
 }
 
+/// How bad a finding is: `high` holds the item back (unless the policy is
+/// `off` or the user approved that very definition).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Low,
+    Medium,
+    High,
+}
+
+/// One thing the poisoning checks found in a definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Finding {
+    /// The rule's id (`instructions.override`, `unicode.invisible`, …).
+    pub rule: String,
+    pub severity: Severity,
+    /// Where in the definition: `description`, `name`, a JSON path into
+    /// `inputSchema`, `instructions`.
+    pub field: String,
+    /// The offending span of that field's text, in bytes.
+    pub start: usize,
+    pub end: usize,
+    /// The span as text (invisible characters written as `U+XXXX`).
+    pub excerpt: String,
+    /// Why it is suspicious.
+    pub message: String,
+}
+
+/// Why a definition is held back from clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HoldReason {
+    /// It differs from the definition approved.
+    Changed,
+    /// The server offered it after its definitions were approved.
+    New,
+    /// The poisoning checks found something of high severity.
+    Findings,
+    /// A user rejected this very definition.
+    Rejected,
+}
+
+impl HoldReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HoldReason::Changed => "changed",
+            HoldReason::New => "new",
+            HoldReason::Findings => "findings",
+            HoldReason::Rejected => "rejected",
+        }
+    }
+}
+
+/// A definition held back: not listed, refused at call time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Hold {
+    pub reason: HoldReason,
+    /// What a client or user is told: why, and how to approve.
+    pub message: String,
+    /// The fingerprint held back (an approval names what it approves).
+    pub fingerprint: String,
+    pub since: chrono::DateTime<chrono::Utc>,
+}
+
+/// The approved definition of one item of one server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pin {
+    pub fingerprint: String,
+    /// The pinned fields as approved, to show what changed.
+    pub definition: serde_json::Value,
+    pub approved_at: chrono::DateTime<chrono::Utc>,
+    /// `trust-on-first-use`, `warn-policy`, or who approved it.
+    pub approved_by: String,
+    /// A definition a user rejected (held until the server changes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -105,7 +105,13 @@ impl Router {
                 "{name} (bare names are off: call it as {})",
                 only.tool_id
             ))),
-            _ => Err(CallError::UnknownTool(name.to_owned())),
+            _ => match table.withheld.get(name) {
+                Some(reason) => Err(CallError::Withheld {
+                    name: name.to_owned(),
+                    reason: reason.to_string(),
+                }),
+                None => Err(CallError::UnknownTool(name.to_owned())),
+            },
         }
     }
 

@@ -34,6 +34,9 @@ pub use views::ViewLists;
 pub enum CallError {
     #[error("Tool not found: {0}")]
     UnknownTool(String),
+    /// The tool is kept but not offered: `reason` says why and what to do.
+    #[error("Tool {name} is not offered: {reason}")]
+    Withheld { name: String, reason: String },
     #[error("Server not found: {0}")]
     UnknownServer(String),
     #[error("Tool name {name} is ambiguous; use one of: {}", candidates.join(", "))]
@@ -184,6 +187,12 @@ impl Router {
     }
 
     /// Fires whenever what clients can list changes.
+    /// The catalog the table is built from (for what the trust checks
+    /// hold back, and decisions on it).
+    pub fn catalog(&self) -> &crate::catalog::Catalog {
+        self.sessions.catalog()
+    }
+
     pub fn subscribe(&self) -> watch::Receiver<Fingerprints> {
         self.changes.subscribe()
     }

@@ -30,6 +30,9 @@ pub struct RouteTable {
     pub(super) by_server: HashMap<ServerId, HashMap<Arc<str>, Arc<Route>>>,
     pub(super) servers: HashMap<ServerId, ServerEntry>,
     pub(super) server_ids: HashMap<Arc<str>, ServerId>,
+    /// Tools kept but not offered (held back by the trust checks, or
+    /// refused), by wire name and tool id: why, for a call naming one.
+    pub(super) withheld: HashMap<Arc<str>, Arc<str>>,
     /// `tools/list` for clients.
     pub tools: ListedTools,
     pub resources: Arc<Vec<Value>>,
@@ -139,7 +142,16 @@ impl RouteTable {
             let Some(server) = table.servers.get(&tool.server_id) else {
                 return;
             };
-            if tool.refused.is_some() {
+            if let Some(reason) = &tool.refused {
+                if table.servers.contains_key(&tool.server_id) {
+                    let reason: Arc<str> = Arc::from(&**reason);
+                    if let Some(wire) = &tool.wire_name {
+                        table
+                            .withheld
+                            .insert(Arc::from(&**wire), Arc::clone(&reason));
+                    }
+                    table.withheld.insert(Arc::from(&*tool.id), reason);
+                }
                 return;
             }
             // A tool whose x-mcp-header annotations are invalid is left

@@ -124,6 +124,7 @@ impl Store {
         let existing = tools_of(&txn, key)?;
         let now = Utc::now();
         let mut diff = CatalogDiff::default();
+        let mut trust = super::pins::TrustPass::begin(&txn, key, &server)?;
         // Later duplicates of a name replace earlier ones, as a map would.
         let mut incoming: BTreeMap<&str, (std::borrow::Cow<'_, Value>, Option<String>)> =
             BTreeMap::new();
@@ -154,8 +155,13 @@ impl Store {
         {
             let mut table = txn.open_table(TOOLS)?;
             let mut aliases = txn.open_table(WIRE_NAMES)?;
+            let discovery_refused: HashSet<&str> =
+                refused.iter().map(|item| item.name.as_str()).collect();
+            trust.load_context(&aliases, key, incoming.keys().copied())?;
             for (name, (definition, refusal)) in &incoming {
                 let definition: &Value = definition;
+                // A refused item's stub is not its definition: nothing to judge.
+                let judged = !discovery_refused.contains(name);
                 let hash = match refusal {
                     Some(reason) => definition_hash(&serde_json::json!([definition, reason])),
                     None => definition_hash(definition),
@@ -164,13 +170,20 @@ impl Store {
                     .get("description")
                     .and_then(Value::as_str)
                     .map(str::to_owned);
-                let record = match existing.get(*name) {
+                let mut record = match existing.get(*name) {
                     Some(old) if old.definition_hash == hash => {
                         diff.unchanged += 1;
                         if old.wire_name.is_none() {
                             diff.rejected += 1;
                         }
-                        if old.refused.is_some() {
+                        // The policy or a pin may have changed since.
+                        let mut record = old.clone();
+                        if judged && trust.apply(&txn, &mut record, definition, refusal, false)? {
+                            diff.unchanged -= 1;
+                            diff.updated += 1;
+                            table.insert((key, *name), encode(&record)?.as_slice())?;
+                        }
+                        if record.refused.is_some() {
                             diff.refused += 1;
                         }
                         continue;
@@ -226,6 +239,8 @@ impl Store {
                             wire_name,
                             rejected,
                             refused: refusal.clone(),
+                            hold: None,
+                            findings: Vec::new(),
                             description,
                             definition: Definition::new(definition),
                             definition_hash: hash,
@@ -239,6 +254,9 @@ impl Store {
                         }
                     }
                 };
+                if judged {
+                    trust.apply(&txn, &mut record, definition, refusal, true)?;
+                }
                 if record.wire_name.is_none() {
                     diff.rejected += 1;
                 }
@@ -274,6 +292,7 @@ impl Store {
         };
         server.tool_count = u32::try_from(kept).unwrap_or(u32::MAX);
         self.put_server(&txn, &server)?;
+        trust.finish(&txn, complete, self.audit_max_bytes)?;
         if diff.changed() {
             bump_generation(&txn)?;
             bump_catalog_generation(&txn)?;
@@ -489,6 +508,8 @@ impl Store {
                 wire_name: None,
                 rejected: None,
                 refused: light.refused,
+                hold: None,
+                findings: Vec::new(),
                 description: None,
                 definition: Definition::empty(),
                 definition_hash: light.definition_hash,

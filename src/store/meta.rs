@@ -8,7 +8,7 @@ use super::{Store, StoreError};
 
 /// The schema this build writes. Bump it and add a step to `migrate` when the
 /// layout changes.
-pub const SCHEMA_VERSION: u64 = 5;
+pub const SCHEMA_VERSION: u64 = 6;
 
 pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 

@@ -23,6 +23,8 @@ mod health;
 mod history;
 mod meta;
 mod opening;
+mod pins;
+pub use pins::Decision;
 mod profiles;
 mod recover;
 mod reopen;
@@ -100,6 +102,11 @@ pub enum StoreError {
         "the store {path} is empty (0 bytes) although the data dir was in use ({evidence}): the registrations it held are gone from it. Put a backup back in its place, or move the empty file away to start with an empty store"
     )]
     Emptied { path: PathBuf, evidence: String },
+    #[error("Tool not found: {0}")]
+    ToolNotFound(String),
+    /// What a decision was about is not what is stored any more.
+    #[error("{0}")]
+    Stale(String),
     #[error("store error: {0}")]
     Db(redb::Error),
 }

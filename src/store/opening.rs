@@ -109,6 +109,10 @@ impl Store {
                 4 => {
                     txn.open_table(grants::GRANTS)?;
                 }
+                // 5 -> 6: the definitions approved (pins).
+                5 => {
+                    txn.open_table(super::pins::PINS)?;
+                }
                 _ => unreachable!("every version below SCHEMA_VERSION has a step"),
             }
             version += 1;

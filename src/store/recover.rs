@@ -14,7 +14,7 @@ use super::history::HISTORY;
 use super::meta::{META, META_CATALOG_GENERATION, META_GENERATION};
 use super::opening::guard_damage;
 use super::servers::{SERVER_NAMES, SERVERS};
-use super::{STORE_FILE, StoreError, catalog, embeddings, grants, profiles, skills};
+use super::{STORE_FILE, StoreError, catalog, embeddings, grants, pins, profiles, skills};
 
 /// The file `recover` writes.
 pub const RECOVERED_FILE: &str = "store.recovered.redb";
@@ -255,6 +255,7 @@ fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
         copy_table(&source, target, "skill_suggestions", skills::SUGGESTIONS),
         copy_table(&source, target, "profiles", profiles::PROFILES),
         copy_table(&source, target, "oauth_grants", grants::GRANTS),
+        copy_table(&source, target, "pins", pins::PINS),
     ];
     if let (Some(target), Some(into)) = (target, into) {
         match finish(target) {
@@ -373,6 +374,7 @@ fn finish(target: &Database) -> Result<(), StoreError> {
         txn.open_table(skills::SUGGESTIONS)?;
         txn.open_table(profiles::PROFILES)?;
         txn.open_table(grants::GRANTS)?;
+        txn.open_table(pins::PINS)?;
         let mut servers: Vec<Named> = Vec::new();
         for entry in txn.open_table(SERVERS)?.iter()? {
             let (_, bytes) = entry?;

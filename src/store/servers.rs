@@ -167,6 +167,7 @@ impl Store {
             .retain_in((key, 0)..=(key, u64::MAX), |_, _| false)?;
         delete_server_catalog(&txn, key)?;
         txn.open_table(super::grants::GRANTS)?.remove(key)?;
+        super::pins::delete_server_pins(&txn, key)?;
         append_audit(
             &txn,
             self.audit_max_bytes,
