@@ -405,6 +405,7 @@ async fn openapi_document_matches_the_routes() {
     documented.sort();
     let expected = [
         ("DELETE", "/api/v1/aggregator/servers/{id}"),
+        ("DELETE", "/api/v1/aggregator/tokens/{name}"),
         ("DELETE", "/api/v1/profiles/{name}"),
         ("DELETE", "/api/v1/skills/suggestions/{id}"),
         ("DELETE", "/api/v1/skills/{id}"),
@@ -416,6 +417,9 @@ async fn openapi_document_matches_the_routes() {
         ("GET", "/api/v1/aggregator/servers/{id}/history"),
         ("GET", "/api/v1/aggregator/servers/{id}/tools"),
         ("GET", "/api/v1/aggregator/state"),
+        ("GET", "/api/v1/aggregator/tokens"),
+        ("GET", "/api/v1/aggregator/tools/held"),
+        ("GET", "/api/v1/aggregator/tools/{id}/changes"),
         ("GET", "/api/v1/profiles"),
         ("GET", "/api/v1/profiles/{name}"),
         ("GET", "/api/v1/search/status"),
@@ -432,6 +436,9 @@ async fn openapi_document_matches_the_routes() {
         ("POST", "/api/v1/aggregator/servers/{id}/disconnect"),
         ("POST", "/api/v1/aggregator/servers/{id}/login"),
         ("POST", "/api/v1/aggregator/servers/{id}/logout"),
+        ("POST", "/api/v1/aggregator/tokens"),
+        ("POST", "/api/v1/aggregator/tools/{id}/approve"),
+        ("POST", "/api/v1/aggregator/tools/{id}/reject"),
         ("POST", "/api/v1/search"),
         ("POST", "/api/v1/search/reindex"),
         ("POST", "/api/v1/skills"),

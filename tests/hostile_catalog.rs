@@ -180,7 +180,13 @@ async fn a_deep_schema_or_a_bad_header_annotation_refuses_that_tool_alone() {
     assert_eq!(status, 200, "{body}");
     // The refused ones are neither callable nor found.
     let (status, body) = rest_call(&d, "odd.deep", json!({})).await;
-    assert_eq!(status, 404, "{body}");
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("not offered")),
+        "{body}"
+    );
     wait_index_settled(&d).await;
     let found: Value = post_json(
         &d.api("/api/v1/search"),

@@ -92,7 +92,9 @@ fn write_config(dir: &std::path::Path, extra: &[&str]) -> std::path::PathBuf {
     let mut fx_args = vec!["--dotted", "--legacy-only"];
     fx_args.extend_from_slice(extra);
     let config = json!({"mcpServers": {
-        "fx": {"command": FIXTURE, "args": fx_args},
+        // Tools added at run time are what these tests watch: let them
+        // through (flagged) instead of holding them back for approval.
+        "fx": {"command": FIXTURE, "args": fx_args, "trust": {"pinning": "warn"}},
         "fy": {"command": FIXTURE, "args": ["--prefix", "y_"]}
     }});
     let path = dir.join("servers.json");
@@ -287,7 +289,9 @@ async fn rmcp_client_over_streamable_http_sees_list_changed() {
     let d = Daemon::start();
     register(
         &d,
-        json!({"name": "fx", "transport_type": "STDIO", "connection_config": {"command": FIXTURE}}),
+        // A tool added at run time is what this test watches: let it
+        // through (flagged) instead of holding it back for approval.
+        json!({"name": "fx", "transport_type": "STDIO", "connection_config": {"command": FIXTURE}, "trust": {"pinning": "warn"}}),
     )
     .await;
     wait_status(&d, "fx", "CONNECTED", UP).await;
@@ -1894,7 +1898,7 @@ async fn a_2026_only_server_serves_clients_of_both_eras() {
     std::fs::write(
         &config,
         json!({"mcpServers": {"fx": {"command": FIXTURE,
-            "args": ["--modern-only", "--extra-tool", "ask_roots"]}}})
+            "args": ["--modern-only", "--extra-tool", "ask_roots"], "trust": {"pinning": "warn"}}}})
         .to_string(),
     )
     .unwrap();

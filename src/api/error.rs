@@ -11,7 +11,10 @@ impl From<RegistryError> for HttpError {
         let status = match &err {
             RegistryError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             RegistryError::Conflict(_) => StatusCode::CONFLICT,
-            RegistryError::NotFound(_) | RegistryError::ProfileNotFound(_) => StatusCode::NOT_FOUND,
+            RegistryError::NotFound(_)
+            | RegistryError::ProfileNotFound(_)
+            | RegistryError::ToolNotFound(_) => StatusCode::NOT_FOUND,
+            RegistryError::Stale(_) => StatusCode::CONFLICT,
             // Nothing is wrong with the request: the disk is full (507), or
             // failing or damaged (503); said once in the log by the store.
             RegistryError::Store(store) if store.is_disk_full() => StatusCode::INSUFFICIENT_STORAGE,
@@ -24,21 +27,5 @@ impl From<RegistryError> for HttpError {
             }
         };
         HttpError::new(status, err.to_string())
-    }
-}
-
-impl From<crate::catalog::CatalogError> for HttpError {
-    fn from(err: crate::catalog::CatalogError) -> Self {
-        use crate::store::StoreError;
-        match err {
-            crate::catalog::CatalogError::Store(StoreError::ToolNotFound(name)) => {
-                HttpError::new(StatusCode::NOT_FOUND, format!("Tool not found: {name}"))
-            }
-            crate::catalog::CatalogError::Store(StoreError::Stale(detail)) => {
-                HttpError::new(StatusCode::CONFLICT, detail)
-            }
-            crate::catalog::CatalogError::Store(store) => RegistryError::Store(store).into(),
-            crate::catalog::CatalogError::Task(detail) => RegistryError::Task(detail).into(),
-        }
     }
 }

@@ -13,6 +13,7 @@ pub mod profiles;
 pub mod search;
 pub mod servers;
 pub mod skills;
+pub mod tokens;
 pub mod tools;
 pub mod trust;
 pub mod views;
@@ -48,6 +49,8 @@ pub struct AppState {
     pub token: Option<Arc<str>>,
     /// The admin page's signed-in browsers.
     pub page_sessions: page::Sessions,
+    /// Named tokens with scopes (accepted wherever the token is).
+    pub tokens: tokens::Tokens,
     /// Which `Host` and `Origin` values the listener accepts.
     pub hosts: guard::HostPolicy,
     pub started: Instant,
@@ -96,6 +99,8 @@ pub fn router_with_openapi(
         .routes(routes!(tools::call_tool))
         .routes(routes!(tools::conflicts))
         .routes(routes!(tools::cache_stats))
+        .routes(routes!(tokens::list_tokens, tokens::create_token))
+        .routes(routes!(tokens::revoke_token))
         .routes(routes!(trust::held_tools))
         .routes(routes!(trust::tool_changes))
         .routes(routes!(trust::approve_tool))
@@ -162,6 +167,7 @@ pub fn router_with_openapi(
                 hosts: state.hosts.clone(),
                 token: state.token.clone(),
                 sessions: state.page_sessions.clone(),
+                named: state.tokens.clone(),
             },
             gate,
         ))
@@ -231,10 +237,7 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
     HttpError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
 }
 
-/// The name of the token a request presented, for the audit log (the
-/// daemon has one token: the admin token).
-#[derive(Debug, Clone, Copy)]
-pub struct TokenName(pub &'static str);
+use crate::model::TokenName;
 
 /// What the listener checks before any route runs.
 #[derive(Clone)]
@@ -243,6 +246,7 @@ struct Gate {
     /// When set, every route but `/healthz` needs it as a bearer token.
     token: Option<Arc<str>>,
     sessions: page::Sessions,
+    named: tokens::Tokens,
 }
 
 /// Every request: the host and origin checks first (a cross-site request
@@ -252,19 +256,16 @@ async fn gate(State(gate): State<Gate>, mut request: Request, next: Next) -> Res
     if let Some(refused) = guard::refuse(&gate.hosts, &request) {
         return refused;
     }
-    if let Some(refused) = check_token(gate.token.as_deref(), &gate.sessions, &mut request) {
+    if let Some(refused) = check_token(&gate, &mut request) {
         return refused;
     }
     as_json_error(next.run(request).await).await
 }
 
 /// The refusal of a request without the token, when one is required.
-fn check_token(
-    expected: Option<&str>,
-    sessions: &page::Sessions,
-    request: &mut Request,
-) -> Option<Response> {
-    let expected = expected?;
+fn check_token(gate: &Gate, request: &mut Request) -> Option<Response> {
+    let expected = gate.token.as_deref()?;
+    let sessions = &gate.sessions;
     // A browser sent back by an authorization server carries no token:
     // the login's single-use state is what the callback checks.
     let path = request.uri().path();
@@ -279,7 +280,18 @@ fn check_token(
     if presented.is_some_and(|token| constant_time_eq(token.as_bytes(), expected.as_bytes()))
         || sessions.admits(request.method(), request.headers())
     {
-        request.extensions_mut().insert(TokenName("admin"));
+        request
+            .extensions_mut()
+            .insert(TokenName(Arc::from("admin")));
+        return None;
+    }
+    if let Some(named) = presented.and_then(|secret| gate.named.find(secret)) {
+        if let Some(refusal) = tokens::scope_refusal(&named, request.method(), path) {
+            return Some(HttpError::new(StatusCode::FORBIDDEN, refusal).into_response());
+        }
+        request
+            .extensions_mut()
+            .insert(TokenName(Arc::from(named.name.as_str())));
         return None;
     }
     if path == "/" && request.method() == axum::http::Method::GET {

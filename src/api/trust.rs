@@ -10,8 +10,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::extract::{Actor, PathParam};
 use crate::http_error::{ErrorBody, HttpError};
-use crate::model::{Finding, Hold, PinPolicy, ToolRecord};
-use crate::store::Decision;
+use crate::model::{Decision, Finding, Hold, PinPolicy, ToolRecord};
 use crate::trust::FieldChange;
 
 /// A tool as the trust checks see it: whether it is offered, what was
@@ -58,8 +57,7 @@ pub struct DecisionRequest {
 }
 
 async fn changes_of(state: &AppState, tool: ToolRecord) -> Result<ToolChanges, HttpError> {
-    let catalog = state.router.catalog();
-    let pin = catalog.pin(&tool).await?;
+    let pin = state.registry.tool_pin(&tool).await?;
     let pinning = state
         .registry
         .get(&tool.server_id.to_string())
@@ -109,7 +107,7 @@ pub async fn tool_changes(
     State(state): State<AppState>,
     PathParam(id): PathParam<String>,
 ) -> Result<Json<ToolChanges>, HttpError> {
-    let tool = state.router.catalog().find_tool(&id).await?;
+    let tool = state.registry.find_tool(&id).await?;
     Ok(Json(changes_of(&state, tool).await?))
 }
 
@@ -124,7 +122,7 @@ pub async fn tool_changes(
 pub async fn held_tools(
     State(state): State<AppState>,
 ) -> Result<Json<Vec<ToolChanges>>, HttpError> {
-    let held = state.router.catalog().held_tools().await?;
+    let held = state.registry.held_tools().await?;
     let mut out = Vec::with_capacity(held.len());
     for tool in held {
         out.push(changes_of(&state, tool).await?);
@@ -148,10 +146,10 @@ async fn decide(
     request: DecisionRequest,
     decision: Decision,
 ) -> Result<Json<ToolChanges>, HttpError> {
-    let catalog = state.router.catalog();
-    let tool = catalog.find_tool(&id).await?;
-    let decided = catalog
-        .decide(&tool, request.fingerprint, decision, &actor)
+    let tool = state.registry.find_tool(&id).await?;
+    let decided = state
+        .registry
+        .decide_tool(&tool, request.fingerprint, decision, &actor)
         .await?;
     Ok(Json(changes_of(&state, decided).await?))
 }
@@ -167,6 +165,7 @@ async fn decide(
         (status = 200, body = ToolChanges),
         (status = 404, description = "Tool not found", body = ErrorBody),
         (status = 409, description = "The definition changed again since it was looked at", body = ErrorBody),
+        (status = 422, description = "A body that is not a decision", body = ErrorBody),
     )
 )]
 pub async fn approve_tool(
@@ -191,6 +190,7 @@ pub async fn approve_tool(
         (status = 200, body = ToolChanges),
         (status = 404, description = "Tool not found", body = ErrorBody),
         (status = 409, description = "Nothing to reject, or the definition changed again", body = ErrorBody),
+        (status = 422, description = "A body that is not a decision", body = ErrorBody),
     )
 )]
 pub async fn reject_tool(

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use tokio::sync::broadcast;
 
 use crate::model::wire_name::WireNameRules;
-use crate::model::{CatalogDiff, CatalogKind, Pin, RefusedItem, ServerId, ToolRecord};
-use crate::store::{Decision, Store, StoreError};
+use crate::model::{CatalogDiff, CatalogKind, RefusedItem, ServerId, ToolRecord};
+use crate::store::{Store, StoreError};
 
 /// A server's catalog changed.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,59 +98,6 @@ impl Catalog {
             });
         }
         Ok(diff)
-    }
-
-    /// A tool by id or wire name, as stored (held or not).
-    pub async fn find_tool(&self, name: &str) -> Result<ToolRecord, CatalogError> {
-        let store = Arc::clone(&self.store);
-        let name = name.to_owned();
-        tokio::task::spawn_blocking(move || store.find_tool(&name))
-            .await
-            .map_err(|err| CatalogError::Task(err.to_string()))?
-            .map_err(Into::into)
-    }
-
-    /// The tool's approved definition, if it has one.
-    pub async fn pin(&self, tool: &ToolRecord) -> Result<Option<Pin>, CatalogError> {
-        let store = Arc::clone(&self.store);
-        let (server, name) = (tool.server_id, tool.original_name.clone());
-        tokio::task::spawn_blocking(move || store.tool_pin(server, &name))
-            .await
-            .map_err(|err| CatalogError::Task(err.to_string()))?
-            .map_err(Into::into)
-    }
-
-    /// Every tool held back by the trust checks.
-    pub async fn held_tools(&self) -> Result<Vec<ToolRecord>, CatalogError> {
-        let store = Arc::clone(&self.store);
-        tokio::task::spawn_blocking(move || store.held_tools())
-            .await
-            .map_err(|err| CatalogError::Task(err.to_string()))?
-            .map_err(Into::into)
-    }
-
-    /// Approves or rejects a tool's current definition (the one with
-    /// `fingerprint`, when given); clients are told their list changed.
-    pub async fn decide(
-        &self,
-        tool: &ToolRecord,
-        fingerprint: Option<String>,
-        decision: Decision,
-        actor: &str,
-    ) -> Result<ToolRecord, CatalogError> {
-        let store = Arc::clone(&self.store);
-        let (server_id, name, actor) =
-            (tool.server_id, tool.original_name.clone(), actor.to_owned());
-        let decided = tokio::task::spawn_blocking(move || {
-            store.decide_tool(server_id, &name, fingerprint.as_deref(), decision, &actor)
-        })
-        .await
-        .map_err(|err| CatalogError::Task(err.to_string()))??;
-        let _ = self.events.send(CatalogChanged {
-            server_id,
-            kind: None,
-        });
-        Ok(decided)
     }
 
     pub async fn tools(&self, server_id: ServerId) -> Result<Vec<ToolRecord>, CatalogError> {

@@ -460,6 +460,53 @@ pub(super) struct RecoverArgs {
     pub(super) replace: bool,
 }
 
+/// `tokens …`: named API tokens with scopes.
+#[derive(Debug, Subcommand)]
+pub(super) enum TokensCommand {
+    /// Create a token; its secret is printed once and kept nowhere.
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator tokens create dashboard --scope read\n  \
+mcp-aggregator tokens create laptop --scope mcp --profile coding\n  \
+mcp-aggregator tokens create ops --scope admin\n\n\
+Scopes: read = GET requests of the admin API; mcp = the MCP endpoint (with --profile: only /mcp/PROFILE); \
+admin = everything. Tokens are checked whenever the daemon requires one (bound beyond loopback, or --require-token); \
+the audit log names the token of every request.")]
+    Create(TokenCreateArgs),
+    /// List the tokens (names, scopes, when and by whom created; never secrets).
+    List(ClientArgs),
+    /// Revoke a token: it stops working at once.
+    #[command(after_help = "Examples:\n  mcp-aggregator tokens revoke dashboard")]
+    Revoke(TokenNameArgs),
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(super) enum ScopeArg {
+    Read,
+    Mcp,
+    Admin,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct TokenCreateArgs {
+    /// The token's name (^[a-z][a-z0-9_-]*$), as the audit log will show it.
+    pub(super) name: String,
+    /// What it may reach.
+    #[arg(long, value_enum)]
+    pub(super) scope: ScopeArg,
+    /// For --scope mcp: the one view (profile) it reaches, at /mcp/PROFILE.
+    #[arg(long)]
+    pub(super) profile: Option<String>,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub(super) struct TokenNameArgs {
+    pub(super) name: String,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
+}
+
 /// `profiles …`: views, what a client that picks one sees.
 #[derive(Debug, Subcommand)]
 pub(super) enum ProfilesCommand {

@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 
 use super::admin_args::{
     AuditArgs, CallArgs, ClientArgs, ClientCommand, ImportArgs, ProfilesCommand, SearchArgs,
-    ServersCommand, SkillsCommand, StoreCommand, ToolsArgs,
+    ServersCommand, SkillsCommand, StoreCommand, TokensCommand, ToolsArgs,
 };
 use super::daemon_args::{ServeArgs, StdioArgs};
 use crate::logging::LogFormat;
@@ -108,6 +108,9 @@ and rebuilds there. Cached embeddings are reused; only texts never embedded befo
     /// Profiles (views): which servers, tools and skills a client that picks one sees.
     #[command(subcommand)]
     Profiles(ProfilesCommand),
+    /// Named API tokens with scopes (read, mcp, admin): create, list, revoke.
+    #[command(subcommand)]
+    Tokens(TokensCommand),
     /// Check a store file for damage, and recover what can be read of a damaged one.
     #[command(subcommand)]
     Store(StoreCommand),

@@ -26,6 +26,7 @@ mod setup;
 mod skills;
 mod state;
 mod store;
+mod tokens;
 mod tools;
 
 use clap::Parser as _;
@@ -157,6 +158,7 @@ async fn admin(command: Command) -> Result<ExitCode, CliError> {
         Command::Audit(args) => audit::show(args).await,
         Command::Skills(command) => skills::run(command).await,
         Command::Profiles(command) => profiles::run(command).await,
+        Command::Tokens(command) => tokens::run(command).await,
         Command::Store(command) => store::run(command).await,
         Command::Login(args) => login::login(args).await,
         Command::Logout(args) => login::logout(args).await,

@@ -452,6 +452,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         skills: stack.skills.clone(),
         token: token.map(Arc::from),
         page_sessions: api::page::Sessions::default(),
+        tokens: api::tokens::Tokens::new(stack.registry.tokens().await?),
         hosts: host_policy(&options),
         started,
         config_files: config_files.status(),

@@ -71,7 +71,7 @@ impl SearchIndex {
                             Err(broadcast::error::RecvError::Closed) => return,
                         },
                         event = registry.recv() => match event {
-                            Ok(RegistryEvent::Removed { .. }) => true,
+                            Ok(RegistryEvent::Removed { .. } | RegistryEvent::TrustDecided { .. }) => true,
                             Ok(_) => false,
                             Err(broadcast::error::RecvError::Lagged(_)) => true,
                             Err(broadcast::error::RecvError::Closed) => return,

@@ -10,12 +10,15 @@ use super::*;
 use crate::model::wire_name::WireNameRules;
 use crate::model::{ServerId, ServerRecord, ServerSource};
 
+/// A catalog-only server whose tools the tests replace at will: not
+/// pinned, so a changed or added tool is indexed, not held back.
 fn server(store: &Store, name: &str) -> ServerRecord {
-    let record = ServerRecord::new(
+    let mut record = ServerRecord::new(
         name,
         crate::model::Transport::placeholder(),
         ServerSource::Api,
     );
+    record.trust.pinning = crate::model::PinPolicy::Off;
     store.insert_server(&record, "test").unwrap();
     record
 }

@@ -19,6 +19,8 @@ pub struct ClientConnection {
     pub(super) capabilities: OnceLock<Arc<Value>>,
     /// Who it is, from its `clientInfo`, as the audit log names it.
     pub(super) who: OnceLock<Arc<str>>,
+    /// The named token it came with (over HTTP, when tokens are required).
+    pub(super) token: OnceLock<Arc<str>>,
     /// The profile the client picked (`stdio --profile`, `/mcp/{name}`):
     /// it sees and reaches only that view. None: everything.
     pub(super) profile: OnceLock<Arc<str>>,
@@ -96,6 +98,7 @@ impl ClientConnection {
             protocol_version: OnceLock::new(),
             capabilities: OnceLock::new(),
             who: OnceLock::new(),
+            token: OnceLock::new(),
             profile: OnceLock::new(),
             initialized: std::sync::atomic::AtomicBool::new(false),
             in_flight: Mutex::new(HashMap::new()),
@@ -119,6 +122,7 @@ impl ClientConnection {
             protocol_version: self.protocol_version.clone(),
             capabilities,
             who: self.who.clone(),
+            token: self.token.clone(),
             profile: self.profile.clone(),
             initialized: std::sync::atomic::AtomicBool::new(self.is_initialized()),
             in_flight: Mutex::new(HashMap::new()),
@@ -151,6 +155,7 @@ impl ClientConnection {
             protocol_version: OnceLock::new(),
             capabilities: declared,
             who: OnceLock::new(),
+            token: self.token.clone(),
             profile: self.profile.clone(),
             initialized: std::sync::atomic::AtomicBool::new(true),
             in_flight: Mutex::new(HashMap::new()),
@@ -221,13 +226,25 @@ impl ClientConnection {
         self.profile.get().map(|p| &**p)
     }
 
+    /// Notes the token the client came with (before its initialize), so
+    /// the audit log names it.
+    pub fn set_token(&self, token: Option<&crate::model::TokenName>) {
+        if let Some(token) = token {
+            let _ = self.token.set(Arc::clone(&token.0));
+        }
+    }
+
     /// Keeps who the client says it is (`clientInfo`), for the audit log.
     pub(super) fn set_client_info(&self, info: Option<&Value>) {
         let name = info
             .and_then(|i| i.get("name"))
             .and_then(Value::as_str)
             .unwrap_or("unnamed client");
-        let _ = self.who.set(Arc::from(format!("mcp:{name}")));
+        let who = match self.token.get() {
+            Some(token) => format!("mcp:{name} token:{token}"),
+            None => format!("mcp:{name}"),
+        };
+        let _ = self.who.set(Arc::from(who));
     }
 
     /// Whether the client declared a capability (`sampling`, `roots`, …).

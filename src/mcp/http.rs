@@ -269,6 +269,7 @@ type RequestParts = (
 pub async fn post(
     State(mcp): State<McpHttp>,
     RemoteIp(remote): RemoteIp,
+    token: Option<axum::Extension<crate::model::TokenName>>,
     picked: PickedProfile,
     TakenHeaders(headers): TakenHeaders,
     body: Bytes,
@@ -329,7 +330,16 @@ pub async fn post(
         if let Err(err) = picked.check_exists(&mcp).await {
             return err.into_response();
         }
-        return stateless_post(&mcp, &headers, picked, requests, others, answers).await;
+        return stateless_post(
+            &mcp,
+            &headers,
+            picked,
+            token.as_deref(),
+            requests,
+            others,
+            answers,
+        )
+        .await;
     }
     // `in_use` keeps the session from expiring or being evicted while
     // this request runs (and, for a stream, while the stream is open).
@@ -338,7 +348,10 @@ pub async fn post(
             return err.into_response();
         }
         match mcp.open_session(remote, picked.0.as_deref()) {
-            Ok((id, session, in_use)) => (Some(id), session, in_use),
+            Ok((id, session, in_use)) => {
+                session.connection.set_token(token.as_deref());
+                (Some(id), session, in_use)
+            }
             Err(err) => return err.into_response(),
         }
     } else {
@@ -451,6 +464,7 @@ async fn stateless_post(
     mcp: &McpHttp,
     headers: &HeaderMap,
     picked: PickedProfile,
+    token: Option<&crate::model::TokenName>,
     requests: Vec<RequestParts>,
     others: Vec<Value>,
     mut answers: Vec<Value>,
@@ -483,6 +497,7 @@ async fn stateless_post(
     let (tx, rx) = Outbound::for_client();
     let tx = Arc::new(tx);
     let transport = ClientConnection::new(Arc::clone(&tx));
+    transport.set_token(token);
     if let Some(profile) = &picked.0 {
         transport.set_profile(profile);
     }

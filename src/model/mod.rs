@@ -12,6 +12,7 @@ pub mod server;
 pub mod skill;
 pub mod status;
 pub mod storage;
+pub mod token;
 pub mod tool;
 pub mod trust;
 pub mod wire_name;
@@ -29,5 +30,8 @@ pub use skill::{
 };
 pub use status::{InvalidTransition, ServerStatus, StatusTrigger};
 pub use storage::StorageStatus;
+pub use token::{NamedToken, TokenName, TokenScope};
 pub use tool::{CatalogDiff, CatalogKind, RefusedItem, ToolRecord};
-pub use trust::{CallLimits, Finding, Hold, HoldReason, Pin, PinPolicy, Severity, TrustSettings};
+pub use trust::{
+    CallLimits, Decision, Finding, Hold, HoldReason, Pin, PinPolicy, Severity, TrustSettings,
+};

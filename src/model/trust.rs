@@ -203,6 +203,15 @@ pub struct Hold {
     pub since: chrono::DateTime<chrono::Utc>,
 }
 
+/// A user's decision on a held-back definition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Pin it and offer it.
+    Approve,
+    /// Keep it held until the server changes it.
+    Reject,
+}
+
 /// The approved definition of one item of one server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pin {

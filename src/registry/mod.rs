@@ -13,8 +13,8 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::model::{
-    AuditEntry, AuditFilter, ConnectionHistoryEntry, ServerId, ServerRecord, ServerStatus,
-    StatusTrigger, ToolRecord,
+    AuditEntry, AuditFilter, ConnectionHistoryEntry, Decision, NamedToken, Pin, ServerId,
+    ServerRecord, ServerStatus, StatusTrigger, ToolRecord,
 };
 /// What the store answers; the front doors tell a full disk from the rest.
 use crate::store::StoreError;
@@ -34,6 +34,11 @@ pub enum RegistryError {
     NotFound(String),
     #[error("Profile not found: {0}")]
     ProfileNotFound(String),
+    #[error("Tool not found: {0}")]
+    ToolNotFound(String),
+    /// What a decision was about changed since, or is not there to decide.
+    #[error("{0}")]
+    Stale(String),
     #[error(transparent)]
     Store(StoreError),
     #[error("the store task failed: {0}")]
@@ -53,6 +58,8 @@ impl From<StoreError> for RegistryError {
         match err {
             StoreError::NameTaken(name) => RegistryError::Conflict(name),
             StoreError::NotFound(what) => RegistryError::NotFound(what),
+            StoreError::ToolNotFound(what) => RegistryError::ToolNotFound(what),
+            StoreError::Stale(what) => RegistryError::Stale(what),
             other => RegistryError::Store(other),
         }
     }
@@ -77,6 +84,12 @@ pub enum RegistryEvent {
         id: ServerId,
         name: String,
         status: ServerStatus,
+    },
+    /// A user approved or rejected one of its definitions: what clients
+    /// are offered changed.
+    TrustDecided {
+        id: ServerId,
+        name: String,
     },
     /// A profile was added, changed or removed.
     ProfileChanged {
@@ -213,6 +226,78 @@ impl Registry {
             let _ = self.events.send(event);
         }
         Ok(results)
+    }
+
+    /// A tool by id (`server.tool`) or the wire name clients see, held or
+    /// not.
+    pub async fn find_tool(&self, name: &str) -> Result<ToolRecord, RegistryError> {
+        let name = name.to_owned();
+        self.blocking(move |store| Ok(store.find_tool(&name)?))
+            .await
+    }
+
+    /// A tool's approved definition, if it has one.
+    pub async fn tool_pin(&self, tool: &ToolRecord) -> Result<Option<Pin>, RegistryError> {
+        let (server, name) = (tool.server_id, tool.original_name.clone());
+        self.blocking(move |store| Ok(store.tool_pin(server, &name)?))
+            .await
+    }
+
+    /// Every tool held back by the trust checks.
+    pub async fn held_tools(&self) -> Result<Vec<ToolRecord>, RegistryError> {
+        self.blocking(|store| Ok(store.held_tools()?)).await
+    }
+
+    /// Approves or rejects a tool's current definition (the one with
+    /// `fingerprint`, when given); the router and the index follow.
+    pub async fn decide_tool(
+        &self,
+        tool: &ToolRecord,
+        fingerprint: Option<String>,
+        decision: Decision,
+        actor: &str,
+    ) -> Result<ToolRecord, RegistryError> {
+        let (server_id, name, actor) =
+            (tool.server_id, tool.original_name.clone(), actor.to_owned());
+        let decided = self
+            .blocking(move |store| {
+                Ok(
+                    store.decide_tool(
+                        server_id,
+                        &name,
+                        fingerprint.as_deref(),
+                        decision,
+                        &actor,
+                    )?,
+                )
+            })
+            .await?;
+        let _ = self.events.send(RegistryEvent::TrustDecided {
+            id: server_id,
+            name: decided.server_name.clone(),
+        });
+        Ok(decided)
+    }
+
+    /// The named API tokens.
+    pub async fn tokens(&self) -> Result<Vec<NamedToken>, RegistryError> {
+        self.blocking(|store| Ok(store.tokens()?)).await
+    }
+
+    pub async fn add_token(&self, token: NamedToken, actor: &str) -> Result<(), RegistryError> {
+        let actor = actor.to_owned();
+        self.blocking(move |store| Ok(store.add_token(&token, &actor)?))
+            .await
+    }
+
+    pub async fn revoke_token(
+        &self,
+        name: &str,
+        actor: &str,
+    ) -> Result<Option<NamedToken>, RegistryError> {
+        let (name, actor) = (name.to_owned(), actor.to_owned());
+        self.blocking(move |store| Ok(store.revoke_token(&name, &actor)?))
+            .await
     }
 
     /// Looks a server up by id, then by name.

@@ -187,12 +187,6 @@ impl Router {
     }
 
     /// Fires whenever what clients can list changes.
-    /// The catalog the table is built from (for what the trust checks
-    /// hold back, and decisions on it).
-    pub fn catalog(&self) -> &crate::catalog::Catalog {
-        self.sessions.catalog()
-    }
-
     pub fn subscribe(&self) -> watch::Receiver<Fingerprints> {
         self.changes.subscribe()
     }

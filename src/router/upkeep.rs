@@ -218,7 +218,7 @@ impl Router {
             loop {
                 let relevant = tokio::select! {
                     event = registry_events.recv() => match event {
-                        Ok(RegistryEvent::StatusChanged { .. } | RegistryEvent::Removed { .. } | RegistryEvent::Registered { .. } | RegistryEvent::Updated { .. }) => true,
+                        Ok(RegistryEvent::StatusChanged { .. } | RegistryEvent::Removed { .. } | RegistryEvent::Registered { .. } | RegistryEvent::Updated { .. } | RegistryEvent::TrustDecided { .. }) => true,
                         Ok(RegistryEvent::ProfileChanged { .. }) => false,
                         Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
                         Err(tokio::sync::broadcast::error::RecvError::Closed) => break,

@@ -109,9 +109,10 @@ impl Store {
                 4 => {
                     txn.open_table(grants::GRANTS)?;
                 }
-                // 5 -> 6: the definitions approved (pins).
+                // 5 -> 6: the definitions approved (pins), named API tokens.
                 5 => {
                     txn.open_table(super::pins::PINS)?;
+                    txn.open_table(super::tokens::TOKENS)?;
                 }
                 _ => unreachable!("every version below SCHEMA_VERSION has a step"),
             }

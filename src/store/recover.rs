@@ -256,6 +256,7 @@ fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
         copy_table(&source, target, "profiles", profiles::PROFILES),
         copy_table(&source, target, "oauth_grants", grants::GRANTS),
         copy_table(&source, target, "pins", pins::PINS),
+        copy_table(&source, target, "api_tokens", super::tokens::TOKENS),
     ];
     if let (Some(target), Some(into)) = (target, into) {
         match finish(target) {
@@ -375,6 +376,7 @@ fn finish(target: &Database) -> Result<(), StoreError> {
         txn.open_table(profiles::PROFILES)?;
         txn.open_table(grants::GRANTS)?;
         txn.open_table(pins::PINS)?;
+        txn.open_table(super::tokens::TOKENS)?;
         let mut servers: Vec<Named> = Vec::new();
         for entry in txn.open_table(SERVERS)?.iter()? {
             let (_, bytes) = entry?;

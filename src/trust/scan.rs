@@ -50,8 +50,10 @@ fn rule(id: &'static str, severity: Severity, pattern: &str, message: &'static s
     }
 }
 
-/// Sensitive places: keys, credentials, the clients' own config files.
-const SENSITIVE: &str = r"(~/\.ssh|\.ssh/|\bid_(rsa|ed25519|ecdsa|dsa)\b|authorized_keys|\.aws/credentials|\.aws/config|\.kube/config|\.docker/config\.json|\.npmrc|\.pypirc|\.netrc|\.git-credentials|\.gnupg|/etc/passwd|/etc/shadow|mcp\.json|claude_desktop_config|\.cursor/|\.env\b|private[ _]key|secret[ _]key|api[ _]keys?\b|access[ _]tokens?\b|credentials?\b|passwords?\b|seed phrase|wallet)";
+/// Sensitive places: key and credential files, the clients' own config
+/// files. (Words like "password" alone are not: real tools warn the model
+/// not to pass them, in the very words an attack would use.)
+const SENSITIVE: &str = r"(~/\.ssh|\.ssh/|\bid_(rsa|ed25519|ecdsa|dsa)\b|\.aws/credentials|\.aws/config|\.kube/config|\.docker/config\.json|\.npmrc|\.pypirc|\.netrc|\.git-credentials|\.gnupg|/etc/passwd|/etc/shadow|mcp\.json|claude_desktop_config|\.cursor/|\.env\b|private[ _]key|seed phrase|wallet\.dat)";
 
 static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
     use Severity::{High, Low, Medium};
@@ -59,7 +61,7 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         rule(
             "instructions.tag",
             High,
-            r"<\s*/?\s*(important|system|instructions?|secret|hidden|admin|critical|override|assistant[_ -]?(note|instructions?)|note[_ -]?to[_ -]?(the[_ -]?)?(ai|assistant|model|llm))\b[^>]{0,200}>|\[\s*(system|important|instructions?)\s*(message|note)?\s*\]|\{\{\s*system|#{2,}\s*system\s*(prompt|message|override|instructions?)",
+            r"<\s*/?\s*(important|system|secret|hidden|admin|critical|override|assistant[_ -]?(note|instructions?)|note[_ -]?to[_ -]?(the[_ -]?)?(ai|assistant|model|llm))\b[^>]{0,200}>|\[\s*(system|important|instructions?)\s*(message|note)?\s*\]|\{\{\s*system|#{2,}\s*system\s*(prompt|message|override|instructions?)",
             "a tag addressing the model, as injected instructions are wrapped",
         ),
         rule(
