@@ -53,7 +53,7 @@ fn rule(id: &'static str, severity: Severity, pattern: &str, message: &'static s
 /// Sensitive places: key and credential files, the clients' own config
 /// files. (Words like "password" alone are not: real tools warn the model
 /// not to pass them, in the very words an attack would use.)
-const SENSITIVE: &str = r"(~/\.ssh|\.ssh/|\bid_(rsa|ed25519|ecdsa|dsa)\b|\.aws/credentials|\.aws/config|\.kube/config|\.docker/config\.json|\.npmrc|\.pypirc|\.netrc|\.git-credentials|\.gnupg|/etc/passwd|/etc/shadow|mcp\.json|claude_desktop_config|\.cursor/|\.env\b|private[ _]key|seed phrase|wallet\.dat)";
+const SENSITIVE: &str = r"(~/\.ssh|\.ssh/|\bid_(rsa|ed25519|ecdsa|dsa)\b|\.aws/credentials|\.aws/config|\.kube/config|\.docker/config\.json|\.npmrc|\.pypirc|\.netrc|\.git-credentials|\.gnupg|/etc/passwd|/etc/shadow|mcp\.json|claude_desktop_config|\.cursor/|\.env\b|private[ _]key|seed phrase|wallet\.dat|\.bashrc|\.zshrc|\.bash_profile|\.ssh/config|saved payment cards|credit card numbers)";
 
 static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
     use Severity::{High, Low, Medium};
@@ -61,7 +61,7 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         rule(
             "instructions.tag",
             High,
-            r"<\s*/?\s*(important|system|secret|hidden|admin|critical|override|assistant[_ -]?(note|instructions?)|note[_ -]?to[_ -]?(the[_ -]?)?(ai|assistant|model|llm))\b[^>]{0,200}>|\[\s*(system|important|instructions?)\s*(message|note)?\s*\]|\{\{\s*system|#{2,}\s*system\s*(prompt|message|override|instructions?)",
+            r"<\s*/?\s*(important|system(_[a-z]+)?|secret|hidden|admin|critical|override|assistant[_ -]?(note|instructions?)|note[_ -]?to[_ -]?(the[_ -]?)?(ai|assistant|model|llm))\b[^>]{0,200}>|\[\s*(system|important|instructions?)\s*(message|note)?\s*\]|\{\{\s*system|#{2,}\s*system\s*(prompt|message|override|instructions?)",
             "a tag addressing the model, as injected instructions are wrapped",
         ),
         rule(
@@ -73,20 +73,20 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
         rule(
             "instructions.conceal",
             High,
-            r"\b(do\s+not|don'?t|never|must\s+not|should\s+not|shouldn'?t|without)\s+(\w+\s+){0,3}?(tell(ing)?|inform(ing)?|mention(ing)?|reveal(ing)?|notify(ing)?|alert(ing)?|disclos(e|ing)|show(ing)?|let(ting)?|ask(ing)?|explain(ing)?)\s+(\w+\s+){0,3}?(the\s+)?(user|human|operator|anyone)\b|\b(hide|conceal)\s+(this|it|that|these|the\s+\w+)\s+(\w+\s+){0,3}?from\s+(the\s+)?(user|human)|\bthe\s+user\s+(must|should|will)\s+(not|never)\s+(know|see|notice|be\s+(told|informed|aware))|\bkeep\s+(this|it)\s+(a\s+)?secret\b|\b(secretly|covertly|surreptitiously)\b|\bwithout\s+the\s+user('s)?\s+(knowledge|knowing|noticing|consent)",
+            r"\b(do\s+not|don'?t|never|must\s+not|should\s+not|shouldn'?t|without)\s+(\w+\s+){0,3}?(tell(ing)?|inform(ing)?|mention(ing)?|reveal(ing)?|notify(ing)?|alert(ing)?|disclos(e|ing)|show(ing)?|let(ting)?|ask(ing)?|explain(ing)?)\s+(\w+\s+){0,3}?(the\s+)?(user|human|operator|anyone)\b|\b(hide|conceal)\s+(this|it|that|these|the\s+\w+)\s+(\w+\s+){0,3}?from\s+(the\s+)?(user|human)|\bthe\s+user\s+(must|should|will)\s+(not|never)\s+(know|see|notice|be\s+(told|informed|aware))|\bkeep\s+(this|it)\s+(a\s+)?secret\b|\b(secretly|covertly|surreptitiously)\b|\bwithout\s+the\s+user('s)?\s+(knowledge|knowing|noticing|consent)|\bkeep\s+(this|it|that)(\s+\w+)?\s+to\s+yourself\b|\b(doesn'?t|does\s+not|don'?t|do\s+not|need\s+not)\s+need\s+to\s+(know|hear|be\s+told|see)\b",
             "asks the model to hide what it does from the user",
         ),
         rule(
             "instructions.exfiltrate",
             High,
-            r"\b(send|post|upload|forward|transmit|exfiltrate|leak|copy|report|submit|deliver|email|bcc|cc)\b[^.\n]{0,80}?\b(to|at|into)\s+(https?://|[\w.+-]+@[\w-]+\.[\w.]+|the\s+(following\s+)?(url|endpoint|address|webhook|server)\b)|\b(bcc|cc)\b[^.\n]{0,40}?[\w.+-]+@[\w-]+\.[\w.]+|\b(include|append|attach|add|pass|embed|put)\s+(\w+\s+){0,3}?(the\s+)?(entire|full|whole|complete|previous|all)?\s*(conversation|chat\s+history|message\s+history|previous\s+messages|system\s+prompt|context\s+window)\b",
+            r"\b(send|post|upload|forward|transmit|exfiltrate|leak|copy|report|submit|deliver|email|bcc|cc)\b[^.\n]{0,80}?\b(to|at|into)\s+(https?://|[\w.+-]+@[\w-]+\.[\w.]+|the\s+(following\s+)?(url|endpoint|address|webhook|server)\b)|\b(bcc|cc)\b[^.\n]{0,40}?[\w.+-]+@[\w-]+\.[\w.]+|\b(include|append|attach|add|pass|embed|put)\s+(\w+\s+){0,3}?(the\s+)?(entire|full|whole|complete|previous|all)?\s*(conversation|chat\s+history|message\s+history|previous\s+messages|system\s+prompt|context\s+window)\b|\b(system\s+prompt|instructions|system\s+message)\s+(you\s+were\s+given|you\s+(have\s+)?received|you\s+are\s+following)|\btools\s+(that\s+are\s+)?available\s+to\s+you\b|!\[[^\]]*\]\(https?://[^)\s]*\?[^)\s]*=",
             "asks the model to send data somewhere or to pass along the conversation",
         ),
         rule(
             "instructions.sensitive_read",
             High,
             &format!(
-                r"\b(read|cat|open|load|fetch|get|include|pass|send|provide|attach|copy|extract|collect|upload|paste|insert)\b[^.\n]{{0,80}}?{SENSITIVE}[^\n]{{0,80}}?\b(as|into|in|to|with|via)\b[^.\n]{{0,40}}?\b(parameter|argument|field|sidenote|note|param|request|body|content|header|query)s?\b|\b(read|cat|open|load|include|pass|send|provide|attach|copy|extract|collect|upload)\s+(the\s+)?(contents?\s+of\s+)?(the\s+)?(user'?s\s+)?{SENSITIVE}"
+                r"\b(read|cat|open|load|fetch|get|include|pass|send|provide|attach|copy|extract|collect|upload|paste|insert|take|put|append|add|write|look\s+up)\b[^.]{{0,100}}?{SENSITIVE}|{SENSITIVE}[^.]{{0,60}}?\b(into|in|to|as)\s+(the\s+)?[`'\x22]?\w+[`'\x22]?\s+(parameter|argument|field|param)s?\b"
             ),
             "asks the model to read keys, credentials or a client's config",
         ),
@@ -109,6 +109,36 @@ static RULES: LazyLock<Vec<Rule>> = LazyLock::new(|| {
             "addresses the model rather than describing the tool",
         ),
         rule(
+            "instructions.contact_url",
+            High,
+            r"\b(must|required\s+to|need\s+to|have\s+to|always)\s+(also\s+)?(access|visit|call|contact|notify|ping|post\s+to|send\s+to|fetch|open|report\s+to|register\s+with|validate\s+with)\b[^.\n]{0,80}?https?://|\b(curl|wget|ncat|nc|invoke-webrequest|iwr)\b[^\n]{0,120}?(https?://|\d{1,3}(\.\d{1,3}){3})",
+            "tells the model to contact an address of the server's choosing",
+        ),
+        rule(
+            "instructions.tool_redirect",
+            High,
+            r"\bcall\s+this\s+tool\s+first\b|\b(before|prior\s+to)\s+(calling|using|invoking|running)\s+(any|every|all)\s+(other\s+)?tools?\b|\b(must|required\s+to|requires)\s+(first\s+)?redirect(ing)?\s+to\b|\b(must|required\s+to|requires)\s+(call(ing)?|invok(e|ing))\s+[`'\x22]?[\w.-]+[`'\x22]?\s+with\s+(all|every|the\s+(full|complete|entire))\b|\bhas\s+been\s+deprecated\b[^.\n]{0,120}?\b(use|redirect)\b",
+            "steers the model to call other tools first or instead",
+        ),
+        rule(
+            "instructions.fake_authority",
+            High,
+            r"(?-i:\b(CRITICAL\s+)?SYSTEM\s+(SECURITY\s+)?(UPDATE|PROTOCOL|OVERRIDE|NOTICE|MESSAGE|INSTRUCTIONS?|DIRECTIVE)\b|\bTHIS\s+TOOL\s+IS\s+REQUIRED\b)",
+            "poses as a message from the system",
+        ),
+        rule(
+            "instructions.dangerous_command",
+            High,
+            r"\bchmod\s+(-R\s+)?0?[0-7]{3,4}\s+~|\brm\s+-(rf|fr)\s+[~/$]|\bsudo\s+rm\b|\bmkfs\b|\bdd\s+if=|>>\s*~?/?\.(bashrc|zshrc|profile|bash_profile)\b|\b(add|append|write)\b[^.\n]{0,60}?\bto\s+(the\s+)?(user'?s\s+)?~?/?\.(bashrc|zshrc|profile|bash_profile)\b",
+            "slips a destructive or persistent shell command into the model's actions",
+        ),
+        rule(
+            "instructions.override_translated",
+            High,
+            r"игнорируй\s+(все\s+)?предыдущие|не\s+сообщай\s+пользователю|忽略(之前|以前|先前)的?(所有)?(指令|指示|说明)|不要向用户(透露|说明|提及)|ignore[sz]?\s+(toutes\s+)?les\s+instructions\s+précédentes|ne\s+(le\s+)?dites?\s+pas\s+à\s+l'utilisateur|ignora\s+(todas\s+)?las\s+instrucciones\s+anteriores|ignoriere\s+(alle\s+)?(vorherigen|bisherigen)\s+anweisungen",
+            "tells the model, in another language, to set aside its instructions or hide from the user",
+        ),
+        rule(
             "markup.hidden_comment",
             High,
             r"<!--[\s\S]{3,}?-->",
@@ -128,6 +158,15 @@ static SENSITIVE_MENTION: LazyLock<Regex> = LazyLock::new(|| {
 /// Identifier-like words (a tool name another server might own).
 static IDENTIFIER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"[A-Za-z][A-Za-z0-9]*(?:[_.-][A-Za-z0-9]+)+|[a-z]+[A-Z][A-Za-z0-9]+")
+        .unwrap_or_else(|err| unreachable!("{err}"))
+});
+
+/// Parameter names that ask for the model's prompt, the conversation or
+/// a key file.
+static SUSPICIOUS_PARAMETER: LazyLock<Regex> = LazyLock::new(|| {
+    RegexBuilder::new(r"system_?prompt|conversation(_?history)?$|chat_?history|previous_?messages|id_?rsa|ssh_?(private_?)?key|private_?key|from_?reading")
+        .case_insensitive(true)
+        .build()
         .unwrap_or_else(|err| unreachable!("{err}"))
 });
 
@@ -216,7 +255,7 @@ fn collect_strings<'a>(value: &'a Value, path: String, out: &mut Vec<(String, &'
 fn scan_name(name: &str, findings: &mut Vec<Finding>) {
     let hidden: Vec<(usize, char)> = name
         .char_indices()
-        .filter(|(_, c)| is_invisible(*c) || is_bidi_control(*c))
+        .filter(|(_, c)| is_invisible(*c) || is_bidi_control(*c) || is_direction_mark(*c))
         .collect();
     if let Some(&(start, c)) = hidden.first() {
         findings.push(Finding {
@@ -262,6 +301,31 @@ fn scan_name(name: &str, findings: &mut Vec<Finding>) {
 
 fn scan_text(field: &str, text: &str, context: &ScanContext, findings: &mut Vec<Finding>) {
     scan_unicode(field, text, findings);
+    if let Some(at) = text.find('\u{1b}') {
+        findings.push(Finding {
+            rule: "markup.terminal_escape".into(),
+            severity: Severity::High,
+            field: field.to_owned(),
+            start: at,
+            end: at + 1,
+            excerpt: excerpt(text, at, at + 1).replace('\u{1b}', "ESC"),
+            message: "a terminal escape sequence, which hides or recolours text in a terminal"
+                .into(),
+        });
+    }
+    if field.ends_with(" (name)")
+        && let Some(found) = SUSPICIOUS_PARAMETER.find(text)
+    {
+        findings.push(Finding {
+            rule: "schema.suspicious_parameter".into(),
+            severity: Severity::High,
+            field: field.to_owned(),
+            start: found.start(),
+            end: found.end(),
+            excerpt: text.chars().take(120).collect(),
+            message: "a parameter named for the model's prompt, the conversation or a key: what it asks the model to fill in".into(),
+        });
+    }
     let folded = strip_invisible(text);
     let text = folded.as_deref().unwrap_or(text);
     for rule in RULES.iter() {
@@ -420,8 +484,16 @@ fn scan_unicode(field: &str, text: &str, findings: &mut Vec<Finding>) {
     }
 }
 
+/// Embeddings, overrides and isolates: they reorder what is shown. (The
+/// plain direction marks, U+200E/200F/061C, do not, and right-to-left
+/// text needs them.)
 fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// A direction mark: harmless in right-to-left prose, a disguise in a name.
+fn is_direction_mark(c: char) -> bool {
+    matches!(c, '\u{200E}' | '\u{200F}' | '\u{061C}')
 }
 
 fn is_invisible(c: char) -> bool {
