@@ -41,6 +41,19 @@ pub struct Metrics {
     pub search_seconds: Histogram,
     pub notifications_dropped: Counter,
     pub stderr_lines_dropped: Family<ServerLabel, Counter>,
+    /// Calls refused by a server's limits (`limit`: `concurrent`, `rate`).
+    pub calls_limited: Family<LimitLabel, Counter>,
+    /// Calls that waited for room under a server's limits.
+    pub calls_waited: Family<ServerLabel, Counter>,
+    /// Calls in flight to a server that has limits.
+    pub calls_in_flight: Family<ServerLabel, Gauge>,
+}
+
+/// A server and the limit that refused a call.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabel {
+    pub server: String,
+    pub limit: String,
 }
 
 /// 50 µs to ~50 s: calls through a fast local server take well under a
@@ -62,6 +75,24 @@ impl Metrics {
         let search_seconds = latency_buckets();
         let notifications_dropped = Counter::default();
         let stderr_lines_dropped = Family::<ServerLabel, Counter>::default();
+        let calls_limited = Family::<LimitLabel, Counter>::default();
+        let calls_waited = Family::<ServerLabel, Counter>::default();
+        let calls_in_flight = Family::<ServerLabel, Gauge>::default();
+        registry.register(
+            "calls_limited",
+            "Calls refused by a server's limits (concurrent calls, or calls per second)",
+            calls_limited.clone(),
+        );
+        registry.register(
+            "calls_waited",
+            "Calls that waited for room under a server's limits before starting",
+            calls_waited.clone(),
+        );
+        registry.register(
+            "calls_in_flight",
+            "Calls in flight to a server that has limits",
+            calls_in_flight.clone(),
+        );
         registry.register(
             "server_stderr_lines_dropped",
             "Lines a server wrote to stderr beyond what the log takes from one server",
@@ -124,6 +155,9 @@ impl Metrics {
             search_seconds,
             notifications_dropped,
             stderr_lines_dropped,
+            calls_limited,
+            calls_waited,
+            calls_in_flight,
         }
     }
 

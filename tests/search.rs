@@ -100,8 +100,17 @@ async fn rest_search_ranks_filters_and_follows_availability() {
     wait_status(&d, "everything", "CONNECTED", UP).await;
     wait_status(&d, "fx", "CONNECTED", UP).await;
     let fx_tools = common::FIXED as u64 + 3;
-    let everything_tools: Vec<Value> =
-        get_json(&d.api("/api/v1/aggregator/servers/everything/tools")).await;
+    // CONNECTED comes before the first listing is stored (in one write).
+    let end = Instant::now() + UP;
+    let everything_tools = loop {
+        let tools: Vec<Value> =
+            get_json(&d.api("/api/v1/aggregator/servers/everything/tools")).await;
+        if !tools.is_empty() {
+            break tools;
+        }
+        assert!(Instant::now() < end, "everything never listed its tools");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
     wait_settled(&d, fx_tools + everything_tools.len() as u64).await;
 
     // A paraphrase finds server-everything's adder first; the search

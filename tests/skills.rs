@@ -70,6 +70,8 @@ async fn tools_are_classified_in_the_background_and_found_by_skill() {
     let d = Daemon::start();
     register(&d, everything("everything")).await;
     wait_status(&d, "everything", "CONNECTED", UP).await;
+    // CONNECTED comes before the first listing is stored.
+    wait_listed(&d, "everything", 10).await;
     wait_index_settled(&d).await;
     let tools: Vec<Value> = get_json(&d.api("/api/v1/aggregator/servers/everything/tools")).await;
     let total = tools.len() as u64;
@@ -350,6 +352,8 @@ async fn reclassification_follows_the_taxonomy_and_unfit_tools_are_suggested() {
     )
     .await;
     wait_status(&d, "fixture", "CONNECTED", UP).await;
+    // CONNECTED comes before the first listing is stored.
+    wait_listed(&d, "fixture", 5).await;
     wait_index_settled(&d).await;
     let tools: Vec<Value> = get_json(&d.api("/api/v1/aggregator/servers/fixture/tools")).await;
     let total = tools.len() as u64;
@@ -507,6 +511,8 @@ async fn an_llm_classifier_is_used_when_it_answers_and_the_local_one_covers_its_
     );
     register(&d, everything("everything")).await;
     wait_status(&d, "everything", "CONNECTED", UP).await;
+    // CONNECTED comes before the first listing is stored.
+    wait_listed(&d, "everything", 10).await;
     wait_index_settled(&d).await;
     let tools_url = d.api("/api/v1/aggregator/servers/everything/tools");
     let total = get_json::<Vec<Value>>(&tools_url).await.len() as u64;
@@ -599,5 +605,23 @@ async fn an_llm_classifier_is_used_when_it_answers_and_the_local_one_covers_its_
             assert!(Instant::now() < end, "{mode:?} never showed: {sum}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+}
+
+/// Waits until `server` has at least `count` tools stored.
+async fn wait_listed(d: &Daemon, server: &str, count: usize) {
+    let url = d.api(&format!("/api/v1/aggregator/servers/{server}/tools"));
+    let end = std::time::Instant::now() + UP;
+    loop {
+        let tools: Vec<Value> = get_json(&url).await;
+        if tools.len() >= count {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "{server}: {} tools",
+            tools.len()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }

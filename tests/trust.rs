@@ -581,6 +581,18 @@ async fn named_tokens_reach_what_their_scope_names() {
     );
     let (code, _, _) = cli(&data_dir, &["tokens", "revoke", "reader"]);
     assert_ne!(code, 0);
+    // Kept across a restart (hashed), the revoked one still refused.
+    let mut d = d;
+    assert!(d.terminate(Duration::from_secs(30)).is_some());
+    let d = Daemon::start_in(&data_dir, &["--require-token"]);
+    assert_eq!(
+        status_after(&d, "/api/v1/aggregator/servers", &secrets["ops"]).await,
+        200
+    );
+    assert_eq!(
+        status_after(&d, "/api/v1/aggregator/servers", &secrets["reader"]).await,
+        401
+    );
     // Stored hashed: no secret in the store file.
     let store = std::fs::read(data_dir.join("store.redb")).unwrap();
     for secret in secrets.values() {
@@ -589,4 +601,131 @@ async fn named_tokens_reach_what_their_scope_names() {
             "a secret is in the store"
         );
     }
+}
+
+async fn status_after(d: &Daemon, path: &str, token: &str) -> u16 {
+    http()
+        .get(d.api(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// Reads one series of `/metrics` (0 when absent).
+async fn metric(d: &Daemon, series: &str) -> f64 {
+    let text = http()
+        .get(d.api("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Per-server limits, counted exactly: with two calls in flight a third
+/// is refused at once (naming the server and the limit), a burst of three
+/// under a bucket that does not refill in the test's time lets exactly
+/// three through, a server's own timeout ends a long call, and `/metrics`
+/// counts each.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_server_is_kept_within_its_limits() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(&temp.path().join("data"), &[]);
+    register(
+        &d,
+        fixture_server("busy", &[], json!({"limits": {"max_concurrent": 2}})),
+    )
+    .await;
+    register(
+        &d,
+        fixture_server(
+            "rated",
+            &[],
+            json!({"limits": {"calls_per_second": 0.001, "burst": 3}}),
+        ),
+    )
+    .await;
+    register(
+        &d,
+        fixture_server("slow", &[], json!({"limits": {"call_timeout_secs": 1}})),
+    )
+    .await;
+    for server in ["busy", "rated", "slow"] {
+        wait_status(&d, server, "CONNECTED", UP).await;
+        wait_tools(&d, server, "listed", |t| tool(t, "sleep").is_some()).await;
+    }
+
+    // Two long calls take both places...
+    let long = |d: &Daemon| {
+        let url = d.api("/api/v1/tools/call");
+        tokio::spawn(async move {
+            http()
+                .post(url)
+                .json(&json!({"name": "busy__sleep", "arguments": {"ms": 20000}}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        })
+    };
+    let first = long(&d);
+    let second = long(&d);
+    let end = std::time::Instant::now() + UP;
+    while metric(&d, "mcp_aggregator_calls_in_flight{server=\"busy\"}").await < 2.0 {
+        assert!(
+            std::time::Instant::now() < end,
+            "the two calls never started"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    // ...so the next three are refused at once.
+    for _ in 0..3 {
+        let (status, body) = rest_call(&d, "busy__echo", json!({})).await;
+        assert_eq!(status, 429, "{body}");
+        let detail = body["detail"].as_str().unwrap();
+        assert!(
+            detail.contains("busy") && detail.contains("2 concurrent calls"),
+            "{detail}"
+        );
+    }
+    assert_eq!(first.await.unwrap(), 200);
+    assert_eq!(second.await.unwrap(), 200);
+    assert_eq!(
+        metric(
+            &d,
+            "mcp_aggregator_calls_limited_total{server=\"busy\",limit=\"concurrent\"}"
+        )
+        .await,
+        3.0
+    );
+    // The places are free again.
+    assert_eq!(rest_call(&d, "busy__echo", json!({})).await.0, 200);
+
+    // A burst of three, then refusals: one token per 1,000 s.
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        statuses.push(rest_call(&d, "rated__echo", json!({})).await.0);
+    }
+    assert_eq!(statuses, [200, 200, 200, 429, 429]);
+    assert_eq!(
+        metric(
+            &d,
+            "mcp_aggregator_calls_limited_total{server=\"rated\",limit=\"rate\"}"
+        )
+        .await,
+        2.0
+    );
+
+    // The server's own timeout.
+    let (status, body) = rest_call(&d, "slow__sleep", json!({"ms": 60000})).await;
+    assert_eq!(status, 504, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("slow"), "{body}");
 }

@@ -51,8 +51,7 @@ pub struct RegisterServerRequest {
     /// (`client_id`, `client_secret`), `scopes`, `client_metadata_url`.
     #[serde(default)]
     pub oauth: Option<crate::model::OAuthClientSettings>,
-    /// `pinning` (`off`, `warn`, `block` — the default), `validate_arguments`,
-    /// and `limits` (`max_concurrent`, `calls_per_second`, `burst`,
+    /// `pinning` (`off`, `warn`, `block` — the default) and `limits` (`max_concurrent`, `calls_per_second`, `burst`,
     /// `call_timeout_secs`, `wait_ms`).
     #[serde(default)]
     pub trust: crate::model::TrustSettings,

@@ -91,11 +91,34 @@ pub struct CreateTokenRequest {
     pub profile: Option<String>,
 }
 
+/// A named token as the API shows it (never its secret or hash).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TokenView {
+    pub name: String,
+    pub scope: TokenScope,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub created_by: String,
+}
+
+impl TokenView {
+    fn new(token: &NamedToken) -> TokenView {
+        TokenView {
+            name: token.name.clone(),
+            scope: token.scope,
+            profile: token.profile.clone(),
+            created_at: token.created_at,
+            created_by: token.created_by.clone(),
+        }
+    }
+}
+
 /// A token just created: the secret, shown this once.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CreatedToken {
     #[serde(flatten)]
-    pub token: NamedToken,
+    pub token: TokenView,
     /// `Authorization: Bearer <secret>`; not kept anywhere: copy it now.
     pub secret: String,
 }
@@ -138,7 +161,13 @@ pub async fn create_token(
     };
     state.registry.add_token(token.clone(), &actor).await?;
     state.tokens.insert(token.clone());
-    Ok((StatusCode::CREATED, Json(CreatedToken { token, secret })))
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedToken {
+            token: TokenView::new(&token),
+            secret,
+        }),
+    ))
 }
 
 /// The named tokens (never their secrets).
@@ -146,14 +175,12 @@ pub async fn create_token(
     get,
     path = "/api/v1/aggregator/tokens",
     tag = "process",
-    responses((status = 200, body = Vec<NamedToken>))
+    responses((status = 200, body = Vec<TokenView>))
 )]
-pub async fn list_tokens(
-    State(state): State<AppState>,
-) -> Result<Json<Vec<NamedToken>>, HttpError> {
+pub async fn list_tokens(State(state): State<AppState>) -> Result<Json<Vec<TokenView>>, HttpError> {
     let mut tokens = state.registry.tokens().await?;
     tokens.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(Json(tokens))
+    Ok(Json(tokens.iter().map(TokenView::new).collect()))
 }
 
 /// Revoke a named token: it stops working at once.

@@ -134,6 +134,10 @@ async fn call_error(state: &AppState, err: CallError) -> Response {
             StatusCode::SERVICE_UNAVAILABLE,
             json!({"server": {"name": server}, "needs_login": true}),
         ),
+        CallError::Limited { server, limit } => (
+            StatusCode::TOO_MANY_REQUESTS,
+            json!({"server": {"name": server}, "limit": limit}),
+        ),
         CallError::TimedOut { server, after } => (
             StatusCode::GATEWAY_TIMEOUT,
             json!({"server": {"name": server}, "timeout_seconds": after.as_secs_f64()}),

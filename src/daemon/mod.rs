@@ -289,6 +289,8 @@ impl Stack {
                 }
             }
         }
+        // The poisoning rules compile while the rest starts.
+        tokio::task::spawn_blocking(crate::trust::warm_up);
         let catalog = Catalog::new(Arc::clone(&store), WireNameRules::default());
         let settings = SessionSettings {
             connect_timeout: front_door.connect_timeout,

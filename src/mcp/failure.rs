@@ -65,6 +65,7 @@ pub(super) fn tool_call_error(err: CallError) -> Result<Value, RpcFailure> {
         CallError::Unavailable { .. }
         | CallError::Interrupted { .. }
         | CallError::NeedsLogin { .. }
+        | CallError::Limited { .. }
         | CallError::TimedOut { .. } => Ok(json!({
             "content": [{"type": "text", "text": err.to_string()}],
             "isError": true

@@ -28,7 +28,7 @@ impl TokenScope {
 }
 
 /// A named token as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NamedToken {
     /// `^[a-z][a-z0-9_-]*$`, at most 64 characters; what the audit log
     /// names requests made with it by.
@@ -37,9 +37,7 @@ pub struct NamedToken {
     /// For an `mcp` token: the only view (profile) it reaches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
-    /// Hex SHA-256 of the secret.
-    #[serde(skip_serializing)]
-    #[schema(ignore)]
+    /// Hex SHA-256 of the secret (stored; never shown by the API).
     pub hash: String,
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub created_by: String,

@@ -1,7 +1,6 @@
 //! How far a server is trusted: whether its definitions are pinned (and
-//! what a change to a pinned one does), whether calls' arguments are
-//! checked against the tool's input schema before they leave, and the
-//! limits its calls are kept within. Per server, in the config file and
+//! what a change to a pinned one does), and the limits its calls are kept
+//! within. Per server, in the config file and
 //! the API; pure data and its validation.
 
 use serde::{Deserialize, Serialize};
@@ -68,10 +67,6 @@ pub struct TrustSettings {
     /// `off`, `warn` or `block` (default).
     #[serde(default)]
     pub pinning: PinPolicy,
-    /// Check call arguments against the tool's input schema before they
-    /// leave (default: the daemon's `--validate-arguments`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub validate_arguments: Option<bool>,
     #[serde(default, skip_serializing_if = "CallLimits::is_empty")]
     pub limits: CallLimits,
 }

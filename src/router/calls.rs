@@ -223,6 +223,15 @@ impl Router {
             .resolve_in_view(name, server, caller.profile.as_deref())
             .await?;
         let session = self.session_for(&table, route.server_id).await?;
+        let limits = table
+            .server(route.server_id)
+            .map(|s| Arc::clone(&s.limits))
+            .unwrap_or_default();
+        // Held until the call ends: its place among the calls in flight.
+        let _admitted = self
+            .limiters
+            .admit(route.server_id, &route.server_name, &limits)
+            .await?;
         let routing = started.elapsed();
         let _routed = sink.map(|sink| {
             let client_token = meta.as_ref().and_then(|m| m.get("progressToken")).cloned();
@@ -251,10 +260,21 @@ impl Router {
         let params = serde_json::value::to_raw_value(&params).map_err(|err| {
             self.call_failure(&route.server_name, RpcError::Malformed(err.to_string()))
         })?;
-        let mut result = session
-            .request_for(caller, "tools/call", Some(Json::Text(params)), &headers)
-            .await
-            .map_err(|err| self.call_failure(&route.server_name, err))?;
+        let request = session.request_for(caller, "tools/call", Some(Json::Text(params)), &headers);
+        let answered = match limits.call_timeout_secs {
+            // The server's own call timeout; dropping the request cancels it.
+            Some(secs) => {
+                let after = Duration::from_secs(u64::from(secs));
+                tokio::time::timeout(after, request)
+                    .await
+                    .map_err(|_| CallError::TimedOut {
+                        server: route.server_name.to_string(),
+                        after,
+                    })?
+            }
+            None => request.await,
+        };
+        let mut result = answered.map_err(|err| self.call_failure(&route.server_name, err))?;
         if table
             .server(route.server_id)
             .is_some_and(|s| s.status == ServerStatus::Degraded)

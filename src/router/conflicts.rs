@@ -171,6 +171,7 @@ mod tests {
                     status: *status,
                     priority: *priority,
                     registered_at: base - Duration::seconds(*age),
+                    limits: Arc::default(),
                 },
             );
             for tool in ["search", format!("only_{name}").as_str()] {

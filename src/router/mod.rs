@@ -9,6 +9,7 @@ mod calls;
 pub mod conflicts;
 mod control;
 mod items;
+mod limits;
 mod routes;
 pub mod table;
 mod upkeep;
@@ -57,6 +58,9 @@ pub enum CallError {
     /// names what to do.
     #[error("{reason}")]
     NeedsLogin { server: String, reason: String },
+    /// Over one of the server's limits, with no room within its wait.
+    #[error("Server {server} is at its limit of {limit}; try again shortly")]
+    Limited { server: String, limit: String },
     #[error("Server {server} did not answer within {} s", after.as_secs_f64())]
     TimedOut { server: String, after: Duration },
     /// The server answered with a JSON-RPC error (passed on as it is), or
@@ -134,6 +138,8 @@ pub struct Router {
     startup_wait: Duration,
     /// Where tool calls are recorded, once turned on.
     call_audit: Arc<std::sync::OnceLock<call_audit::CallAudit>>,
+    /// Each limited server's calls in flight and call starts.
+    limiters: Arc<limits::Limiters>,
 }
 
 /// How long, by default, a list or call made while `auto_connect` servers
@@ -161,6 +167,7 @@ impl Router {
             rebuilding: Arc::new(tokio::sync::Mutex::new(())),
             startup_wait,
             call_audit: Arc::default(),
+            limiters: Arc::default(),
         };
         router.rebuild().await;
         router.spawn_maintainer();

@@ -30,6 +30,8 @@ pub struct ServerEntry {
     pub status: ServerStatus,
     pub priority: i32,
     pub registered_at: chrono::DateTime<chrono::Utc>,
+    /// Its call limits (`trust.limits`).
+    pub limits: Arc<crate::model::CallLimits>,
 }
 
 /// Where a namespaced resource URI or prompt name goes.

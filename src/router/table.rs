@@ -129,6 +129,7 @@ impl RouteTable {
                     status: server.status,
                     priority: server.priority,
                     registered_at: server.registered_at,
+                    limits: Arc::new(server.trust.limits.clone()),
                 },
             );
         }

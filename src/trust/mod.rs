@@ -14,4 +14,4 @@ pub mod scan;
 pub use diff::{FieldChange, changes};
 pub use fingerprint::{fingerprint, pinned_fields};
 pub use judge::{PinAction, Verdict, judge};
-pub use scan::{ScanContext, scan_definition};
+pub use scan::{ScanContext, scan_definition, warm_up};

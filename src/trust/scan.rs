@@ -182,6 +182,15 @@ static ORDER_WORDS: LazyLock<Regex> = LazyLock::new(|| {
         .unwrap_or_else(|err| unreachable!("{err}"))
 });
 
+/// Compiles the rules now (a debug build takes ~0.2 s), so the first
+/// server's discovery does not wait for it.
+pub fn warm_up() {
+    let _ = scan_definition(
+        &serde_json::json!({"name": "warm_up", "description": "warm up"}),
+        &ScanContext::default(),
+    );
+}
+
 /// Every finding of a tool's, prompt's or template's definition, or of a
 /// server's instructions (`{"instructions": "…"}`).
 pub fn scan_definition(definition: &Value, context: &ScanContext) -> Vec<Finding> {
