@@ -173,7 +173,19 @@ fn daemons_of(data_dir: &Path) -> Vec<u32> {
             found.push(pid);
         }
     }
+    // A daemon's child between its fork and its exec (a server being
+    // started) still shows the daemon's command line: not a daemon.
+    let parents = found.clone();
+    found.retain(|pid| !parent_of(*pid).is_some_and(|parent| parents.contains(&parent)));
     found
+}
+
+/// A process's parent, from `/proc/PID/stat` (after the command's closing
+/// parenthesis: state, then the parent's pid).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn assert_gone(pids: &[u32], what: &str) {

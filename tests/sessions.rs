@@ -729,8 +729,15 @@ async fn the_cli_connects_lists_tools_and_disconnects() {
         .await
         .unwrap();
     assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("fx: CONNECTED ("), "{stdout}");
+    // The first listing is stored a moment after CONNECTED.
+    wait_for_tools(&d, "fx", DEFAULT + 1).await;
+    let (code, stdout, _) = run(vec!["servers", "list"]).await.unwrap();
+    assert_eq!(code, 0);
     assert!(
-        stdout.contains("CONNECTED") && stdout.contains(&format!("{} tools", DEFAULT + 1)),
+        stdout
+            .lines()
+            .any(|l| l.contains(" fx ") && l.contains(&format!(" {} ", DEFAULT + 1))),
         "{stdout}"
     );
     let (code, _, stderr) = run(vec!["servers", "connect", "fx"]).await.unwrap();
