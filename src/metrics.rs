@@ -85,12 +85,12 @@ impl Metrics {
         );
         registry.register(
             "calls_waited",
-            "Calls that waited for room under a server's limits before starting",
+            "Calls that waited for room under a server's limits (let through or refused after the wait)",
             calls_waited.clone(),
         );
         registry.register(
             "calls_in_flight",
-            "Calls in flight to a server that has limits",
+            "Tool calls in flight to a server",
             calls_in_flight.clone(),
         );
         registry.register(

@@ -578,11 +578,17 @@ fn a_config_edit_is_applied_while_clients_are_attached() {
     client.wait_tools("fx__echo", |t| has(t, "fx__echo"));
     let fixture = json!({"command": FIXTURE, "args": ["--pid-file", pids.to_str().unwrap()]});
 
-    // fy added by an edit.
+    // fy added by an edit that also changes fx's call limits only (read
+    // per call: fx keeps running). A stopped fx would be listed again only
+    // once restarted, under another pid.
+    let fx_pid = pids_in(&pids);
+    assert_eq!(fx_pid.len(), 1, "{fx_pid:?}");
     client.notified.clear();
+    let mut limited = fixture.clone();
+    limited["trust"] = json!({"limits": {"max_concurrent": 3}, "validate_arguments": true});
     std::fs::write(
         &config,
-        json!({"mcpServers": {"fx": fixture, "fy": {"command": FIXTURE}}}).to_string(),
+        json!({"mcpServers": {"fx": limited, "fy": {"command": FIXTURE}}}).to_string(),
     )
     .unwrap();
     client.wait_tools("fy__echo after the edit", |t| {
@@ -596,7 +602,11 @@ fn a_config_edit_is_applied_while_clients_are_attached() {
         "{:?}",
         client.notified
     );
-    assert_eq!(pids_in(&pids).len(), 1, "fx, unchanged, was not restarted");
+    assert_eq!(
+        pids_in(&pids),
+        fx_pid,
+        "fx, with only its limits changed, was not restarted"
+    );
 
     // A broken edit: nothing changes, and the state says why.
     std::fs::write(&config, "{\"mcpServers\": {\"fx\": ").unwrap();

@@ -60,9 +60,12 @@ pub async fn apply(
         }
         changed += 1;
         let Some(router) = running else { continue };
-        if *outcome == UpsertOutcome::Updated {
+        match outcome {
+            // Read per call from the table, which follows the store.
+            UpsertOutcome::Retuned => continue,
             // Its session runs on the old settings.
-            router.stop(record.id).await;
+            UpsertOutcome::Updated => router.stop(record.id).await,
+            UpsertOutcome::Inserted | UpsertOutcome::Unchanged => {}
         }
         if record.auto_connect {
             to_connect.push((record.id, record.name.clone()));

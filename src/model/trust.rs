@@ -1,5 +1,6 @@
 //! How far a server is trusted: whether its definitions are pinned (and
-//! what a change to a pinned one does), and the limits its calls are kept
+//! what a change to a pinned one does), whether calls' arguments are
+//! checked against the tool's schema, and the limits its calls are kept
 //! within. Per server, in the config file and
 //! the API; pure data and its validation.
 
@@ -69,6 +70,11 @@ pub struct TrustSettings {
     pub pinning: PinPolicy,
     #[serde(default, skip_serializing_if = "CallLimits::is_empty")]
     pub limits: CallLimits,
+    /// Whether a call's arguments are checked against the tool's
+    /// `inputSchema` before the call is sent (default: the daemon's
+    /// `--validate-arguments`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validate_arguments: Option<bool>,
 }
 
 /// Bounds of the limits, so a typo cannot make a server unusable or a

@@ -220,7 +220,9 @@ impl Registry {
             let (id, name) = (record.id, record.name.clone());
             let event = match outcome {
                 UpsertOutcome::Inserted => RegistryEvent::Registered { id, name },
-                UpsertOutcome::Updated => RegistryEvent::Updated { id, name },
+                UpsertOutcome::Updated | UpsertOutcome::Retuned => {
+                    RegistryEvent::Updated { id, name }
+                }
                 UpsertOutcome::Unchanged => continue,
             };
             let _ = self.events.send(event);

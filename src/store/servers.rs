@@ -22,7 +22,12 @@ pub(super) const SERVER_NAMES: TableDefinition<&str, u128> = TableDefinition::ne
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpsertOutcome {
     Inserted,
+    /// Settings its session runs on changed: it is to be reconnected.
     Updated,
+    /// Only what is read per call or per table changed (description,
+    /// priority, call limits, whether arguments are checked): applied
+    /// without reconnecting.
+    Retuned,
     Unchanged,
 }
 
@@ -113,9 +118,29 @@ impl Store {
                         error_message: merged.error_message.clone(),
                         ..current.clone()
                     } == merged;
+                    // The same but for what no session runs on.
+                    let retuned = || {
+                        let mut trust = merged.trust.clone();
+                        trust.limits = current.trust.limits.clone();
+                        trust.validate_arguments = current.trust.validate_arguments;
+                        ServerRecord {
+                            error_message: merged.error_message.clone(),
+                            ..current.clone()
+                        } == ServerRecord {
+                            description: current.description.clone(),
+                            priority: current.priority,
+                            trust,
+                            ..merged.clone()
+                        }
+                    };
                     if unchanged {
                         UpsertOutcome::Unchanged
                     } else {
+                        let outcome = if retuned() {
+                            UpsertOutcome::Retuned
+                        } else {
+                            UpsertOutcome::Updated
+                        };
                         let merged = ServerRecord {
                             updated_at: Utc::now(),
                             ..merged
@@ -130,13 +155,13 @@ impl Store {
                                 Some("settings replaced by the config file"),
                             ),
                         )?;
-                        UpsertOutcome::Updated
+                        outcome
                     }
                 }
             };
             let action = match outcome {
                 UpsertOutcome::Inserted => "register",
-                UpsertOutcome::Updated => "update",
+                UpsertOutcome::Updated | UpsertOutcome::Retuned => "update",
                 UpsertOutcome::Unchanged => "verify",
             };
             append_audit(

@@ -239,13 +239,30 @@ fn upsert_inserts_updates_and_keeps_identity() {
     let changed = ServerRecord {
         id: Uuid::new_v4(),
         description: Some("new".into()),
+        auto_connect: !original.auto_connect,
         ..original.clone()
     };
     assert_eq!(
         store
-            .upsert_servers(&[changed, record("beta")], "config:x")
+            .upsert_servers(&[changed.clone(), record("beta")], "config:x")
             .unwrap(),
         [UpsertOutcome::Updated, UpsertOutcome::Inserted]
+    );
+    // What only calls read is applied without reconnecting.
+    let mut retuned = changed.clone();
+    retuned.priority += 5;
+    retuned.trust.limits.max_concurrent = Some(3);
+    retuned.trust.validate_arguments = Some(true);
+    assert_eq!(
+        store.upsert_servers(&[retuned], "config:x").unwrap(),
+        [UpsertOutcome::Retuned]
+    );
+    let mut repinned = changed.clone();
+    repinned.trust.pinning = crate::model::PinPolicy::Off;
+    assert_eq!(
+        store.upsert_servers(&[repinned], "config:x").unwrap(),
+        [UpsertOutcome::Updated],
+        "a pinning policy is applied to a fresh listing"
     );
     let stored = store.get_server_by_name("alpha").unwrap().unwrap();
     assert_eq!(stored.id, original.id, "the id survives an update");
@@ -258,7 +275,9 @@ fn upsert_inserts_updates_and_keeps_identity() {
         .collect();
     assert_eq!(
         actions,
-        ["register", "update", "verify", "register"],
+        [
+            "update", "update", "register", "update", "verify", "register"
+        ],
         "newest first"
     );
 }
