@@ -15,7 +15,8 @@
 //! rmcp fixture (2025 by default, as the direct client does).
 //! `MCP_BENCH_AGGREGATOR=path` measures another build of the aggregator
 //! (an A/B of two commits on the same machine, minutes apart);
-//! `MCP_BENCH_QUICK=1` measures the raw echo backend only.
+//! `MCP_BENCH_QUICK=1` measures the raw echo backend only;
+//! `MCP_BENCH_VALIDATION=1` only what `--validate-arguments` costs per call.
 //! `stdio` relays to the daemon it starts (the aggregator's CPU is both
 //! processes'); `MCP_BENCH_STDIO_IN_PROCESS=1` measures `stdio
 //! --in-process` instead.
@@ -789,8 +790,110 @@ fn print(figures: &Figures) {
     debug_assert!(pipe.wire == Wire::Pipe && socket.wire == Wire::Socket);
 }
 
+/// Arguments a real schema accepts (GitHub's `add_issue_comment`).
+fn comment(i: usize) -> Value {
+    json!({"name": "s0__echo", "arguments": {"owner": "o", "repo": "r", "issue_number": i, "body": "hello"}})
+}
+
+/// What checking arguments costs per call: the rmcp fixture serving a real
+/// schema (GitHub's `add_issue_comment`, from `eval/catalog`) as `echo`,
+/// through `stdio --in-process` with and without `--validate-arguments`,
+/// alternating rounds. Returns p50 and CPU per call, off then on.
+async fn validation_cost(temp: &Path) -> [(f64, f64); 2] {
+    let catalog: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("eval/catalog/github.json"),
+        )
+        .expect("eval/catalog/github.json"),
+    )
+    .expect("catalog");
+    let real = catalog["tools"]
+        .as_array()
+        .and_then(|tools| tools.iter().find(|t| t["name"] == "add_issue_comment"))
+        .expect("add_issue_comment");
+    let tools = temp.join("strict-tools.json");
+    let strict = json!([{"name": "echo", "description": real["description"], "inputSchema": real["inputSchema"]}]);
+    std::fs::write(&tools, strict.to_string()).expect("tools");
+    let config = temp.join("config-validation.json");
+    let servers = json!({"mcpServers": {"s0": {"command": FIXTURE, "args": ["--tools-file", tools, "--legacy-only"]}}});
+    std::fs::write(&config, servers.to_string()).expect("config");
+    let mut clients = Vec::new();
+    for checked in [false, true] {
+        let data = temp.join(format!("validation-{checked}"));
+        let mut args = vec![
+            "stdio",
+            "--in-process",
+            "--search",
+            "off",
+            "--config",
+            config.to_str().expect("utf-8"),
+            "--data-dir",
+            data.to_str().expect("utf-8"),
+        ];
+        if checked {
+            args.push("--validate-arguments");
+        }
+        let mut client = Stdio_::spawn(&aggregator(), &args).await;
+        wait_for_tool(&mut client, "s0__echo", 1).await;
+        // A call that does not match: refused only where checked.
+        let refused = client
+            .request(
+                "tools/call",
+                json!({"name": "s0__echo", "arguments": {"owner": 1}}),
+            )
+            .await;
+        assert_eq!(refused.get("error").is_some(), checked, "{refused}");
+        wait_until_idle(client.pid(), IDLE_SHARE).await;
+        clients.push(client);
+    }
+    let mut times = [Vec::new(), Vec::new()];
+    let mut cpu = [0.0; 2];
+    for _ in 0..ROUNDS {
+        for (which, client) in clients.iter_mut().enumerate() {
+            let from = cpu_seconds(client.pid());
+            for i in 0..SEQUENTIAL {
+                let began = Instant::now();
+                let answer = client.request("tools/call", comment(i)).await;
+                times[which].push(began.elapsed());
+                assert!(answer.get("result").is_some(), "{answer}");
+            }
+            cpu[which] += cpu_seconds(client.pid()) - from;
+        }
+    }
+    let calls = (ROUNDS * SEQUENTIAL) as f64;
+    let mut out = [(0.0, 0.0); 2];
+    for which in 0..2 {
+        times[which].sort();
+        out[which] = (pct(&times[which], 0.5), cpu[which] / calls * 1e6);
+    }
+    for mut client in clients {
+        let _ = client.child.kill().await;
+    }
+    out
+}
+
+fn print_validation(figures: [(f64, f64); 2]) {
+    let [(off_p50, off_cpu), (on_p50, on_cpu)] = figures;
+    println!(
+        "\n| `--validate-arguments`, a real schema (GitHub `add_issue_comment`), stdio in-process, {} calls each | p50 | aggregator CPU per call |",
+        ROUNDS * SEQUENTIAL
+    );
+    println!("| --- | --- | --- |");
+    println!("| off | {off_p50:.0} µs | {off_cpu:.1} µs |");
+    println!("| on | {on_p50:.0} µs | {on_cpu:.1} µs |");
+    println!(
+        "| cost of the check | {:+.0} µs | {:+.1} µs |",
+        on_p50 - off_p50,
+        on_cpu - off_cpu
+    );
+}
+
 async fn run() {
     let temp = tempfile::tempdir().expect("temp");
+    if std::env::var_os("MCP_BENCH_VALIDATION").is_some() {
+        print_validation(validation_cost(temp.path()).await);
+        return;
+    }
     let mut all = Vec::new();
     for backend in [Backend::RawEcho, Backend::Rmcp] {
         all.push(measure(temp.path(), backend).await);
@@ -852,6 +955,7 @@ async fn run() {
         IDLE_WINDOW.as_secs(),
         idle * 100.0
     );
+    print_validation(validation_cost(temp.path()).await);
     println!("\n| tools/list | through stdio front door |");
     println!("| --- | --- |");
     for (servers, tools, p50) in list_times {

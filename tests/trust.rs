@@ -729,3 +729,207 @@ async fn each_server_is_kept_within_its_limits() {
     assert_eq!(status, 504, "{body}");
     assert!(body["detail"].as_str().unwrap().contains("slow"), "{body}");
 }
+
+/// A real server's schema (GitHub's `add_issue_comment`, from
+/// `eval/catalog`) served as the fixture's `echo`, so a call that gets
+/// through comes back as it was sent.
+fn strict_echo(schema_from: &str) -> Value {
+    let catalog: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("eval/catalog/github.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let real = catalog["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == schema_from)
+        .unwrap()
+        .clone();
+    json!([{"name": "echo", "description": real["description"], "inputSchema": real["inputSchema"]}])
+}
+
+async fn audit_calls_of(d: &Daemon, server: &str, count: usize) -> Vec<Value> {
+    let end = std::time::Instant::now() + UP;
+    loop {
+        let calls: Vec<Value> = audit_actions(d, server)
+            .await
+            .into_iter()
+            .filter(|e| e["action"] == "call")
+            .collect();
+        if calls.len() >= count {
+            return calls;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "{server}: {count} calls never audited: {calls:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Registers fixture servers serving `tools` (each with its `trust`) and
+/// waits until each lists its `echo`.
+async fn serve_strict_echo(d: &Daemon, tools: &str, servers: &[(&str, Value)]) {
+    for (name, trust) in servers {
+        register(
+            d,
+            fixture_server(name, &["--tools-file", tools], trust.clone()),
+        )
+        .await;
+    }
+    for (name, _) in servers {
+        wait_status(d, name, "CONNECTED", UP).await;
+        wait_tools(d, name, "listed", |t| tool(t, "echo").is_some()).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn arguments_are_checked_against_the_tools_schema_before_the_call_is_sent() {
+    let temp = tempfile::tempdir().unwrap();
+    let tools_file = temp.path().join("strict.json");
+    write_tools(&tools_file, strict_echo("add_issue_comment"));
+    let tools = tools_file.to_str().unwrap();
+    // Checked by default; one server opts out, one (pinning off, so its
+    // schema can change freely) is checked too.
+    let d = Daemon::start_in(&temp.path().join("data"), &["--validate-arguments"]);
+    serve_strict_echo(
+        &d,
+        tools,
+        &[
+            ("checked", json!({})),
+            ("lax", json!({"validate_arguments": false})),
+        ],
+    )
+    .await;
+    let good = json!({"owner": "o", "repo": "r", "issue_number": 7, "body": "hi"});
+    let (status, body) = rest_call(&d, "checked__echo", good.clone()).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.to_string().contains("\\\"issue_number\\\":7"),
+        "{body}"
+    );
+
+    // A missing field, named where it should be (422 on the API).
+    let (status, body) = rest_call(
+        &d,
+        "checked__echo",
+        json!({"owner": "o", "repo": "r", "issue_number": 7}),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    let detail = body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("/body") && detail.contains("checked__echo"),
+        "{detail}"
+    );
+    assert_eq!(body["problems"][0]["path"], "/body", "{body}");
+    assert_eq!(body["problems"][0]["keyword"], "required", "{body}");
+    assert_eq!(body["server"]["name"], "checked", "{body}");
+
+    // A wrong type over MCP: -32602, the field in the message and data.
+    let session = common::mcp_session_with(&d, json!({})).await;
+    let wrong = json!({"owner": "o", "repo": "r", "issue_number": "secret-seven", "body": "hi"});
+    let called = mcp(
+        &d,
+        &session,
+        2,
+        "tools/call",
+        json!({"name": "checked__echo", "arguments": wrong}),
+    )
+    .await;
+    assert_eq!(called["error"]["code"], -32602, "{called}");
+    let message = called["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("/issue_number") && message.contains("number"),
+        "{message}"
+    );
+    let problems = called["error"]["data"]["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{called}");
+    assert_eq!(problems[0]["path"], "/issue_number");
+    assert_eq!(problems[0]["keyword"], "type");
+    // Through the call_tool meta-tool too.
+    let meta = mcp(
+        &d,
+        &session,
+        3,
+        "tools/call",
+        json!({"name": "call_tool", "arguments": {"name": "checked__echo", "arguments": wrong}}),
+    )
+    .await;
+    assert_eq!(meta["error"]["code"], -32602, "{meta}");
+
+    // The opted-out server gets what it is sent.
+    let (status, body) = rest_call(&d, "lax__echo", json!({"issue_number": "x"})).await;
+    assert_eq!(status, 200, "{body}");
+
+    // The audit log records the refusals without the values sent.
+    let calls = audit_calls_of(&d, "checked", 4).await;
+    let refused: Vec<&Value> = calls
+        .iter()
+        .filter(|c| {
+            c["result"]
+                .as_str()
+                .is_some_and(|r| r.contains("Invalid arguments"))
+        })
+        .collect();
+    assert_eq!(refused.len(), 3, "{calls:?}");
+    assert!(
+        !serde_json::to_string(&calls)
+            .unwrap()
+            .contains("secret-seven"),
+        "{calls:?}"
+    );
+
+    // A changed definition is checked as it now is.
+    let mut looser = strict_echo("add_issue_comment");
+    looser[0]["inputSchema"]["required"] = json!(["owner"]);
+    write_tools(&tools_file, looser);
+    register(
+        &d,
+        fixture_server(
+            "changing",
+            &["--tools-file", tools],
+            json!({"pinning": "off"}),
+        ),
+    )
+    .await;
+    wait_status(&d, "changing", "CONNECTED", UP).await;
+    wait_tools(&d, "changing", "listed", |t| tool(t, "echo").is_some()).await;
+    let (status, body) = rest_call(&d, "changing__echo", json!({"owner": "o"})).await;
+    assert_eq!(status, 200, "{body}");
+    write_tools(&tools_file, strict_echo("add_issue_comment"));
+    reconnect(&d, "changing").await;
+    let end = std::time::Instant::now() + UP;
+    loop {
+        let (status, body) = rest_call(&d, "changing__echo", json!({"owner": "o"})).await;
+        if status == 422 {
+            break;
+        }
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            std::time::Instant::now() < end,
+            "the new schema never applied"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    drop(d);
+
+    // Without the flag, only a server that asks is checked.
+    let d = Daemon::start_in(&temp.path().join("data2"), &[]);
+    serve_strict_echo(
+        &d,
+        tools,
+        &[
+            ("asks", json!({"validate_arguments": true})),
+            ("default", json!({})),
+        ],
+    )
+    .await;
+    let (status, body) = rest_call(&d, "asks__echo", json!({})).await;
+    assert_eq!(status, 422, "{body}");
+    let (status, body) = rest_call(&d, "default__echo", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+}

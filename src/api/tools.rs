@@ -104,7 +104,7 @@ pub async fn call_tool(
 }
 
 async fn call_error(state: &AppState, err: CallError) -> Response {
-    let detail = err.to_string();
+    let detail = err.to_caller();
     let (status, extra) = match &err {
         CallError::UnknownTool(_) | CallError::UnknownServer(_) | CallError::UnknownProfile(_) => {
             (StatusCode::NOT_FOUND, json!({}))
@@ -133,6 +133,14 @@ async fn call_error(state: &AppState, err: CallError) -> Response {
         CallError::NeedsLogin { server, .. } => (
             StatusCode::SERVICE_UNAVAILABLE,
             json!({"server": {"name": server}, "needs_login": true}),
+        ),
+        CallError::InvalidArguments {
+            tool,
+            server,
+            problems,
+        } => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"tool": tool, "server": {"name": server}, "problems": problems}),
         ),
         CallError::Limited { server, limit } => (
             StatusCode::TOO_MANY_REQUESTS,

@@ -147,6 +147,11 @@ pub(super) struct RoutingArgs {
     /// which server, how long, ok or the error; never arguments or results).
     #[arg(long, env = "MCP_AGGREGATOR_NO_CALL_AUDIT")]
     pub(super) no_call_audit: bool,
+    /// Check each call's arguments against the tool's inputSchema before sending it; a call that
+    /// does not match is refused with -32602 (422 on the admin API) naming the field. A server's
+    /// own `trust.validate_arguments` overrides this either way.
+    #[arg(long, env = "MCP_AGGREGATOR_VALIDATE_ARGUMENTS")]
+    pub(super) validate_arguments: bool,
 }
 
 impl RoutingArgs {
@@ -174,6 +179,7 @@ impl RoutingArgs {
             search: search.setting(),
             graph_from: search.graph_from,
             audit_calls: !self.no_call_audit,
+            validate_arguments: self.validate_arguments,
         }
     }
 }

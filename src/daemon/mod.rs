@@ -209,6 +209,9 @@ pub struct FrontDoorOptions {
     pub graph_from: usize,
     /// Whether tool calls are recorded in the audit log.
     pub audit_calls: bool,
+    /// Whether calls' arguments are checked against the tool's schema,
+    /// for servers that do not say (`--validate-arguments`).
+    pub validate_arguments: bool,
 }
 
 impl Default for FrontDoorOptions {
@@ -226,6 +229,7 @@ impl Default for FrontDoorOptions {
             search: crate::index::SearchSetting::default(),
             graph_from: crate::index::GRAPH_FROM,
             audit_calls: true,
+            validate_arguments: false,
         }
     }
 }
@@ -307,6 +311,7 @@ impl Stack {
             front_door.startup_wait,
         )
         .await;
+        router.check_arguments_by_default(front_door.validate_arguments);
         if front_door.audit_calls {
             router.audit_calls(registry.clone());
         }

@@ -100,6 +100,14 @@ impl From<CallError> for RpcFailure {
             | CallError::UnknownPrompt(_)
             | CallError::UnknownProfile(_)
             | CallError::UnknownReference => RpcFailure::invalid(err.to_string()),
+            CallError::InvalidArguments {
+                ref tool,
+                ref server,
+                ref problems,
+            } => {
+                let data = json!({"tool": tool, "server": server, "problems": problems});
+                RpcFailure::with_data(INVALID_PARAMS, err.to_caller(), data)
+            }
             CallError::Ambiguous { ref candidates, .. } => {
                 let data = json!({"candidates": candidates});
                 RpcFailure::with_data(INVALID_PARAMS, err.to_string(), data)

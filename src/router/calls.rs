@@ -222,6 +222,10 @@ impl Router {
         let (table, route) = self
             .resolve_in_view(name, server, caller.profile.as_deref())
             .await?;
+        // Before anything reaches the server: a call refused here neither
+        // (re)connects it nor uses up its limits.
+        self.check_arguments(&table, &route, name, arguments.as_ref())
+            .await?;
         let session = self.session_for(&table, route.server_id).await?;
         let limits = table
             .server(route.server_id)

@@ -172,6 +172,7 @@ mod tests {
                     priority: *priority,
                     registered_at: base - Duration::seconds(*age),
                     limits: Arc::default(),
+                    validate_arguments: None,
                 },
             );
             for tool in ["search", format!("only_{name}").as_str()] {

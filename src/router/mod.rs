@@ -3,6 +3,7 @@
 //! goes: an explicit server, then a namespaced name (wire name or tool id,
 //! by table lookup — never by splitting), then a unique original name.
 
+mod arguments;
 pub mod cache;
 mod call_audit;
 mod calls;
@@ -58,6 +59,18 @@ pub enum CallError {
     /// names what to do.
     #[error("{reason}")]
     NeedsLogin { server: String, reason: String },
+    /// The arguments do not match the tool's `inputSchema` (checked
+    /// before the call is sent). Shown with the values masked: this text
+    /// goes to logs; callers get `arguments::summary` unmasked.
+    #[error(
+        "Invalid arguments for tool {tool}: {}",
+        crate::trust::arguments::summary(problems, true)
+    )]
+    InvalidArguments {
+        tool: String,
+        server: String,
+        problems: Vec<crate::trust::ArgumentProblem>,
+    },
     /// Over one of the server's limits, with no room within its wait.
     #[error("Server {server} is at its limit of {limit}; try again shortly")]
     Limited { server: String, limit: String },
@@ -87,6 +100,18 @@ pub enum CallError {
 }
 
 impl CallError {
+    /// What the caller is told: `Display`, except that the values a call
+    /// sent are shown (the caller sent them) where logs mask them.
+    pub fn to_caller(&self) -> String {
+        match self {
+            CallError::InvalidArguments { tool, problems, .. } => format!(
+                "Invalid arguments for tool {tool}: {}",
+                crate::trust::arguments::summary(problems, false)
+            ),
+            other => other.to_string(),
+        }
+    }
+
     /// The server the call reached or named, when the error knows it.
     pub fn server(&self) -> Option<&str> {
         match self {
@@ -95,6 +120,8 @@ impl CallError {
             | CallError::Interrupted { server, .. }
             | CallError::NeedsLogin { server, .. }
             | CallError::TimedOut { server, .. }
+            | CallError::InvalidArguments { server, .. }
+            | CallError::Limited { server, .. }
             | CallError::Server { server, .. } => Some(server),
             _ => None,
         }
@@ -140,6 +167,8 @@ pub struct Router {
     call_audit: Arc<std::sync::OnceLock<call_audit::CallAudit>>,
     /// Each limited server's calls in flight and call starts.
     limiters: Arc<limits::Limiters>,
+    /// Whether arguments are checked by default, and compiled schemas.
+    arguments: Arc<arguments::ArgumentChecks>,
 }
 
 /// How long, by default, a list or call made while `auto_connect` servers
@@ -168,6 +197,7 @@ impl Router {
             startup_wait,
             call_audit: Arc::default(),
             limiters: Arc::default(),
+            arguments: Arc::default(),
         };
         router.rebuild().await;
         router.spawn_maintainer();

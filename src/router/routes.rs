@@ -32,6 +32,9 @@ pub struct ServerEntry {
     pub registered_at: chrono::DateTime<chrono::Utc>,
     /// Its call limits (`trust.limits`).
     pub limits: Arc<crate::model::CallLimits>,
+    /// Whether its calls' arguments are checked (`trust.validate_arguments`;
+    /// unset: the daemon's default).
+    pub validate_arguments: Option<bool>,
 }
 
 /// Where a namespaced resource URI or prompt name goes.

@@ -85,6 +85,17 @@ impl ListedTools {
     pub fn is_empty(&self) -> bool {
         self.routes.is_empty()
     }
+
+    /// A listed tool's definition hash and, when the table holds them, its
+    /// definition as listed.
+    pub fn definition(&self, route: &Route) -> Option<(u64, Option<&RawValue>)> {
+        let at = self
+            .routes
+            .binary_search_by(|listed| listed.tool_id.cmp(&route.tool_id))
+            .ok()?;
+        let held = self.held.as_ref().and_then(|held| held.get(at));
+        Some((*self.hashes.get(at)?, held.map(|d| &**d)))
+    }
 }
 
 /// What the table is built from (tools apart: they are read in place).
@@ -130,6 +141,7 @@ impl RouteTable {
                     priority: server.priority,
                     registered_at: server.registered_at,
                     limits: Arc::new(server.trust.limits.clone()),
+                    validate_arguments: server.trust.validate_arguments,
                 },
             );
         }
