@@ -10,13 +10,17 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::extract::{Actor, PathParam};
 use crate::http_error::{ErrorBody, HttpError};
-use crate::model::{Decision, Finding, Hold, PinPolicy, ToolRecord};
+use crate::model::{CatalogKind, Decision, Finding, HeldItem, Hold, PinPolicy, ToolRecord};
 use crate::trust::FieldChange;
 
 /// A tool as the trust checks see it: whether it is offered, what was
 /// approved, what changed since, and what the poisoning checks found.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ToolChanges {
+    /// `tool`, `prompt` or `resource_template`.
+    pub kind: &'static str,
+    /// A tool's id (`server.tool`), or a prompt's (`prompt:server.name`) or
+    /// resource template's (`template:server:uriTemplate`).
     pub tool_id: String,
     pub server: String,
     /// The name clients see (when offered).
@@ -56,30 +60,72 @@ pub struct DecisionRequest {
     pub fingerprint: Option<String>,
 }
 
+/// What changed in a tool's definition since it was approved.
 async fn changes_of(state: &AppState, tool: ToolRecord) -> Result<ToolChanges, HttpError> {
     let pin = state.registry.tool_pin(&tool).await?;
+    let definition = tool.definition.value();
+    Ok(ToolChanges {
+        kind: "tool",
+        tool_id: tool.id.clone(),
+        server: tool.server_name.clone(),
+        wire_name: tool.wire_name.clone().filter(|_| tool.refused.is_none()),
+        ..described(
+            state,
+            tool.server_id,
+            &definition,
+            pin,
+            tool.hold,
+            tool.findings,
+        )
+        .await?
+    })
+}
+
+/// What changed in a prompt's or resource template's definition since it
+/// was approved.
+async fn item_changes_of(state: &AppState, item: HeldItem) -> Result<ToolChanges, HttpError> {
+    let pin = state.registry.item_pin(&item).await?;
+    let (hold, findings) = match item.trust.clone() {
+        Some(trust) => (Some(trust.hold), trust.findings),
+        None => (None, Vec::new()),
+    };
+    Ok(ToolChanges {
+        kind: item.kind.as_str(),
+        tool_id: item.id(),
+        server: item.server_name.clone(),
+        wire_name: None,
+        ..described(state, item.server_id, &item.definition, pin, hold, findings).await?
+    })
+}
+
+/// A definition against its pin: the server's policy, the state, the
+/// fingerprints, what changed word by word (the item's names left blank).
+async fn described(
+    state: &AppState,
+    server_id: crate::model::ServerId,
+    definition: &serde_json::Value,
+    pin: Option<crate::model::Pin>,
+    hold: Option<Hold>,
+    findings: Vec<Finding>,
+) -> Result<ToolChanges, HttpError> {
     let pinning = state
         .registry
-        .get(&tool.server_id.to_string())
+        .get(&server_id.to_string())
         .await?
         .trust
         .pinning;
-    let definition = tool.definition.value();
-    let current = crate::trust::pinned_fields(&definition);
+    let current = crate::trust::pinned_fields(definition);
     let approved_fields = pin
         .as_ref()
         .map_or(serde_json::Value::Null, |p| p.definition.clone());
     Ok(ToolChanges {
-        tool_id: tool.id.clone(),
-        server: tool.server_name.clone(),
-        wire_name: tool.wire_name.clone().filter(|_| tool.refused.is_none()),
+        kind: "",
+        tool_id: String::new(),
+        server: String::new(),
+        wire_name: None,
         pinning,
-        state: if tool.hold.is_some() {
-            "held"
-        } else {
-            "offered"
-        },
-        fingerprint: crate::trust::fingerprint(&definition),
+        state: if hold.is_some() { "held" } else { "offered" },
+        fingerprint: crate::trust::fingerprint(definition),
         approved: pin.map(|p| Approval {
             fingerprint: p.fingerprint,
             approved_at: p.approved_at,
@@ -87,17 +133,21 @@ async fn changes_of(state: &AppState, tool: ToolRecord) -> Result<ToolChanges, H
             rejected: p.rejected,
         }),
         changes: crate::trust::changes(&approved_fields, &current),
-        findings: tool.findings,
-        hold: tool.hold,
+        findings,
+        hold,
     })
 }
 
-/// What changed in a tool's definition since it was approved.
+/// Whether `id` names a prompt or resource template rather than a tool.
+fn names_item(id: &str) -> bool {
+    CatalogKind::parse_item_id(id).is_some()
+}
+
 #[utoipa::path(
     get,
     path = "/api/v1/aggregator/tools/{id}/changes",
     tag = "tools",
-    params(("id" = String, Path, description = "Tool id (server.tool) or the name clients see")),
+    params(("id" = String, Path, description = "Tool id (server.tool) or the name clients see; or a prompt (prompt:server.name) or resource template (template:server:uriTemplate)")),
     responses(
         (status = 200, body = ToolChanges),
         (status = 404, description = "Tool not found", body = ErrorBody),
@@ -107,6 +157,10 @@ pub async fn tool_changes(
     State(state): State<AppState>,
     PathParam(id): PathParam<String>,
 ) -> Result<Json<ToolChanges>, HttpError> {
+    if names_item(&id) {
+        let item = state.registry.find_item(&id).await?;
+        return Ok(Json(item_changes_of(&state, item).await?));
+    }
     let tool = state.registry.find_tool(&id).await?;
     Ok(Json(changes_of(&state, tool).await?))
 }
@@ -127,6 +181,9 @@ pub async fn held_tools(
     for tool in held {
         out.push(changes_of(&state, tool).await?);
     }
+    for item in state.registry.held_items().await? {
+        out.push(item_changes_of(&state, item).await?);
+    }
     Ok(Json(out))
 }
 
@@ -146,6 +203,14 @@ async fn decide(
     request: DecisionRequest,
     decision: Decision,
 ) -> Result<Json<ToolChanges>, HttpError> {
+    if names_item(&id) {
+        let item = state.registry.find_item(&id).await?;
+        let decided = state
+            .registry
+            .decide_item(&item, request.fingerprint, decision, &actor)
+            .await?;
+        return Ok(Json(item_changes_of(&state, decided).await?));
+    }
     let tool = state.registry.find_tool(&id).await?;
     let decided = state
         .registry
@@ -159,7 +224,7 @@ async fn decide(
     post,
     path = "/api/v1/aggregator/tools/{id}/approve",
     tag = "tools",
-    params(("id" = String, Path, description = "Tool id (server.tool) or the name clients see")),
+    params(("id" = String, Path, description = "Tool id (server.tool) or the name clients see; or a prompt (prompt:server.name) or resource template (template:server:uriTemplate)")),
     request_body(content = Option<DecisionRequest>, description = "The fingerprint looked at (optional)"),
     responses(
         (status = 200, body = ToolChanges),
@@ -184,7 +249,7 @@ pub async fn approve_tool(
     post,
     path = "/api/v1/aggregator/tools/{id}/reject",
     tag = "tools",
-    params(("id" = String, Path, description = "Tool id (server.tool) or the name clients see")),
+    params(("id" = String, Path, description = "Tool id (server.tool) or the name clients see; or a prompt (prompt:server.name) or resource template (template:server:uriTemplate)")),
     request_body(content = Option<DecisionRequest>, description = "The fingerprint looked at (optional)"),
     responses(
         (status = 200, body = ToolChanges),

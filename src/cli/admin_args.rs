@@ -137,14 +137,17 @@ pub(super) struct ToolsArgs {
 
 #[derive(Debug, Subcommand)]
 pub(super) enum ToolsCommand {
-    /// List the tools held back by the trust checks (changed, new, or flagged as poisoned).
+    /// List the tools, prompts and resource templates held back by the trust checks (changed, new, or flagged as poisoned).
     #[command(
-        after_help = "Examples:\n  mcp-aggregator tools held\n  mcp-aggregator tools held --json"
+        after_help = "Examples:\n  mcp-aggregator tools held\n  mcp-aggregator tools held --json\n\n\
+Prompts are named prompt:SERVER.NAME and resource templates template:SERVER:URI_TEMPLATE; \
+diff, approve and reject take those names too."
     )]
     Held(ClientArgs),
     /// Show what changed in a tool's definition since it was approved, word by word, and what the poisoning checks found.
     #[command(
-        after_help = "Examples:\n  mcp-aggregator tools diff github.create_issue\n  mcp-aggregator tools diff github__create_issue --json\n\n\
+        after_help = "Examples:\n  mcp-aggregator tools diff github.create_issue\n  mcp-aggregator tools diff github__create_issue --json\n  \
+mcp-aggregator tools diff prompt:github.triage\n\n\
 Removed words are shown as [-like this-], added ones as {+like this+}."
     )]
     Diff(ToolNameArgs),
@@ -162,7 +165,8 @@ With --fingerprint (from `tools diff`), the approval is refused if the server ch
 
 #[derive(Debug, Args)]
 pub(super) struct ToolNameArgs {
-    /// The tool's id (server.tool) or the name MCP clients see (server__tool).
+    /// The tool's id (server.tool) or the name MCP clients see (server__tool); a prompt's
+    /// (prompt:server.name) or a resource template's (template:server:uriTemplate).
     pub(super) name: String,
     #[command(flatten)]
     pub(super) client: ClientArgs,
@@ -170,7 +174,8 @@ pub(super) struct ToolNameArgs {
 
 #[derive(Debug, Args)]
 pub(super) struct ToolDecisionArgs {
-    /// The tool's id (server.tool) or the name MCP clients see (server__tool).
+    /// The tool's id (server.tool) or the name MCP clients see (server__tool); a prompt's
+    /// (prompt:server.name) or a resource template's (template:server:uriTemplate).
     pub(super) name: String,
     /// Decide only if the definition is still this one (as `tools diff` showed it).
     #[arg(long, value_name = "FINGERPRINT")]

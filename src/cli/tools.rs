@@ -20,7 +20,7 @@ pub(super) async fn tools(args: ToolsArgs) -> Result<ExitCode, CliError> {
             if client_args.json {
                 println!("{}", Value::from(held));
             } else if held.is_empty() {
-                println!("no tool is held back");
+                println!("nothing is held back");
             } else {
                 let rows = held
                     .iter()

@@ -31,7 +31,9 @@ pub use skill::{
 pub use status::{InvalidTransition, ServerStatus, StatusTrigger};
 pub use storage::StorageStatus;
 pub use token::{NamedToken, TokenName, TokenScope};
-pub use tool::{CatalogDiff, CatalogKind, RefusedItem, ToolRecord};
+pub use tool::{
+    CatalogDiff, CatalogKind, HeldItem, ITEM_TRUST_FIELD, ItemTrust, RefusedItem, ToolRecord,
+};
 pub use trust::{
     CallLimits, Decision, Finding, Hold, HoldReason, Pin, PinPolicy, Severity, TrustSettings,
 };

@@ -184,6 +184,88 @@ impl CatalogKind {
             CatalogKind::Prompt => "name",
         }
     }
+
+    /// Whether its items are pinned and checked like tools: prompts and
+    /// resource templates are text a model reads; a resource's content is
+    /// data, read when asked for.
+    pub fn is_pinned(self) -> bool {
+        !matches!(self, CatalogKind::Resource)
+    }
+
+    /// Its items' ids' prefix where tools and items are named together
+    /// (`prompt:SERVER.NAME`, `template:SERVER:URI_TEMPLATE`), and the
+    /// separator between server and item.
+    pub fn id_prefix(self) -> (&'static str, char) {
+        match self {
+            CatalogKind::Resource => ("resource:", ':'),
+            CatalogKind::ResourceTemplate => ("template:", ':'),
+            CatalogKind::Prompt => ("prompt:", '.'),
+        }
+    }
+
+    /// An item's id: `prompt:fx.greet`, `template:fx:file:///{path}`.
+    pub fn item_id(self, server: &str, key: &str) -> String {
+        let (prefix, separator) = self.id_prefix();
+        format!("{prefix}{server}{separator}{key}")
+    }
+
+    /// The kind, server and key an item id names.
+    pub fn parse_item_id(id: &str) -> Option<(CatalogKind, &str, &str)> {
+        [CatalogKind::Prompt, CatalogKind::ResourceTemplate]
+            .into_iter()
+            .find_map(|kind| {
+                let (prefix, separator) = kind.id_prefix();
+                let (server, key) = id.strip_prefix(prefix)?.split_once(separator)?;
+                Some((kind, server, key))
+            })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CatalogKind::Resource => "resource",
+            CatalogKind::ResourceTemplate => "resource_template",
+            CatalogKind::Prompt => "prompt",
+        }
+    }
+}
+
+/// Where a held prompt's or resource template's hold is kept, inside the
+/// item as stored (never passed to clients: a held item is not listed).
+pub const ITEM_TRUST_FIELD: &str = "io.github.mcp-aggregator/trust";
+
+/// A held item's hold and what the poisoning checks found in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ItemTrust {
+    pub hold: super::Hold,
+    #[serde(default)]
+    pub findings: Vec<super::Finding>,
+}
+
+impl ItemTrust {
+    /// The hold an item as stored carries.
+    pub fn of(item: &Value) -> Option<ItemTrust> {
+        serde_json::from_value(item.get(ITEM_TRUST_FIELD)?.clone()).ok()
+    }
+}
+
+/// A held prompt or resource template, as the user is shown it.
+#[derive(Debug, Clone)]
+pub struct HeldItem {
+    pub server_id: ServerId,
+    pub server_name: String,
+    pub kind: CatalogKind,
+    /// Its name (a prompt) or URI template.
+    pub key: String,
+    /// The item as the server offered it (without the trust field).
+    pub definition: Value,
+    /// `None` once approved.
+    pub trust: Option<ItemTrust>,
+}
+
+impl HeldItem {
+    pub fn id(&self) -> String {
+        self.kind.item_id(&self.server_name, &self.key)
+    }
 }
 
 /// What a discovery changed in one list.

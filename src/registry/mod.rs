@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::model::{
-    AuditEntry, AuditFilter, ConnectionHistoryEntry, Decision, NamedToken, Pin, ServerId,
+    AuditEntry, AuditFilter, ConnectionHistoryEntry, Decision, HeldItem, NamedToken, Pin, ServerId,
     ServerRecord, ServerStatus, StatusTrigger, ToolRecord,
 };
 /// What the store answers; the front doors tell a full disk from the rest.
@@ -248,6 +248,45 @@ impl Registry {
     /// Every tool held back by the trust checks.
     pub async fn held_tools(&self) -> Result<Vec<ToolRecord>, RegistryError> {
         self.blocking(|store| Ok(store.held_tools()?)).await
+    }
+
+    /// A prompt or resource template by its id (`prompt:SERVER.NAME`,
+    /// `template:SERVER:URI_TEMPLATE`), held or not.
+    pub async fn find_item(&self, id: &str) -> Result<HeldItem, RegistryError> {
+        let id = id.to_owned();
+        self.blocking(move |store| Ok(store.find_item(&id)?)).await
+    }
+
+    /// A prompt's or resource template's approved definition, if any.
+    pub async fn item_pin(&self, item: &HeldItem) -> Result<Option<Pin>, RegistryError> {
+        let item = item.clone();
+        self.blocking(move |store| Ok(store.item_pin(&item)?)).await
+    }
+
+    /// Every prompt and resource template held back by the trust checks.
+    pub async fn held_items(&self) -> Result<Vec<HeldItem>, RegistryError> {
+        self.blocking(|store| Ok(store.held_items()?)).await
+    }
+
+    /// `decide_tool` for a prompt or resource template.
+    pub async fn decide_item(
+        &self,
+        item: &HeldItem,
+        fingerprint: Option<String>,
+        decision: Decision,
+        actor: &str,
+    ) -> Result<HeldItem, RegistryError> {
+        let (item, actor) = (item.clone(), actor.to_owned());
+        let decided = self
+            .blocking(move |store| {
+                Ok(store.decide_item(&item, fingerprint.as_deref(), decision, &actor)?)
+            })
+            .await?;
+        let _ = self.events.send(RegistryEvent::TrustDecided {
+            id: decided.server_id,
+            name: decided.server_name.clone(),
+        });
+        Ok(decided)
     }
 
     /// Approves or rejects a tool's current definition (the one with

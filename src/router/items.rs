@@ -103,11 +103,20 @@ impl Router {
             self.settle().await;
             table = self.table();
         }
+        let profile = caller.profile.as_deref();
         let route = table
             .route_prompt(name)
-            .filter(|route| self.admits_server(caller.profile.as_deref(), route.server_id))
+            .filter(|route| self.admits_server(profile, route.server_id))
             .cloned()
-            .ok_or_else(|| CallError::UnknownPrompt(name.to_owned()))?;
+            .ok_or_else(|| match table.withheld_prompt(name) {
+                Some((server, reason)) if self.admits_server(profile, *server) => {
+                    CallError::Withheld {
+                        name: name.to_owned(),
+                        reason: reason.to_string(),
+                    }
+                }
+                _ => CallError::UnknownPrompt(name.to_owned()),
+            })?;
         let session = self.session_for(&table, route.server_id).await?;
         let mut params = json!({"name": route.original.as_ref()});
         if let Some(arguments) = arguments {

@@ -37,7 +37,7 @@ pub enum CallError {
     #[error("Tool not found: {0}")]
     UnknownTool(String),
     /// The tool is kept but not offered: `reason` says why and what to do.
-    #[error("Tool {name} is not offered: {reason}")]
+    #[error("{name} is not offered: {reason}")]
     Withheld { name: String, reason: String },
     #[error("Server not found: {0}")]
     UnknownServer(String),

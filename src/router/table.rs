@@ -33,6 +33,9 @@ pub struct RouteTable {
     /// Tools kept but not offered (held back by the trust checks, or
     /// refused), by wire name and tool id: why, for a call naming one.
     pub(super) withheld: HashMap<Arc<str>, Arc<str>>,
+    /// Prompts held back by the trust checks, by namespaced name: whose,
+    /// and why.
+    pub(super) withheld_prompts: HashMap<String, (ServerId, Arc<str>)>,
     /// `tools/list` for clients.
     pub tools: ListedTools,
     pub resources: Arc<Vec<Value>>,
@@ -290,6 +293,10 @@ impl RouteTable {
             let Some(server) = available(&id) else {
                 continue;
             };
+            // Held back by the trust checks: not offered.
+            if item.get(crate::model::ITEM_TRUST_FIELD).is_some() {
+                continue;
+            }
             if let Some(namespaced) = rename(&mut item, "uriTemplate", |uri| {
                 format!("{server}{RESOURCE_SEPARATOR}{uri}")
             }) {
@@ -310,6 +317,15 @@ impl RouteTable {
             let Some(server) = available(&id) else {
                 continue;
             };
+            if let Some(trust) = crate::model::ItemTrust::of(&item) {
+                if let Some(name) = item.get("name").and_then(Value::as_str) {
+                    table.withheld_prompts.insert(
+                        format!("{server}{PROMPT_SEPARATOR}{name}"),
+                        (id, Arc::from(trust.hold.message)),
+                    );
+                }
+                continue;
+            }
             if let Some(own) = item.get("name").and_then(Value::as_str) {
                 prompt_offers.entry(own.to_owned()).or_default().push(id);
             }
@@ -461,6 +477,11 @@ impl RouteTable {
 
     pub fn prompt_route(&self, name: &str) -> Option<&ItemRoute> {
         self.prompt_routes.get(name)
+    }
+
+    /// Why a prompt is held back, and whose it is, if it is.
+    pub fn withheld_prompt(&self, name: &str) -> Option<&(ServerId, Arc<str>)> {
+        self.withheld_prompts.get(name)
     }
 
     /// A namespaced resource URI for `server`'s `uri`.

@@ -71,7 +71,9 @@ pub(super) const RESOURCE_TEMPLATES: TableDefinition<(u128, &str), &[u8]> =
     TableDefinition::new("resource_templates");
 pub(super) const PROMPTS: TableDefinition<(u128, &str), &[u8]> = TableDefinition::new("prompts");
 
-fn table_for(kind: CatalogKind) -> TableDefinition<'static, (u128, &'static str), &'static [u8]> {
+pub(super) fn table_for(
+    kind: CatalogKind,
+) -> TableDefinition<'static, (u128, &'static str), &'static [u8]> {
     match kind {
         CatalogKind::Resource => RESOURCES,
         CatalogKind::ResourceTemplate => RESOURCE_TEMPLATES,
@@ -124,7 +126,7 @@ impl Store {
         let existing = tools_of(&txn, key)?;
         let now = Utc::now();
         let mut diff = CatalogDiff::default();
-        let mut trust = super::pins::TrustPass::begin(&txn, key, &server)?;
+        let mut trust = super::pins::TrustPass::begin(&txn, key, &server, None)?;
         // Later duplicates of a name replace earlier ones, as a map would.
         let mut incoming: BTreeMap<&str, (std::borrow::Cow<'_, Value>, Option<String>)> =
             BTreeMap::new();
@@ -315,6 +317,16 @@ impl Store {
         let txn = db.begin_write()?;
         let key = server_id.as_u128();
         let mut diff = CatalogDiff::default();
+        // Prompts and templates are pinned and checked like tools.
+        let mut trust = match self.server_in(&txn, key)? {
+            Some(server) if kind.is_pinned() => {
+                let mut pass = super::pins::TrustPass::begin(&txn, key, &server, Some(kind))?;
+                let aliases = txn.open_table(WIRE_NAMES)?;
+                pass.load_context(&aliases, key, std::iter::empty())?;
+                Some((pass, server.name))
+            }
+            _ => None,
+        };
         {
             let mut table = txn.open_table(table_for(kind))?;
             let mut existing: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -330,6 +342,18 @@ impl Store {
                 if !seen.insert(id.to_owned()) {
                     continue;
                 }
+                let judged;
+                let item = match &mut trust {
+                    Some((pass, server_name)) => {
+                        let old = existing
+                            .get(id)
+                            .and_then(|bytes| decode::<Value>(bytes).ok())
+                            .and_then(|old| crate::model::ItemTrust::of(&old));
+                        judged = judge_item(&txn, pass, kind, server_name, id, item, old)?;
+                        &judged
+                    }
+                    None => item,
+                };
                 let bytes = encode(item)?;
                 match existing.get(id) {
                     Some(old) if *old == bytes => diff.unchanged += 1,
@@ -344,6 +368,9 @@ impl Store {
                     table.remove((key, id.as_str()))?;
                 }
             }
+        }
+        if let Some((pass, _)) = trust {
+            pass.finish(&txn, complete, self.audit_max_bytes)?;
         }
         if diff.changed() {
             bump_generation(&txn)?;
@@ -602,4 +629,59 @@ fn touch_last_sync(txn: &WriteTransaction) -> Result<(), StoreError> {
     let now_ms = u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0);
     txn.open_table(META)?.insert(META_LAST_SYNC_MS, now_ms)?;
     Ok(())
+}
+
+/// A prompt or resource template judged by the trust pass: as the server
+/// offered it, or with its hold (and findings) in `ITEM_TRUST_FIELD`.
+fn judge_item(
+    txn: &redb::WriteTransaction,
+    pass: &mut super::pins::TrustPass,
+    kind: CatalogKind,
+    server_name: &str,
+    key: &str,
+    item: &Value,
+    old: Option<crate::model::ItemTrust>,
+) -> Result<Value, StoreError> {
+    let mut offered = item.clone();
+    if let Value::Object(fields) = &mut offered {
+        // A server cannot plant a hold (or lift one) in what it lists.
+        fields.remove(crate::model::ITEM_TRUST_FIELD);
+    }
+    if pass.policy() == crate::model::PinPolicy::Off && old.is_none() {
+        return Ok(offered);
+    }
+    let id = kind.item_id(server_name, key);
+    let judged = super::pins::Judged {
+        pin_key: super::pins::item_key(kind, key),
+        what: item_what(kind, &id),
+        id,
+        definition: &offered,
+    };
+    let mut findings = Vec::new();
+    let hold = pass.judge(
+        txn,
+        &judged,
+        old.as_ref().map(|t| &t.hold),
+        &mut findings,
+        true,
+    )?;
+    if let (Some(hold), Value::Object(fields)) = (hold, &mut offered) {
+        let trust = crate::model::ItemTrust { hold, findings };
+        fields.insert(
+            crate::model::ITEM_TRUST_FIELD.to_owned(),
+            serde_json::to_value(&trust).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+        );
+    }
+    Ok(offered)
+}
+
+/// What a user is told a prompt or template is: `prompt fx.greet`,
+/// `resource template fx:file:///{path}`.
+pub(super) fn item_what(kind: CatalogKind, id: &str) -> String {
+    let (prefix, _) = kind.id_prefix();
+    format!(
+        "{} {}",
+        kind.as_str().replace('_', " "),
+        id.strip_prefix(prefix).unwrap_or(id)
+    )
 }

@@ -10,9 +10,11 @@ use super::audit::{append_audit, audit_entry};
 use super::catalog::TOOLS;
 use super::codec::{decode, encode};
 use super::meta::{bump_catalog_generation, bump_generation};
-use super::pins::{PINS, hold, new_pin, pin_in, put_pin, tool_key};
+use super::pins::{PINS, hold, hold_of, item_key, new_pin, pin_in, put_pin, tool_key};
 use super::{Store, StoreError};
-use crate::model::{Decision, HoldReason, Pin, ServerId, ToolRecord};
+use crate::model::{
+    CatalogKind, Decision, HeldItem, HoldReason, ItemTrust, Pin, ServerId, ToolRecord,
+};
 
 impl Store {
     /// The pin of a tool (`None`: never approved).
@@ -72,21 +74,13 @@ impl Store {
                 "approve"
             }
             Decision::Reject => {
-                let mut pin = pin_in(&txn, key, &pin_key)?.unwrap_or_else(|| Pin {
-                    fingerprint: String::new(),
-                    definition: Value::Null,
-                    approved_at: Utc::now(),
-                    approved_by: String::new(),
-                    rejected: None,
-                });
-                if pin.fingerprint == current {
-                    return Err(StoreError::Stale(format!(
-                        "tool {} is the definition approved; there is no change to reject",
-                        record.id
-                    )));
-                }
-                pin.rejected = Some(current.clone());
-                put_pin(&txn, key, &pin_key, &pin)?;
+                pin_rejection(
+                    &txn,
+                    key,
+                    &pin_key,
+                    &current,
+                    &format!("tool {}", record.id),
+                )?;
                 let held = hold(HoldReason::Rejected, &record.id, &current);
                 record.refused = Some(held.message.clone());
                 record.hold = Some(held);
@@ -165,4 +159,201 @@ impl Store {
             None => Err(StoreError::ToolNotFound(name.to_owned())),
         }
     }
+}
+
+impl Store {
+    /// A prompt or resource template a user names by its id
+    /// (`prompt:SERVER.NAME`, `template:SERVER:URI_TEMPLATE`), held or not.
+    pub fn find_item(&self, id: &str) -> Result<HeldItem, StoreError> {
+        let not_found = || StoreError::ToolNotFound(id.to_owned());
+        let (kind, server, key) = CatalogKind::parse_item_id(id).ok_or_else(not_found)?;
+        let db = self.db()?;
+        let txn = db.begin_read()?;
+        let names = txn.open_table(super::servers::SERVER_NAMES)?;
+        let server_id = names.get(server)?.ok_or_else(not_found)?.value();
+        let table = txn.open_table(super::catalog::table_for(kind))?;
+        let found = table.get((server_id, key))?.ok_or_else(not_found)?;
+        Ok(held_item(
+            ServerId::from_u128(server_id),
+            server,
+            kind,
+            key,
+            decode(found.value())?,
+        ))
+    }
+
+    /// The pin of a prompt or resource template (`None`: never approved).
+    pub fn item_pin(&self, item: &HeldItem) -> Result<Option<Pin>, StoreError> {
+        let db = self.db()?;
+        let txn = db.begin_read()?;
+        let table = txn.open_table(PINS)?;
+        let pin_key = item_key(item.kind, &item.key);
+        let found = table.get((item.server_id.as_u128(), pin_key.as_str()))?;
+        found.map(|bytes| decode(bytes.value())).transpose()
+    }
+
+    /// The prompts and resource templates held back, of every server.
+    pub fn held_items(&self) -> Result<Vec<HeldItem>, StoreError> {
+        let db = self.db()?;
+        let txn = db.begin_read()?;
+        let names: std::collections::HashMap<u128, String> = {
+            let table = txn.open_table(super::servers::SERVER_NAMES)?;
+            let mut names = std::collections::HashMap::new();
+            for entry in table.iter()? {
+                let (name, id) = entry?;
+                names.insert(id.value(), name.value().to_owned());
+            }
+            names
+        };
+        let mut held = Vec::new();
+        for kind in [CatalogKind::Prompt, CatalogKind::ResourceTemplate] {
+            let table = txn.open_table(super::catalog::table_for(kind))?;
+            for entry in table.iter()? {
+                let (key, bytes) = entry?;
+                let marker = crate::model::ITEM_TRUST_FIELD.as_bytes();
+                if !bytes.value().windows(marker.len()).any(|w| w == marker) {
+                    continue;
+                }
+                let (server, item_key) = key.value();
+                let server_name = names.get(&server).map_or("", String::as_str);
+                let item = held_item(
+                    ServerId::from_u128(server),
+                    server_name,
+                    kind,
+                    item_key,
+                    decode(bytes.value())?,
+                );
+                if item.trust.is_some() {
+                    held.push(item);
+                }
+            }
+        }
+        Ok(held)
+    }
+
+    /// `decide_tool` for a prompt or resource template.
+    pub fn decide_item(
+        &self,
+        item: &HeldItem,
+        fingerprint: Option<&str>,
+        decision: Decision,
+        actor: &str,
+    ) -> Result<HeldItem, StoreError> {
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
+        let server = item.server_id.as_u128();
+        let id = item.id();
+        let stored: Value = {
+            let table = txn.open_table(super::catalog::table_for(item.kind))?;
+            let found = table.get((server, item.key.as_str()))?;
+            match found {
+                Some(bytes) => decode(bytes.value())?,
+                None => return Err(StoreError::ToolNotFound(id)),
+            }
+        };
+        let mut current_item = held_item(
+            item.server_id,
+            &item.server_name,
+            item.kind,
+            &item.key,
+            stored,
+        );
+        let current = crate::trust::fingerprint(&current_item.definition);
+        if let Some(expected) = fingerprint
+            && expected != current
+        {
+            return Err(StoreError::Stale(format!(
+                "{id} changed again (now {current}, not {expected}): look at it again before deciding"
+            )));
+        }
+        let pin_key = item_key(item.kind, &item.key);
+        let action = match decision {
+            Decision::Approve => {
+                put_pin(
+                    &txn,
+                    server,
+                    &pin_key,
+                    &new_pin(&current_item.definition, current.clone(), actor),
+                )?;
+                current_item.trust = None;
+                "approve"
+            }
+            Decision::Reject => {
+                pin_rejection(&txn, server, &pin_key, &current, &id)?;
+                let what = super::catalog::item_what(item.kind, &id);
+                current_item.trust = Some(ItemTrust {
+                    hold: hold_of(HoldReason::Rejected, &what, &id, &current),
+                    findings: current_item
+                        .trust
+                        .take()
+                        .map(|t| t.findings)
+                        .unwrap_or_default(),
+                });
+                "reject"
+            }
+        };
+        let mut stored = current_item.definition.clone();
+        if let (Some(trust), Value::Object(fields)) = (&current_item.trust, &mut stored) {
+            fields.insert(
+                crate::model::ITEM_TRUST_FIELD.to_owned(),
+                serde_json::to_value(trust).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            );
+        }
+        txn.open_table(super::catalog::table_for(item.kind))?
+            .insert((server, item.key.as_str()), encode(&stored)?.as_slice())?;
+        let mut entry = audit_entry(actor, action, &item.server_name, "ok");
+        entry.details = Some(format!("{id} {current}"));
+        append_audit(&txn, self.audit_max_bytes, entry)?;
+        bump_generation(&txn)?;
+        txn.commit()?;
+        Ok(current_item)
+    }
+}
+
+/// An item as stored, its trust field taken out.
+fn held_item(
+    server_id: ServerId,
+    server_name: &str,
+    kind: CatalogKind,
+    key: &str,
+    mut stored: Value,
+) -> HeldItem {
+    let trust = ItemTrust::of(&stored);
+    if let Value::Object(fields) = &mut stored {
+        fields.remove(crate::model::ITEM_TRUST_FIELD);
+    }
+    HeldItem {
+        server_id,
+        server_name: server_name.to_owned(),
+        kind,
+        key: key.to_owned(),
+        definition: stored,
+        trust,
+    }
+}
+
+/// Records that the definition with fingerprint `current` was rejected
+/// (it stays held until the server changes it); `Stale` if it is the one
+/// approved.
+fn pin_rejection(
+    txn: &redb::WriteTransaction,
+    server: u128,
+    pin_key: &str,
+    current: &str,
+    what: &str,
+) -> Result<(), StoreError> {
+    let mut pin = pin_in(txn, server, pin_key)?.unwrap_or_else(|| Pin {
+        fingerprint: String::new(),
+        definition: Value::Null,
+        approved_at: Utc::now(),
+        approved_by: String::new(),
+        rejected: None,
+    });
+    if pin.fingerprint == current {
+        return Err(StoreError::Stale(format!(
+            "{what} is the definition approved; there is no change to reject"
+        )));
+    }
+    pin.rejected = Some(current.to_owned());
+    put_pin(txn, server, pin_key, &pin)
 }

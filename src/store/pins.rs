@@ -11,17 +11,39 @@ use serde_json::Value;
 use super::StoreError;
 use super::audit::{append_audit, audit_entry};
 use super::codec::{decode, encode};
-use crate::model::{AuditEntry, Hold, HoldReason, Pin, PinPolicy, ServerRecord, ToolRecord};
+use crate::model::{
+    AuditEntry, CatalogKind, Finding, Hold, HoldReason, Pin, PinPolicy, ServerRecord, ToolRecord,
+};
 use crate::trust::{PinAction, ScanContext};
 
 pub(super) const PINS: TableDefinition<(u128, &str), &[u8]> = TableDefinition::new("pins");
 
-/// The marker of a server whose definitions were approved once.
+/// The marker of a server whose tools were approved once.
 const APPROVED_MARKER: &str = "";
 
 /// The pin key of a tool.
 pub(super) fn tool_key(name: &str) -> String {
     format!("tool:{name}")
+}
+
+/// The pin key of a prompt (`prompt:NAME`) or resource template
+/// (`template:URI`).
+pub(super) fn item_key(kind: CatalogKind, key: &str) -> String {
+    let prefix = match kind {
+        CatalogKind::Prompt => "prompt",
+        CatalogKind::ResourceTemplate => "template",
+        CatalogKind::Resource => "resource",
+    };
+    format!("{prefix}:{key}")
+}
+
+/// The marker of a server whose prompts (or templates) were approved once:
+/// each list is trusted on its own first complete listing.
+fn approved_marker(kind: Option<CatalogKind>) -> String {
+    match kind {
+        None => APPROVED_MARKER.to_owned(),
+        Some(kind) => format!("approved:{}", item_key(kind, "")),
+    }
 }
 
 pub(super) fn pin_in(
@@ -45,16 +67,17 @@ pub(super) fn put_pin(
     Ok(())
 }
 
-pub(super) fn server_approved(txn: &WriteTransaction, server: u128) -> Result<bool, StoreError> {
-    Ok(txn
-        .open_table(PINS)?
-        .get((server, APPROVED_MARKER))?
-        .is_some())
+fn server_approved(txn: &WriteTransaction, server: u128, marker: &str) -> Result<bool, StoreError> {
+    Ok(txn.open_table(PINS)?.get((server, marker))?.is_some())
 }
 
-pub(super) fn mark_server_approved(txn: &WriteTransaction, server: u128) -> Result<(), StoreError> {
+fn mark_server_approved(
+    txn: &WriteTransaction,
+    server: u128,
+    marker: &str,
+) -> Result<(), StoreError> {
     txn.open_table(PINS)?
-        .insert((server, APPROVED_MARKER), b"{}".as_slice())?;
+        .insert((server, marker), b"{}".as_slice())?;
     Ok(())
 }
 
@@ -79,7 +102,14 @@ pub(super) fn new_pin(definition: &Value, fingerprint: String, approved_by: &str
 pub(crate) fn hold_message(reason: HoldReason, item: &str, tool_id: &str) -> String {
     let why = match reason {
         HoldReason::Changed => format!("{item} changed since it was approved"),
-        HoldReason::New => format!("{item} is new since this server's tools were approved"),
+        HoldReason::New => {
+            let list = match item.split(' ').next() {
+                Some("prompt") => "prompts",
+                Some("resource") => "resource templates",
+                _ => "tools",
+            };
+            format!("{item} is new since this server's {list} were approved")
+        }
         HoldReason::Findings => {
             format!("{item}'s definition looks like it gives the model hidden instructions")
         }
@@ -90,11 +120,17 @@ pub(crate) fn hold_message(reason: HoldReason, item: &str, tool_id: &str) -> Str
     )
 }
 
-/// A hold of the current definition.
+/// A hold of a tool's current definition.
 pub(super) fn hold(reason: HoldReason, tool_id: &str, fingerprint: &str) -> Hold {
+    hold_of(reason, &format!("tool {tool_id}"), tool_id, fingerprint)
+}
+
+/// A hold of an item's current definition (`what`: `tool fx.add`,
+/// `prompt fx.greet`; `id`: what approves it).
+pub(super) fn hold_of(reason: HoldReason, what: &str, id: &str, fingerprint: &str) -> Hold {
     Hold {
         reason,
-        message: hold_message(reason, &format!("tool {tool_id}"), tool_id),
+        message: hold_message(reason, what, id),
         fingerprint: fingerprint.to_owned(),
         since: Utc::now(),
     }
@@ -106,26 +142,49 @@ pub(super) struct TrustPass {
     server: u128,
     server_name: String,
     policy: PinPolicy,
-    /// The server's definitions were approved before this listing.
+    /// The list whose first complete listing marks it approved.
+    marker: String,
+    /// The server's definitions (of this list) were approved before this
+    /// listing.
     approved: bool,
     context: ScanContext,
     audits: Vec<AuditEntry>,
 }
 
+/// One definition as the pass judges it.
+pub(super) struct Judged<'a> {
+    /// Its pin key (`tool:NAME`, `prompt:NAME`, `template:URI`).
+    pub pin_key: String,
+    /// What the user is told it is (`tool fx.add`).
+    pub what: String,
+    /// What approves it (`fx.add`, `prompt:fx.greet`).
+    pub id: String,
+    pub definition: &'a Value,
+}
+
 impl TrustPass {
+    /// The pass over a listing of tools (`kind` `None`) or of a server's
+    /// prompts or resource templates.
     pub(super) fn begin(
         txn: &WriteTransaction,
         server: u128,
         record: &ServerRecord,
+        kind: Option<CatalogKind>,
     ) -> Result<TrustPass, StoreError> {
+        let marker = approved_marker(kind);
         Ok(TrustPass {
             server,
             server_name: record.name.clone(),
             policy: record.trust.pinning,
-            approved: server_approved(txn, server)?,
+            approved: server_approved(txn, server, &marker)?,
+            marker,
             context: ScanContext::default(),
             audits: Vec::new(),
         })
+    }
+
+    pub(super) fn policy(&self) -> PinPolicy {
+        self.policy
     }
 
     /// The names the shadowing check compares against: every other
@@ -168,75 +227,21 @@ impl TrustPass {
             return Ok(false);
         }
         let before = (record.hold.clone(), record.findings.len());
-        let fingerprint = crate::trust::fingerprint(definition);
-        let pin_key = tool_key(&record.original_name);
-        let pin = pin_in(txn, self.server, &pin_key)?;
-        let approved_as_is = pin.as_ref().is_some_and(|p| p.fingerprint == fingerprint);
-        if rescan || !approved_as_is {
-            record.findings = crate::trust::scan_definition(definition, &self.context);
-        }
-        let verdict = crate::trust::judge(
-            self.policy,
-            self.approved,
-            pin.as_ref()
-                .map(|p| (p.fingerprint.as_str(), p.rejected.as_deref())),
-            &fingerprint,
-            &record.findings,
-        );
-        match verdict.pin {
-            PinAction::Keep => {}
-            PinAction::Pin => put_pin(
-                txn,
-                self.server,
-                &pin_key,
-                &new_pin(definition, fingerprint.clone(), "trust-on-first-use"),
-            )?,
-            PinAction::Flag => {
-                put_pin(
-                    txn,
-                    self.server,
-                    &pin_key,
-                    &new_pin(definition, fingerprint.clone(), "warn-policy"),
-                )?;
-                let what = if pin.is_some() { "changed" } else { "new" };
-                self.audit(
-                    "definition_flagged",
-                    format!(
-                        "tool {} is {what} ({fingerprint}); let through (pinning: warn)",
-                        record.original_name
-                    ),
-                );
-            }
-        }
-        match verdict.hold {
-            Some(reason) => {
-                let mut held = hold(reason, &record.id, &fingerprint);
-                if let Some(old) = &record.hold
-                    && old.reason == reason
-                    && old.fingerprint == fingerprint
-                {
-                    held.since = old.since;
-                } else {
-                    let rules: Vec<&str> = record
-                        .findings
-                        .iter()
-                        .filter(|f| f.severity == crate::model::Severity::High)
-                        .map(|f| f.rule.as_str())
-                        .collect();
-                    self.audit(
-                        "quarantine",
-                        format!(
-                            "tool {} held ({}{}) {fingerprint}",
-                            record.original_name,
-                            reason.as_str(),
-                            if rules.is_empty() {
-                                String::new()
-                            } else {
-                                format!(": {}", rules.join(", "))
-                            }
-                        ),
-                    );
-                }
+        let item = Judged {
+            pin_key: tool_key(&record.original_name),
+            what: format!("tool {}", record.id),
+            id: record.id.clone(),
+            definition,
+        };
+        let hold = self.judge(
+            txn,
+            &item,
+            record.hold.as_ref(),
+            &mut record.findings,
+            rescan,
+        )?;
+        match hold {
+            Some(held) => {
                 record.refused = base_refusal.clone().or_else(|| Some(held.message.clone()));
                 record.hold = Some(held);
             }
@@ -246,6 +251,90 @@ impl TrustPass {
             }
         }
         Ok(before != (record.hold.clone(), record.findings.len()))
+    }
+
+    /// Scans (when `rescan`, or when the definition is not the one
+    /// approved; `findings` are then replaced), judges and pins one
+    /// definition: its hold, if it is held back. `old` is its hold before
+    /// this listing (a hold unchanged keeps its time and is not audited
+    /// again).
+    pub(super) fn judge(
+        &mut self,
+        txn: &WriteTransaction,
+        item: &Judged<'_>,
+        old: Option<&Hold>,
+        findings: &mut Vec<Finding>,
+        rescan: bool,
+    ) -> Result<Option<Hold>, StoreError> {
+        let fingerprint = crate::trust::fingerprint(item.definition);
+        let pin = pin_in(txn, self.server, &item.pin_key)?;
+        let approved_as_is = pin.as_ref().is_some_and(|p| p.fingerprint == fingerprint);
+        if rescan || !approved_as_is {
+            *findings = crate::trust::scan_definition(item.definition, &self.context);
+        }
+        let verdict = crate::trust::judge(
+            self.policy,
+            self.approved,
+            pin.as_ref()
+                .map(|p| (p.fingerprint.as_str(), p.rejected.as_deref())),
+            &fingerprint,
+            findings,
+        );
+        match verdict.pin {
+            PinAction::Keep => {}
+            PinAction::Pin => put_pin(
+                txn,
+                self.server,
+                &item.pin_key,
+                &new_pin(item.definition, fingerprint.clone(), "trust-on-first-use"),
+            )?,
+            PinAction::Flag => {
+                put_pin(
+                    txn,
+                    self.server,
+                    &item.pin_key,
+                    &new_pin(item.definition, fingerprint.clone(), "warn-policy"),
+                )?;
+                let change = if pin.is_some() { "changed" } else { "new" };
+                self.audit(
+                    "definition_flagged",
+                    format!(
+                        "{} is {change} ({fingerprint}); let through (pinning: warn)",
+                        item.what
+                    ),
+                );
+            }
+        }
+        let Some(reason) = verdict.hold else {
+            return Ok(None);
+        };
+        let mut held = hold_of(reason, &item.what, &item.id, &fingerprint);
+        match old {
+            Some(old) if old.reason == reason && old.fingerprint == fingerprint => {
+                held.since = old.since;
+            }
+            _ => {
+                let rules: Vec<&str> = findings
+                    .iter()
+                    .filter(|f| f.severity == crate::model::Severity::High)
+                    .map(|f| f.rule.as_str())
+                    .collect();
+                self.audit(
+                    "quarantine",
+                    format!(
+                        "{} held ({}{}) {fingerprint}",
+                        item.what,
+                        reason.as_str(),
+                        if rules.is_empty() {
+                            String::new()
+                        } else {
+                            format!(": {}", rules.join(", "))
+                        }
+                    ),
+                );
+            }
+        }
+        Ok(Some(held))
     }
 
     fn audit(&mut self, action: &str, details: String) {
@@ -263,7 +352,7 @@ impl TrustPass {
         audit_max_bytes: u64,
     ) -> Result<(), StoreError> {
         if complete && !self.approved && self.policy != PinPolicy::Off {
-            mark_server_approved(txn, self.server)?;
+            mark_server_approved(txn, self.server, &self.marker)?;
         }
         for entry in self.audits {
             append_audit(txn, audit_max_bytes, entry)?;
