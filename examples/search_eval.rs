@@ -7,8 +7,9 @@
 //! `--misses` lists the hybrid mode's queries whose answer is not first.
 
 use mcp_aggregator::eval::{
-    CaseResult, build_index, case_of, classify_skills, held_out_servers, load_cases, load_catalog,
-    metrics, run,
+    CaseResult, IntentMetrics, build_index, case_of, classify_skills, held_out_servers,
+    intent_metrics, load_cases, load_catalog, load_compound, metrics, ranking,
+    reciprocal_rank_fusion, run,
 };
 use mcp_aggregator::index::{Levers, Normalisation, SearchMode, Weights};
 use std::path::Path;
@@ -88,6 +89,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if std::env::args().any(|a| a == "--levers") {
         levers(&root, &index, &cases)?;
+    }
+    if std::env::args().any(|a| a == "--compound") {
+        compound(&root, &index, &cases)?;
     }
     if show_misses {
         println!();
@@ -197,5 +201,122 @@ fn levers(
         }
     }
     index.set_levers(Levers::default());
+    Ok(())
+}
+
+/// A request and its intents, each a list of right tool ids.
+type Request = (String, Vec<Vec<String>>);
+
+/// Requests with one intent (`queries.jsonl`) and with several
+/// (`compound.jsonl`, tuning and held-out splits), each ranking scored by
+/// nDCG@10 against the classic baselines: BM25, the dense model alone and
+/// their reciprocal rank fusion.
+fn compound(
+    root: &Path,
+    index: &mcp_aggregator::index::SearchIndex,
+    single: &[mcp_aggregator::eval::EvalCase],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let compound = load_compound(&root.join("compound.jsonl"))?;
+    let mut splits: Vec<(&str, Vec<Request>)> = vec![(
+        "one intent (queries.jsonl)",
+        single
+            .iter()
+            .map(|c| (c.query.clone(), vec![c.expected.clone()]))
+            .collect(),
+    )];
+    for split in ["tuning", "held_out"] {
+        splits.push((
+            if split == "tuning" {
+                "compound, tuning"
+            } else {
+                "compound, held out"
+            },
+            compound
+                .iter()
+                .filter(|c| c.split == split)
+                .map(|c| (c.query.clone(), c.intents.clone()))
+                .collect(),
+        ));
+    }
+    println!(
+        "\n| ranking | requests | n | nDCG@10 | intents@5 | intents@10 | all intents@10 |\n| --- | --- | --- | --- | --- | --- | --- |"
+    );
+    let without_intents = Levers {
+        intents: false,
+        ..Levers::default()
+    };
+    for (name, cases) in &splits {
+        let mut rows: Vec<(&str, IntentMetrics)> = Vec::new();
+        let score = |rankings: &[Vec<String>]| {
+            intent_metrics(
+                cases
+                    .iter()
+                    .zip(rankings)
+                    .map(|((_, wanted), ranked)| (wanted.as_slice(), ranked.as_slice())),
+            )
+        };
+        index.set_levers(Levers::OFF);
+        let keyword: Vec<Vec<String>> = cases
+            .iter()
+            .map(|(q, _)| ranking(index, q, SearchMode::Keyword, 100))
+            .collect::<Result<_, _>>()?;
+        let dense: Vec<Vec<String>> = cases
+            .iter()
+            .map(|(q, _)| ranking(index, q, SearchMode::Semantic, 100))
+            .collect::<Result<_, _>>()?;
+        let fused: Vec<Vec<String>> = keyword
+            .iter()
+            .zip(&dense)
+            .map(|(k, d)| reciprocal_rank_fusion(&[k.clone(), d.clone()]))
+            .collect();
+        rows.push(("BM25 (baseline)", score(&keyword)));
+        rows.push(("MiniLM alone (baseline)", score(&dense)));
+        rows.push(("RRF of both (baseline)", score(&fused)));
+        let best_baseline = rows
+            .iter()
+            .map(|(_, m)| m.ndcg_at_10)
+            .fold(0.0f64, f64::max);
+        for (label, levers) in [
+            ("hybrid, one search per request", without_intents),
+            ("hybrid, intents (shipped)", Levers::default()),
+        ] {
+            index.set_levers(levers);
+            let ranked: Vec<Vec<String>> = cases
+                .iter()
+                .map(|(q, _)| ranking(index, q, SearchMode::Hybrid, 10))
+                .collect::<Result<_, _>>()?;
+            rows.push((label, score(&ranked)));
+        }
+        for (label, m) in rows {
+            println!(
+                "| {label} | {name} | {} | {:.3} ({:.2}x) | {:.3} | {:.3} | {:.3} |",
+                m.cases,
+                m.ndcg_at_10,
+                m.ndcg_at_10 / best_baseline.max(f64::EPSILON),
+                m.intents_at_5,
+                m.intents_at_10,
+                m.complete_at_10
+            );
+        }
+    }
+    index.set_levers(Levers::default());
+    if std::env::args().any(|a| a == "--misses") {
+        println!();
+        // The tuning split's only: the held-out one is never looked into.
+        for (query, wanted) in splits.iter().skip(1).take(1).flat_map(|(_, c)| c) {
+            let ranked = ranking(index, query, SearchMode::Hybrid, 10)?;
+            let missing: Vec<&Vec<String>> = wanted
+                .iter()
+                .filter(|g| !ranked.iter().take(5).any(|id| g.contains(id)))
+                .collect();
+            if !missing.is_empty() {
+                println!(
+                    "{query}\n  intents {:?}\n  missing from the top 5 {missing:?}\n  got {:?}",
+                    mcp_aggregator::index::intents::intents(query),
+                    &ranked[..ranked.len().min(6)]
+                );
+            }
+        }
+    }
     Ok(())
 }

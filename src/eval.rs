@@ -86,7 +86,114 @@ pub fn load_catalog(dir: &Path) -> Result<Vec<CatalogServer>, EvalError> {
         .collect()
 }
 
+/// A request that asks for several things at once (`eval/compound.jsonl`):
+/// one list of right tool ids per thing asked (any of a list counts).
+#[derive(Debug, Clone, Deserialize)]
+pub struct CompoundCase {
+    pub query: String,
+    pub intents: Vec<Vec<String>>,
+    /// `tuning` or `held_out`.
+    pub split: String,
+}
+
+/// Figures over requests with one or more intents each.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct IntentMetrics {
+    pub cases: usize,
+    /// nDCG@10, each intent's first right tool a relevant result.
+    pub ndcg_at_10: f64,
+    /// Share of intents with a right tool in the top 5 / 10.
+    pub intents_at_5: f64,
+    pub intents_at_10: f64,
+    /// Share of requests with every intent answered in the top 10.
+    pub complete_at_10: f64,
+}
+
+/// Scores rankings (best first) against each request's intents.
+pub fn intent_metrics<'a>(
+    cases: impl IntoIterator<Item = (&'a [Vec<String>], &'a [String])>,
+) -> IntentMetrics {
+    let mut m = IntentMetrics::default();
+    let mut intents = 0usize;
+    for (wanted, ranking) in cases {
+        m.cases += 1;
+        intents += wanted.len();
+        let ranks: Vec<Option<usize>> = wanted
+            .iter()
+            .map(|group| ranking.iter().take(10).position(|id| group.contains(id)))
+            .collect();
+        let dcg: f64 = ranks
+            .iter()
+            .flatten()
+            .map(|p| 1.0 / ((*p as f64) + 2.0).log2())
+            .sum();
+        let ideal: f64 = (0..wanted.len().min(10))
+            .map(|p| 1.0 / ((p as f64) + 2.0).log2())
+            .sum();
+        if ideal > 0.0 {
+            m.ndcg_at_10 += dcg / ideal;
+        }
+        m.intents_at_5 += ranks.iter().flatten().filter(|p| **p < 5).count() as f64;
+        m.intents_at_10 += ranks.iter().flatten().count() as f64;
+        m.complete_at_10 += f64::from(u8::from(ranks.iter().all(Option::is_some)));
+    }
+    if m.cases > 0 {
+        m.ndcg_at_10 /= m.cases as f64;
+        m.complete_at_10 /= m.cases as f64;
+    }
+    if intents > 0 {
+        m.intents_at_5 /= intents as f64;
+        m.intents_at_10 /= intents as f64;
+    }
+    m
+}
+
+/// The tool ids `index` ranks for `query`, best first.
+pub fn ranking(
+    index: &SearchIndex,
+    query: &str,
+    mode: SearchMode,
+    limit: usize,
+) -> Result<Vec<String>, EvalError> {
+    let outcome = index.search(&SearchRequest {
+        query: query.to_owned(),
+        limit,
+        mode,
+        servers: None,
+        skills: None,
+        tools: None,
+        include_external: true,
+    })?;
+    Ok(outcome
+        .hits
+        .iter()
+        .map(|h| h.doc.tool_id.to_string())
+        .collect())
+}
+
+/// Reciprocal rank fusion (k = 60) of rankings: the classic baseline of
+/// a keyword and a dense ranking put together.
+pub fn reciprocal_rank_fusion(rankings: &[Vec<String>]) -> Vec<String> {
+    let mut scores: std::collections::HashMap<&str, f64> = std::collections::HashMap::new();
+    for ranking in rankings {
+        for (rank, id) in ranking.iter().enumerate() {
+            *scores.entry(id).or_default() += 1.0 / (60.0 + rank as f64 + 1.0);
+        }
+    }
+    let mut fused: Vec<(&str, f64)> = scores.into_iter().collect();
+    fused.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    fused.into_iter().map(|(id, _)| id.to_owned()).collect()
+}
+
+pub fn load_compound(path: &Path) -> Result<Vec<CompoundCase>, EvalError> {
+    load_lines(path)
+}
+
 pub fn load_cases(path: &Path) -> Result<Vec<EvalCase>, EvalError> {
+    load_lines(path)
+}
+
+fn load_lines<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, EvalError> {
     let text = std::fs::read_to_string(path).map_err(|e| EvalError::Input {
         path: path.display().to_string(),
         message: e.to_string(),
@@ -172,20 +279,7 @@ pub fn run(
     cases
         .iter()
         .map(|case| {
-            let outcome = index.search(&SearchRequest {
-                query: case.query.clone(),
-                limit: 10,
-                mode,
-                servers: None,
-                skills: None,
-                tools: None,
-                include_external: true,
-            })?;
-            let top: Vec<String> = outcome
-                .hits
-                .iter()
-                .map(|h| h.doc.tool_id.to_string())
-                .collect();
+            let top = ranking(index, &case.query, mode, 10)?;
             let rank = top
                 .iter()
                 .position(|id| case.expected.contains(id))

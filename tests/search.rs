@@ -570,12 +570,7 @@ async fn meta_tools_over_http_with_expose_all_and_auto() {
     wait_status(&d, "fx", "CONNECTED", UP).await;
     wait_indexed(&d, common::FIXED as u64 + 3).await;
     let session = mcp_session(&d).await;
-    let list = mcp_call(
-        &d,
-        &session,
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-    )
-    .await;
+    let list = list_over_http(&d, &session).await;
     let listed = tool_names(&list["result"]);
     assert_eq!(listed.len(), common::FIXED + 3 + common::META, "{listed:?}");
     assert!(listed.ends_with(&["search_tools".to_owned(), "call_tool".to_owned()]));
@@ -601,12 +596,7 @@ async fn meta_tools_over_http_with_expose_all_and_auto() {
     register(&d, fixture("fx", &[])).await;
     wait_status(&d, "fx", "CONNECTED", UP).await;
     let session = mcp_session(&d).await;
-    let list = mcp_call(
-        &d,
-        &session,
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-    )
-    .await;
+    let list = list_over_http(&d, &session).await;
     assert_eq!(tool_names(&list["result"]), ["search_tools", "call_tool"]);
 }
 
@@ -845,4 +835,228 @@ async fn past_the_threshold_a_saved_graph_answers_like_the_scan_and_survives_a_c
     let (status, answer) = search(&d, json!({"query": "tool number 42", "mode": "semantic"})).await;
     assert_eq!(status, 200, "{answer}");
     assert!(names(&answer).is_empty(), "{answer}");
+}
+
+fn tool_definition(name: &str, description: &str) -> Value {
+    json!({"name": name, "description": description,
+           "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}})
+}
+
+const COMPOUND: &str = "Read the file notes.txt from disk. Also tell me the current time in Tokyo";
+
+/// Two fixture servers with tools of their own, in a config file.
+fn compound_config(dir: &std::path::Path) -> std::path::PathBuf {
+    let servers = [
+        (
+            "files",
+            json!([
+                tool_definition(
+                    "read_file",
+                    "Read the complete contents of a file from disk."
+                ),
+                tool_definition(
+                    "write_file",
+                    "Create a new file or overwrite a file with new content."
+                ),
+                tool_definition(
+                    "list_directory",
+                    "List the files and folders in a directory."
+                ),
+                // Each of these says something of both things asked: one
+                // search of the whole request ranks them first.
+                tool_definition(
+                    "file_times",
+                    "Show the times a file on disk was created, last read and modified, in any timezone."
+                ),
+                tool_definition(
+                    "touch_file",
+                    "Set a file's access and modification time on disk to the current time."
+                ),
+            ]),
+        ),
+        (
+            "clock",
+            json!([
+                tool_definition(
+                    "get_current_time",
+                    "Get the current time in a given timezone."
+                ),
+                tool_definition("convert_time", "Convert a time between two timezones."),
+            ]),
+        ),
+    ];
+    let mut entries = serde_json::Map::new();
+    for (name, tools) in servers {
+        let file = dir.join(format!("{name}.json"));
+        std::fs::write(&file, tools.to_string()).unwrap();
+        entries.insert(
+            name.to_owned(),
+            json!({"command": FIXTURE, "args": ["--tools-file", file.to_str().unwrap()]}),
+        );
+    }
+    let config = dir.join("servers.json");
+    std::fs::write(&config, json!({"mcpServers": entries}).to_string()).unwrap();
+    config
+}
+
+/// What search_tools found: the tool names in its structured result.
+fn found_names(result: &Value) -> Vec<String> {
+    names(&result["structuredContent"])
+}
+
+/// `tools/list` over /mcp.
+async fn list_over_http(d: &Daemon, session: &str) -> Value {
+    mcp_call(
+        d,
+        session,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    )
+    .await
+}
+
+fn sorted(mut names: Vec<String>) -> Vec<String> {
+    names.sort();
+    names
+}
+
+/// `--expose search` with pins: the pinned tools are listed beside the
+/// meta-tools, and a request that asks for two things finds both tools in
+/// its first two results — through /mcp, the REST search and stdio.
+#[tokio::test]
+async fn compound_requests_and_pinned_tools_through_both_front_doors() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = compound_config(temp.path());
+    let pins = ["--pin", "server:clock", "--pin", "files.read_*"];
+    let pinned = [
+        "clock__convert_time",
+        "clock__get_current_time",
+        "files__read_file",
+        "search_tools",
+        "call_tool",
+    ];
+    let both = ["clock__get_current_time", "files__read_file"];
+
+    let mut args = vec!["--expose", "search", "--config", config.to_str().unwrap()];
+    args.extend(pins);
+    let d = Daemon::start_in(&temp.path().join("http"), &args);
+    wait_status(&d, "files", "CONNECTED", UP).await;
+    wait_status(&d, "clock", "CONNECTED", UP).await;
+    wait_settled(&d, 7).await;
+    let session = mcp_session(&d).await;
+    let list = list_over_http(&d, &session).await;
+    let listed = tool_names(&list["result"]);
+    assert_eq!(
+        sorted(listed.clone()),
+        sorted(pinned.map(str::to_owned).to_vec())
+    );
+    assert!(listed.ends_with(&["search_tools".to_owned(), "call_tool".to_owned()]));
+    // search_tools names the skills the catalog has.
+    let search_tools = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "search_tools")
+        .unwrap();
+    assert!(
+        search_tools["description"]
+            .as_str()
+            .unwrap()
+            .contains("Skills present (tools): "),
+        "{search_tools}"
+    );
+    assert!(search_tools["inputSchema"]["properties"]["skills"].is_object());
+    let answer = mcp_call(
+        &d,
+        &session,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "search_tools", "arguments": {"query": COMPOUND, "limit": 2}}}),
+    )
+    .await;
+    assert_eq!(sorted(found_names(&answer["result"])), both, "{answer}");
+    // One call is enough: each result carries its schema.
+    assert_eq!(
+        answer["result"]["structuredContent"]["tools"][0]["inputSchema"]["type"],
+        "object"
+    );
+    let (status, found) = search(&d, json!({"query": COMPOUND, "limit": 2})).await;
+    assert_eq!(status, 200, "{found}");
+    assert_eq!(
+        sorted(names(&found)),
+        ["clock.get_current_time", "files.read_file"],
+        "{found}"
+    );
+    // A skill filter that matches nothing finds nothing; a wrong type is
+    // a mistake the model can read.
+    let answer = mcp_call(&d, &session, json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "search_tools", "arguments": {"query": COMPOUND, "skills": ["no_such_skill"]}}})).await;
+    assert_eq!(
+        found_names(&answer["result"]),
+        Vec::<String>::new(),
+        "{answer}"
+    );
+    let answer = mcp_call(
+        &d,
+        &session,
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "search_tools", "arguments": {"query": COMPOUND, "skills": "files"}}}),
+    )
+    .await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    drop(d);
+
+    // The same through stdio.
+    let data = temp.path().join("stdio");
+    let mut args = vec![
+        "stdio",
+        "--expose",
+        "search",
+        "--config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        data.to_str().unwrap(),
+    ];
+    args.extend(pins);
+    let mut client = StdioClient::start(&args).await;
+    let end = Instant::now() + UP;
+    let mut id = 10;
+    loop {
+        id += 1;
+        let list = client.request(id, "tools/list", json!({})).await;
+        if tool_names(&list).len() == pinned.len() {
+            assert_eq!(
+                sorted(tool_names(&list)),
+                sorted(pinned.map(str::to_owned).to_vec())
+            );
+            break;
+        }
+        assert!(Instant::now() < end, "{list}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    loop {
+        id += 1;
+        let result = client
+            .request(
+                id,
+                "tools/call",
+                json!({"name": "search_tools", "arguments": {"query": COMPOUND, "limit": 2}}),
+            )
+            .await;
+        if sorted(found_names(&result)) == both {
+            break;
+        }
+        assert!(Instant::now() < end, "{result}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(client.stdin);
+    let _ = tokio::time::timeout(UP, client.child.wait()).await;
+
+    // A selector of an unknown kind stops the daemon at start.
+    let output = std::process::Command::new(BIN)
+        .args(["serve", "--pin", "servr:clock", "--data-dir"])
+        .arg(temp.path().join("bad"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("unknown kind \"servr\""), "{stderr}");
 }

@@ -4,8 +4,11 @@
 //! search_eval`; these floors sit a little under them so quality cannot
 //! slip unnoticed.
 
-use mcp_aggregator::eval::{build_index, classify_skills, load_cases, load_catalog, metrics, run};
-use mcp_aggregator::index::SearchMode;
+use mcp_aggregator::eval::{
+    build_index, classify_skills, intent_metrics, load_cases, load_catalog, load_compound, metrics,
+    ranking, run,
+};
+use mcp_aggregator::index::{Levers, SearchIndex, SearchMode};
 use std::path::Path;
 
 #[test]
@@ -35,4 +38,38 @@ fn search_quality_holds_its_floors() {
             m.mrr_at_10
         );
     }
+
+    // Requests that ask for two or three things at once: searched per
+    // intent they rank every intent's tools higher than one search of the
+    // whole request does (eval/compound.jsonl, both splits).
+    let compound = load_compound(&root.join("compound.jsonl")).unwrap();
+    assert!(compound.len() >= 60, "{} compound requests", compound.len());
+    let score = |index: &SearchIndex| {
+        let ranked: Vec<Vec<String>> = compound
+            .iter()
+            .map(|c| ranking(index, &c.query, SearchMode::Hybrid, 10).unwrap())
+            .collect();
+        intent_metrics(
+            compound
+                .iter()
+                .zip(&ranked)
+                .map(|(c, r)| (c.intents.as_slice(), r.as_slice())),
+        )
+    };
+    let with_intents = score(&index);
+    index.set_levers(Levers {
+        intents: false,
+        ..Levers::default()
+    });
+    let whole_only = score(&index);
+    index.set_levers(Levers::default());
+    assert!(
+        with_intents.ndcg_at_10 >= 0.84
+            && with_intents.complete_at_10 >= 0.9
+            && with_intents.ndcg_at_10 >= whole_only.ndcg_at_10 + 0.04,
+        "compound requests: nDCG@10 {:.3} per intent (floor 0.84), {:.3} as one search; every intent in the top 10 {:.3} (floor 0.9)",
+        with_intents.ndcg_at_10,
+        whole_only.ndcg_at_10,
+        with_intents.complete_at_10
+    );
 }

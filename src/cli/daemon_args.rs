@@ -5,9 +5,10 @@ use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use super::parse::{duration, http_url, seconds};
+use super::parse::{duration, http_url, pin_selector, seconds};
 use crate::daemon::{self, DEFAULT_LISTEN, LISTEN_ENV};
 use crate::mcp::meta::{DEFAULT_EXPOSE_THRESHOLD, Expose, ExposeMode};
+use crate::model::pins::Pins;
 use crate::paths::DATA_DIR_ENV;
 use crate::router::ConflictStrategy;
 
@@ -143,6 +144,17 @@ pub(super) struct RoutingArgs {
     /// Tool count above which --expose auto offers only the meta-tools.
     #[arg(long, env = "MCP_AGGREGATOR_EXPOSE_THRESHOLD", value_name = "N", default_value_t = DEFAULT_EXPOSE_THRESHOLD)]
     pub(super) expose_threshold: usize,
+    /// Tools listed beside search_tools and call_tool even when --expose offers only those
+    /// (repeatable, or comma-separated): `server:NAME`, `skill:ID`, `tool:ID` or a bare tool id or
+    /// wire name; `*` and `?` match any characters (e.g. `--pin server:time --pin 'github.*issue*'`).
+    #[arg(
+        long = "pin",
+        env = "MCP_AGGREGATOR_PIN",
+        value_name = "SELECTOR",
+        value_delimiter = ',',
+        value_parser = pin_selector
+    )]
+    pub(super) pins: Vec<String>,
     /// Do not record tool calls in the audit log (by default each call is: who, which tool of
     /// which server, how long, ok or the error; never arguments or results).
     #[arg(long, env = "MCP_AGGREGATOR_NO_CALL_AUDIT")]
@@ -169,6 +181,12 @@ impl RoutingArgs {
             expose: Expose {
                 mode: self.expose,
                 threshold: self.expose_threshold,
+                // Each selector was checked as it was read; together they
+                // can only be too many to compile.
+                pins: std::sync::Arc::new(Pins::parse(&self.pins).unwrap_or_else(|err| {
+                    tracing::error!("--pin: {err}; no tool is pinned");
+                    Pins::default()
+                })),
             },
             connect_timeout: std::time::Duration::from_secs(limits.connect_timeout),
             request_timeout: std::time::Duration::from_secs(limits.request_timeout),

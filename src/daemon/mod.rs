@@ -361,7 +361,7 @@ impl Stack {
         let mcp = FrontDoor::new(
             router.clone(),
             search.clone(),
-            front_door.expose,
+            front_door.expose.clone(),
             &state_key,
         );
         Ok(Stack {

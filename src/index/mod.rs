@@ -7,6 +7,7 @@
 //! blocks connecting or calling.
 
 pub mod embedder;
+pub mod intents;
 pub mod keyword;
 mod lent_vectors;
 mod maintenance;

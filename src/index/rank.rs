@@ -118,6 +118,57 @@ pub fn fuse(
     out
 }
 
+/// An intent's ranking with the whole request's added at `weight`: what
+/// the rest of the request says ("… in Notion") still counts for a piece
+/// that no longer names it ("append a paragraph to it"). Both lists are put
+/// on a 0–1 scale first; the result is on one too, best first.
+pub fn with_context(
+    intent: &[(String, f32)],
+    whole: &[(String, f32)],
+    weight: f32,
+) -> Vec<(String, f32)> {
+    let intent_scores = normalised(intent, Normalisation::MinMax);
+    let whole_scores = normalised(whole, Normalisation::MinMax);
+    let mut combined: HashMap<&str, f32> = HashMap::with_capacity(intent.len() + whole.len());
+    for (id, score) in &intent_scores {
+        *combined.entry(id).or_default() += score;
+    }
+    for (id, score) in &whole_scores {
+        *combined.entry(id).or_default() += weight * score;
+    }
+    let mut out: Vec<(String, f32)> = combined
+        .into_iter()
+        .map(|(id, s)| (id.to_owned(), s / (1.0 + weight)))
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
+/// One ranking from several (a request's whole ranking and one per
+/// intent): round by round, each list in turn gives its best tool not
+/// taken yet, so every intent is represented near the top. Scores are each
+/// tool's own, held down so they never rise along the list.
+pub fn interleave(lists: &[Vec<(String, f32)>]) -> Vec<(String, f32)> {
+    let longest = lists.iter().map(Vec::len).max().unwrap_or(0);
+    let mut taken: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut out: Vec<(String, f32)> = Vec::new();
+    let mut ceiling = f32::INFINITY;
+    let mut next = vec![0usize; lists.len()];
+    for _round in 0..longest {
+        for (list, at) in lists.iter().zip(next.iter_mut()) {
+            while let Some((id, score)) = list.get(*at) {
+                *at += 1;
+                if taken.insert(id.as_str()) {
+                    ceiling = ceiling.min(*score);
+                    out.push((id.clone(), ceiling));
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,6 +198,23 @@ mod tests {
         let z = fuse(&keyword, &dense, SearchMode::Hybrid, &Weights::default());
         assert_eq!(z[0].0, "a.both");
         assert!(z.iter().all(|(_, s)| (0.0..=1.0).contains(s)));
+    }
+
+    #[test]
+    fn interleaving_puts_each_lists_best_near_the_top() {
+        let list = |ids: &[&str]| -> Vec<(String, f32)> {
+            ids.iter()
+                .enumerate()
+                .map(|(i, id)| ((*id).to_owned(), 1.0 - i as f32 * 0.1))
+                .collect()
+        };
+        let whole = list(&["a", "b", "c", "x"]);
+        let first = list(&["a", "c", "d"]);
+        let second = list(&["x", "y", "a"]);
+        let fused = interleave(&[whole, first, second]);
+        let order: Vec<&str> = fused.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(order, ["a", "c", "x", "b", "d", "y"]);
+        assert!(fused.windows(2).all(|w| w[0].1 >= w[1].1), "{fused:?}");
     }
 
     #[test]

@@ -98,6 +98,25 @@ impl SearchIndex {
             .collect()
     }
 
+    /// How many tools each skill has, among `only` (none: every tool).
+    pub fn skill_counts(&self, only: Option<&HashSet<Arc<str>>>) -> Vec<(String, usize)> {
+        let Ok(docs) = self.inner.docs.read() else {
+            return Vec::new();
+        };
+        let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+        for doc in docs.values() {
+            if only.is_none_or(|ids| ids.contains(&doc.tool_id)) {
+                for skill in &doc.skill_ids {
+                    *counts.entry(skill).or_default() += 1;
+                }
+            }
+        }
+        counts
+            .into_iter()
+            .map(|(id, n)| (id.to_owned(), n))
+            .collect()
+    }
+
     /// A tool's skills, as search knows them.
     pub fn skills_of(&self, tool_id: &str) -> Vec<String> {
         self.inner

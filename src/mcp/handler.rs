@@ -69,28 +69,42 @@ impl FrontDoor {
         // The view's positions in the table's list; none: all of it.
         let view = profile.map(|profile| self.router.view_of(&table, profile));
         let positions = view.as_ref().map(|v| v.tools.as_slice());
-        let meta = super::meta::meta_tools().iter();
         let listed = positions.map_or(table.tools.len(), <[usize]>::len);
         let lists_all = self.expose.lists_all(listed);
-        let read = match (&table.tools.held, lists_all) {
+        // When only the meta-tools are offered, the pinned tools (within
+        // the view) are listed beside them.
+        let pinned: Option<Vec<usize>> =
+            (!lists_all).then(|| self.router.pinned(&table, &self.expose.pins, positions));
+        let wanted = match (&pinned, positions) {
+            (Some(pinned), _) => Some(pinned.clone()),
+            (None, Some(positions)) => Some(positions.to_vec()),
+            (None, None) => None,
+        };
+        let read = match (
+            &table.tools.held,
+            lists_all || pinned.as_ref().is_some_and(|p| !p.is_empty()),
+        ) {
             (None, true) => self
                 .router
-                .read_listed_tools(Arc::clone(&table), positions.map(<[usize]>::to_vec))
+                .read_listed_tools(Arc::clone(&table), wanted.clone())
                 .await
                 .map_err(RpcFailure::from)?,
             _ => Vec::new(),
         };
-        let tools: Vec<&RawValue> = match (&table.tools.held, lists_all, positions) {
-            (Some(held), true, None) => held.iter().chain(meta).map(|t| &**t).collect(),
-            (Some(held), true, Some(positions)) => positions
+        let search_tools =
+            super::meta::search_tools_definition(&self.router.skill_counts(view.as_deref()));
+        let meta = [&*search_tools, super::meta::call_tool_definition()];
+        let mut tools: Vec<&RawValue> = match (&table.tools.held, &wanted) {
+            (Some(held), None) if lists_all => held.iter().map(|t| &**t).collect(),
+            (Some(held), Some(wanted)) if lists_all || pinned.is_some() => wanted
                 .iter()
                 .filter_map(|&at| held.get(at))
-                .chain(meta)
                 .map(|t| &**t)
                 .collect(),
-            (None, true, _) => read.iter().chain(meta).map(|t| &**t).collect(),
-            (_, false, _) => meta.map(|t| &**t).collect(),
+            (None, _) => read.iter().map(|t| &**t).collect(),
+            _ => Vec::new(),
         };
+        tools.extend(meta);
         // Written straight from the definitions' text.
         #[derive(serde::Serialize)]
         struct ToolList<'a> {

@@ -10,6 +10,7 @@ use std::sync::LazyLock;
 
 use crate::index::SearchIndex;
 use crate::index::query::{DEFAULT_LIMIT, MAX_LIMIT, SearchQuery};
+use crate::model::pins::Pins;
 use crate::router::table::RouteTable;
 
 pub const SEARCH_TOOLS: &str = "search_tools";
@@ -30,10 +31,12 @@ pub enum ExposeMode {
     Auto,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Expose {
     pub mode: ExposeMode,
     pub threshold: usize,
+    /// Tools listed beside the meta-tools whatever the mode (`--pin`).
+    pub pins: std::sync::Arc<Pins>,
 }
 
 impl Default for Expose {
@@ -41,6 +44,7 @@ impl Default for Expose {
         Expose {
             mode: ExposeMode::All,
             threshold: DEFAULT_EXPOSE_THRESHOLD,
+            pins: std::sync::Arc::default(),
         }
     }
 }
@@ -56,45 +60,72 @@ impl Expose {
     }
 }
 
-static META_TOOLS: LazyLock<Vec<Box<RawValue>>> = LazyLock::new(|| {
-    [
-        json!({
-            "name": SEARCH_TOOLS,
-            "title": "Search tools",
-            "description": "Find tools of the connected MCP servers by what they do. Describe the task in plain words (or give part of a tool's name); you get the best-matching tools, best first, each with the `name` to pass to call_tool and its input schema.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string", "description": "What the tool should do, e.g. 'create an issue in GitHub' or 'read a file'"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT, "description": "How many tools to return"},
-                    "servers": {"type": "array", "items": {"type": "string"}, "description": "Only tools of these servers (names)"}
-                },
-                "required": ["query"]
+/// Skills named in `search_tools`'s description, at most: the largest
+/// first (a catalog of many small skills would otherwise fill the
+/// client's context with their names).
+const SKILLS_NAMED: usize = 24;
+
+/// `search_tools` as `tools/list` shows it, naming the skills present
+/// (id and how many tools, largest first) so a model knows what is there
+/// to find and can filter by skill.
+pub fn search_tools_definition(skills: &[(String, usize)]) -> Box<RawValue> {
+    let mut description = "Find tools of the connected MCP servers by what they do. Describe the task in plain words (or give part of a tool's name); you get the best-matching tools, best first, each with the `name` to pass to call_tool and its input schema. Ask for several things at once (\"read the file and post it to Slack\"): each is searched for.".to_owned();
+    if !skills.is_empty() {
+        let mut largest: Vec<&(String, usize)> = skills.iter().collect();
+        largest.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let named: Vec<String> = largest
+            .iter()
+            .take(SKILLS_NAMED)
+            .map(|(id, n)| format!("{id} ({n})"))
+            .collect();
+        description.push_str(" Skills present (tools): ");
+        description.push_str(&named.join(", "));
+        if largest.len() > SKILLS_NAMED {
+            description.push_str(&format!(", and {} more", largest.len() - SKILLS_NAMED));
+        }
+        description.push('.');
+    }
+    let definition = json!({
+        "name": SEARCH_TOOLS,
+        "title": "Search tools",
+        "description": description,
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What the tool should do, e.g. 'create an issue in GitHub' or 'read a file'"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT, "description": "How many tools to return"},
+                "servers": {"type": "array", "items": {"type": "string"}, "description": "Only tools of these servers (names)"},
+                "skills": {"type": "array", "items": {"type": "string"}, "description": "Only tools of these skills (ids, as named in this description)"}
             },
-            "annotations": {"readOnlyHint": true, "openWorldHint": false}
-        }),
-        json!({
-            "name": CALL_TOOL,
-            "title": "Call a tool",
-            "description": "Call a tool found with search_tools: pass its `name` and the `arguments` its input schema asks for. The tool's own result comes back unchanged.",
-            "inputSchema": {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "description": "The tool's name as search_tools returned it (e.g. github__create_issue)"},
-                    "arguments": {"type": "object", "description": "Arguments for the tool, as its input schema describes"}
-                },
-                "required": ["name"]
-            }
-        }),
-    ]
-    .iter()
-    .filter_map(|tool| crate::jsonrpc::to_raw(tool).ok())
-    .collect()
+            "required": ["query"]
+        },
+        "annotations": {"readOnlyHint": true, "openWorldHint": false}
+    });
+    crate::jsonrpc::to_raw(&definition)
+        .unwrap_or_else(|_| unreachable!("a JSON value always writes"))
+}
+
+static CALL_TOOL_DEFINITION: LazyLock<Box<RawValue>> = LazyLock::new(|| {
+    let definition = json!({
+        "name": CALL_TOOL,
+        "title": "Call a tool",
+        "description": "Call a tool found with search_tools: pass its `name` and the `arguments` its input schema asks for. The tool's own result comes back unchanged.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "The tool's name as search_tools returned it (e.g. github__create_issue)"},
+                "arguments": {"type": "object", "description": "Arguments for the tool, as its input schema describes"}
+            },
+            "required": ["name"]
+        }
+    });
+    crate::jsonrpc::to_raw(&definition)
+        .unwrap_or_else(|_| unreachable!("a JSON value always writes"))
 });
 
-/// The definitions of the meta-tools, as `tools/list` shows them.
-pub fn meta_tools() -> &'static [Box<RawValue>] {
-    &META_TOOLS
+/// `call_tool` as `tools/list` shows it.
+pub fn call_tool_definition() -> &'static RawValue {
+    &CALL_TOOL_DEFINITION
 }
 
 /// A tool result that reports a mistake the model can correct.
@@ -109,6 +140,26 @@ pub type ViewScope = (
     std::sync::Arc<std::collections::HashSet<std::sync::Arc<str>>>,
     std::collections::HashSet<crate::model::ServerId>,
 );
+
+/// A list-of-strings argument (none when absent, null or empty), or the
+/// tool error that says what it must be.
+fn string_list(
+    arguments: Option<&Value>,
+    key: &str,
+    what: &str,
+) -> Result<Option<Vec<String>>, Value> {
+    let mistake = || tool_error(format!("`{key}` must be a list of {what}"));
+    match arguments.and_then(|a| a.get(key)) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|i| i.as_str().map(str::to_owned))
+            .collect::<Option<Vec<String>>>()
+            .map(|list| (!list.is_empty()).then_some(list))
+            .ok_or_else(mistake),
+        Some(_) => Err(mistake()),
+    }
+}
 
 /// `only`: the client's view (none: everything). A server outside it is
 /// as unknown as one nobody registered.
@@ -131,20 +182,13 @@ pub fn search_tools(
             _ => return tool_error(format!("`limit` must be an integer from 1 to {MAX_LIMIT}")),
         },
     };
-    let servers = match arguments.and_then(|a| a.get("servers")) {
-        None | Some(Value::Null) => None,
-        Some(Value::Array(items)) => {
-            let names: Option<Vec<String>> = items
-                .iter()
-                .map(|i| i.as_str().map(str::to_owned))
-                .collect();
-            match names {
-                Some(names) if !names.is_empty() => Some(names),
-                Some(_) => None,
-                None => return tool_error("`servers` must be a list of server names"),
-            }
-        }
-        Some(_) => return tool_error("`servers` must be a list of server names"),
+    let servers = match string_list(arguments, "servers", "server names") {
+        Ok(servers) => servers,
+        Err(error) => return error,
+    };
+    let skills = match string_list(arguments, "skills", "skill ids") {
+        Ok(skills) => skills,
+        Err(error) => return error,
     };
     let mut known = table.search_view();
     let only_tools = only.map(|(tools, servers)| {
@@ -154,6 +198,7 @@ pub fn search_tools(
     let request = SearchQuery {
         limit: Some(limit),
         server_filter: servers,
+        skill_filter: skills,
         only_tools,
         ..SearchQuery::new(query)
     };
@@ -203,6 +248,7 @@ mod tests {
         let auto = Expose {
             mode: ExposeMode::Auto,
             threshold: 40,
+            ..Expose::default()
         };
         assert!(auto.lists_all(40));
         assert!(!auto.lists_all(41));
@@ -210,18 +256,32 @@ mod tests {
         let search = Expose {
             mode: ExposeMode::Search,
             threshold: 40,
+            ..Expose::default()
         };
         assert!(!search.lists_all(1));
     }
 
     #[test]
     fn meta_tools_have_valid_names_and_schemas() {
-        assert_eq!(meta_tools().len(), 2);
-        for tool in meta_tools() {
+        let skills: Vec<(String, usize)> = (0..30).map(|n| (format!("skill_{n:02}"), n)).collect();
+        for tool in [
+            search_tools_definition(&[]),
+            search_tools_definition(&skills),
+            call_tool_definition().to_owned(),
+        ] {
             let tool: Value = serde_json::from_str(tool.get()).unwrap();
             let name = tool["name"].as_str().unwrap();
             assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
             assert_eq!(tool["inputSchema"]["type"], "object");
         }
+        // The largest skills are named first, the rest counted.
+        let tool: Value = serde_json::from_str(search_tools_definition(&skills).get()).unwrap();
+        let description = tool["description"].as_str().unwrap();
+        assert!(
+            description.contains("Skills present (tools): skill_29 (29), skill_28 (28)"),
+            "{description}"
+        );
+        assert!(description.ends_with("and 6 more."), "{description}");
+        assert!(!description.contains("skill_05"), "{description}");
     }
 }

@@ -165,6 +165,53 @@ impl Router {
             }))
     }
 
+    /// The positions in `table`'s tool list of the tools `pins` names,
+    /// among `within` (a view's positions; none: every tool).
+    pub fn pinned(
+        &self,
+        table: &RouteTable,
+        pins: &crate::model::pins::Pins,
+        within: Option<&[usize]>,
+    ) -> Vec<usize> {
+        if pins.is_empty() {
+            return Vec::new();
+        }
+        let by_skill: HashSet<Arc<str>> = match pins.names_skills() {
+            true => self
+                .views
+                .index
+                .get()
+                .map(|index| index.tools_with_skill(&|skill| pins.pins_skill(skill)))
+                .unwrap_or_default(),
+            false => HashSet::new(),
+        };
+        let pinned = |at: usize| {
+            table.tools.routes.get(at).is_some_and(|route| {
+                pins.pins_named(
+                    &route.server_name,
+                    &route.tool_id,
+                    route.wire_name.as_deref(),
+                ) || by_skill.contains(&route.tool_id)
+            })
+        };
+        match within {
+            Some(positions) => positions.iter().copied().filter(|&at| pinned(at)).collect(),
+            None => (0..table.tools.routes.len())
+                .filter(|&at| pinned(at))
+                .collect(),
+        }
+    }
+
+    /// How many tools each skill has in the caller's view (none: every
+    /// tool).
+    pub fn skill_counts(&self, view: Option<&ViewLists>) -> Vec<(String, usize)> {
+        self.views
+            .index
+            .get()
+            .map(|index| index.skill_counts(view.map(|v| &*v.tool_ids)))
+            .unwrap_or_default()
+    }
+
     /// Whether the caller's view (none: everything) has this server's
     /// resources and prompts.
     pub fn admits_server(&self, profile: Option<&str>, server: ServerId) -> bool {
