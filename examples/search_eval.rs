@@ -90,6 +90,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if std::env::args().any(|a| a == "--levers") {
         levers(&root, &index, &cases)?;
     }
+    if std::env::args().any(|a| a == "--tokens") {
+        tokens(&index, &cases)?;
+    }
     if std::env::args().any(|a| a == "--compound") {
         compound(&root, &index, &cases)?;
     }
@@ -318,5 +321,115 @@ fn compound(
             }
         }
     }
+    Ok(())
+}
+
+/// What a client receives per session in each `expose` mode: the
+/// `tools/list` it keeps in context, and the `search_tools` answers it
+/// gets (limit 5) for the tasks of a session. Tokens are estimated as
+/// bytes / 4 (no model's own tokenizer is available offline).
+fn tokens(
+    index: &mcp_aggregator::index::SearchIndex,
+    cases: &[mcp_aggregator::eval::EvalCase],
+) -> Result<(), Box<dyn std::error::Error>> {
+    use mcp_aggregator::index::query::{SearchQuery, ServerView};
+    use mcp_aggregator::mcp::meta;
+    use mcp_aggregator::model::ServerStatus;
+    let store = index.store();
+    let servers: Vec<ServerView> = store
+        .list_servers()?
+        .into_iter()
+        .map(|s| ServerView {
+            id: s.id,
+            name: s.name,
+            status: ServerStatus::Connected,
+        })
+        .collect();
+    let skills = {
+        let mut counts = std::collections::BTreeMap::<String, usize>::new();
+        for tool in store.all_tools_without_texts()? {
+            for skill in index.skills_of(&tool.id.to_string()) {
+                *counts.entry(skill).or_default() += 1;
+            }
+        }
+        counts.into_iter().collect::<Vec<_>>()
+    };
+    let definition_of = |tool: &mcp_aggregator::model::ToolRecord| {
+        let mut definition: serde_json::Value =
+            serde_json::from_str(tool.definition.text()).unwrap_or_default();
+        if let Some(wire) = &tool.wire_name {
+            definition["name"] = wire.clone().into();
+        }
+        definition
+    };
+    let tools = store.all_tools()?;
+    let meta_tools = format!(
+        "{},{}",
+        meta::search_tools_definition(&skills).get(),
+        meta::call_tool_definition().get()
+    );
+    let all: Vec<String> = tools.iter().map(|t| definition_of(t).to_string()).collect();
+    let list_all = all.join(",").len() + meta_tools.len() + 12;
+    let list_search = meta_tools.len() + 12;
+    // A desk set-up: the clock and the local files always at hand.
+    let pinned: usize = tools
+        .iter()
+        .filter(|t| {
+            let id = t.id.to_string();
+            id.starts_with("time.") || id.starts_with("filesystem.read_")
+        })
+        .map(|t| definition_of(t).to_string().len() + 1)
+        .sum();
+    let list_pinned = list_search + pinned;
+    let (mut pretty, mut text) = (0usize, 0usize);
+    let asked: Vec<&str> = cases.iter().map(|c| c.query.as_str()).collect();
+    for query in &asked {
+        let answer = index.answer(
+            &SearchQuery {
+                limit: Some(5),
+                ..SearchQuery::new(*query)
+            },
+            &servers,
+            true,
+        )?;
+        let result = meta::search_result(answer);
+        text += result["content"][0]["text"].as_str().map_or(0, str::len);
+        pretty += serde_json::to_string_pretty(&result["structuredContent"])?.len();
+    }
+    let per_search_pretty = pretty / asked.len().max(1);
+    let per_search = text / asked.len().max(1);
+    let t = |bytes: usize| bytes.div_ceil(4);
+    println!(
+        "\n{} tools of {} servers; {} searches (limit 5) averaged\n",
+        tools.len(),
+        servers.len(),
+        asked.len()
+    );
+    println!(
+        "| mode | tools/list (tokens) | per search_tools answer | session of 5 tasks | session of 20 tasks |"
+    );
+    println!("| --- | --- | --- | --- | --- |");
+    for (mode, list, per_search) in [
+        ("all (every tool listed)", list_all, 0),
+        ("search (meta-tools only)", list_search, per_search),
+        (
+            "search + pins (time, filesystem.read_*)",
+            list_pinned,
+            per_search,
+        ),
+    ] {
+        println!(
+            "| {mode} | {} | {} | {} | {} |",
+            t(list),
+            t(per_search),
+            t(list + 5 * per_search),
+            t(list + 20 * per_search)
+        );
+    }
+    println!(
+        "\nsearch_tools answer text as sent (compact JSON) {} tokens; pretty-printed it was {}",
+        t(per_search),
+        t(per_search_pretty)
+    );
     Ok(())
 }

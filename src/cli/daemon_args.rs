@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use super::parse::{duration, http_url, pin_selector, seconds};
 use crate::daemon::{self, DEFAULT_LISTEN, LISTEN_ENV};
 use crate::mcp::meta::{DEFAULT_EXPOSE_THRESHOLD, Expose, ExposeMode};
-use crate::model::pins::Pins;
+use crate::model::pinned_tools::PinnedTools;
 use crate::paths::DATA_DIR_ENV;
 use crate::router::ConflictStrategy;
 
@@ -183,9 +183,9 @@ impl RoutingArgs {
                 threshold: self.expose_threshold,
                 // Each selector was checked as it was read; together they
                 // can only be too many to compile.
-                pins: std::sync::Arc::new(Pins::parse(&self.pins).unwrap_or_else(|err| {
+                pins: std::sync::Arc::new(PinnedTools::parse(&self.pins).unwrap_or_else(|err| {
                     tracing::error!("--pin: {err}; no tool is pinned");
-                    Pins::default()
+                    PinnedTools::default()
                 })),
             },
             connect_timeout: std::time::Duration::from_secs(limits.connect_timeout),

@@ -16,7 +16,7 @@ pub(super) fn http_url(text: &str) -> Result<String, String> {
 
 /// One `--pin` selector, checked as it is read.
 pub(super) fn pin_selector(text: &str) -> Result<String, String> {
-    crate::model::pins::Pins::parse(&[text.to_owned()]).map(|_| text.to_owned())
+    crate::model::pinned_tools::PinnedTools::parse(&[text.to_owned()]).map(|_| text.to_owned())
 }
 
 /// Seconds as a decimal number (`0.5`, `30`), at least 10 ms.

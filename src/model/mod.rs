@@ -6,7 +6,7 @@ pub mod call;
 pub mod health;
 pub mod instance;
 pub mod param_headers;
-pub mod pins;
+pub mod pinned_tools;
 pub mod profile;
 pub mod redact;
 pub mod server;

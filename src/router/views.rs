@@ -170,7 +170,7 @@ impl Router {
     pub fn pinned(
         &self,
         table: &RouteTable,
-        pins: &crate::model::pins::Pins,
+        pins: &crate::model::pinned_tools::PinnedTools,
         within: Option<&[usize]>,
     ) -> Vec<usize> {
         if pins.is_empty() {

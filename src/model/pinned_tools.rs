@@ -7,15 +7,15 @@
 use super::profile::Globs;
 
 #[derive(Debug, Clone, Default)]
-pub struct Pins {
+pub struct PinnedTools {
     servers: Option<Globs>,
     tools: Option<Globs>,
     skills: Option<Globs>,
 }
 
-impl Pins {
+impl PinnedTools {
     /// The selectors compiled, or why one cannot be used.
-    pub fn parse(selectors: &[String]) -> Result<Pins, String> {
+    pub fn parse(selectors: &[String]) -> Result<PinnedTools, String> {
         let (mut servers, mut tools, mut skills) = (Vec::new(), Vec::new(), Vec::new());
         for selector in selectors.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
             let (list, pattern) = match selector.split_once(':') {
@@ -42,7 +42,7 @@ impl Pins {
                     .map_err(|err| format!("pins {err}")),
             }
         };
-        Ok(Pins {
+        Ok(PinnedTools {
             servers: compile(servers)?,
             tools: compile(tools)?,
             skills: compile(skills)?,
@@ -75,10 +75,10 @@ impl Pins {
 
 #[cfg(test)]
 mod tests {
-    use super::Pins;
+    use super::PinnedTools;
 
-    fn pins(selectors: &[&str]) -> Pins {
-        Pins::parse(
+    fn pins(selectors: &[&str]) -> PinnedTools {
+        PinnedTools::parse(
             &selectors
                 .iter()
                 .map(|s| (*s).to_owned())
@@ -111,11 +111,11 @@ mod tests {
 
     #[test]
     fn bad_selectors_say_why() {
-        let err = Pins::parse(&["servr:time".to_owned()]).unwrap_err();
+        let err = PinnedTools::parse(&["servr:time".to_owned()]).unwrap_err();
         assert!(err.contains("unknown kind \"servr\""), "{err}");
-        let err = Pins::parse(&["skill:".to_owned()]).unwrap_err();
+        let err = PinnedTools::parse(&["skill:".to_owned()]).unwrap_err();
         assert!(err.contains("names nothing"), "{err}");
         // A tool id with a colon-free glob is a tool.
-        assert!(Pins::parse(&["gh.*".to_owned()]).is_ok());
+        assert!(PinnedTools::parse(&["gh.*".to_owned()]).is_ok());
     }
 }
