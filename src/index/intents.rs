@@ -28,7 +28,7 @@ pub fn intents(query: &str) -> Vec<String> {
     let requests: Vec<String> = pieces
         .into_iter()
         .map(|p| clean(&p))
-        .filter(|p| !p.is_empty() && !sets_the_scene(p))
+        .filter(|p| !p.is_empty() && !sets_the_scene(p) && has_substance(p))
         .collect();
     if requests.len() < 2 {
         return vec![query.trim().to_owned()];
@@ -323,7 +323,8 @@ fn is_request_sized(piece: &str) -> bool {
 }
 
 /// Pieces too small to stand alone go back to the piece before them (the
-/// first one to the piece after it).
+/// first one to the piece after it); small ones with nothing to search for
+/// are dropped.
 fn merge_small(pieces: Vec<String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::with_capacity(pieces.len());
     let mut pending: Option<String> = None;
@@ -334,6 +335,9 @@ fn merge_small(pieces: Vec<String>) -> Vec<String> {
         };
         if is_request_sized(&piece) {
             out.push(piece);
+        } else if !has_substance(&piece) {
+            // "Thanks!", "and it": nothing to search for, nor to add to
+            // a neighbour.
         } else if let Some(last) = out.last_mut() {
             last.push(' ');
             last.push_str(&piece);
@@ -359,6 +363,62 @@ fn clean(piece: &str) -> String {
         c.is_whitespace() || matches!(c, ',' | ';' | ':' | '.' | '!' | '-' | '(' | ')')
     });
     trimmed.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Words that ask without saying what for ("I need your help with this").
+const ASKING_ONLY: &[&str] = &[
+    "need",
+    "needs",
+    "want",
+    "like",
+    "help",
+    "assist",
+    "know",
+    "thanks",
+    "thank",
+    "hello",
+    "hi",
+    "your",
+    "yours",
+    "something",
+    "things",
+    "thing",
+    "stuff",
+    "here",
+    "what",
+    "how",
+    "which",
+    "who",
+    "where",
+    "when",
+    "this",
+    "that",
+    "task",
+    "question",
+    "request",
+    "following",
+    "d",
+    "ll",
+    "m",
+    "s",
+    "get",
+    "give",
+    "tell",
+    "show",
+    "find",
+    "do",
+    "make",
+    "provide",
+];
+
+/// A piece that says what it wants: one word that is neither a filler nor
+/// a word of asking ("I need your help", "Thanks!" are not requests).
+fn has_substance(piece: &str) -> bool {
+    words(piece)
+        .flat_map(|w| w.split('\'').map(str::to_owned).collect::<Vec<_>>())
+        .any(|w| {
+            !w.is_empty() && !FILLERS.contains(&w.as_str()) && !ASKING_ONLY.contains(&w.as_str())
+        })
 }
 
 /// "I run a small bakery and I'm expanding": a statement about the user
@@ -459,16 +519,30 @@ mod tests {
     }
 
     #[test]
+    fn pleasantries_are_no_intent() {
+        assert_eq!(
+            intents("I need your help. Find bakeries near Brooklyn, and list my projects. Thanks!"),
+            ["Find bakeries near Brooklyn", "list my projects"]
+        );
+        assert_eq!(
+            intents("Can you help me with this? Read the file notes.txt"),
+            vec!["Can you help me with this? Read the file notes.txt".to_owned()]
+        );
+    }
+
+    #[test]
     fn scene_setting_is_no_intent_and_the_tail_is_kept() {
         assert_eq!(
             intents("I run a small bakery. Find bakeries near Brooklyn, and list my projects."),
             ["Find bakeries near Brooklyn", "list my projects"]
         );
-        let many = intents("get a. Then get b. Then get c. Then get d. Then get e. Then get f");
+        let many = intents(
+            "buy apples. Then buy bread. Then buy cheese. Then buy dates. Then buy eggs. Then buy figs",
+        );
         assert_eq!(many.len(), super::MAX_INTENTS);
         assert!(
             many.last()
-                .is_some_and(|l| l.contains('f') && l.contains('d'))
+                .is_some_and(|l| l.contains("dates") && l.contains("figs"))
         );
     }
 }
