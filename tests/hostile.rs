@@ -58,7 +58,7 @@ async fn clients_that_do_not_read_cost_bounded_memory() {
     let d = Daemon::start();
     register(&d, hostile_server("flood", &[])).await;
     wait_status(&d, "flood", "CONNECTED", UP).await;
-    wait_index_settled(&d).await;
+    wait_background_settled(&d).await;
     let pid = d.pid() as u32;
 
     // 1. An HTTP client that never opens its GET stream: the progress of

@@ -26,6 +26,16 @@ impl SearchIndex {
             .collect())
     }
 
+    /// The same texts' vectors only if every one is in the cache already:
+    /// never loads the model.
+    pub fn cached_texts(&self, texts: &[String]) -> Result<Option<Vec<Vec<f32>>>, IndexError> {
+        let flat: Vec<&str> = texts.iter().map(String::as_str).collect();
+        Ok(self
+            .cached_embeddings(&flat, |_| false)?
+            .into_iter()
+            .collect())
+    }
+
     /// The indexed vectors of the tools `wanted` picks (tools not embedded
     /// yet are missing).
     pub fn tool_vectors(

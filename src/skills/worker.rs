@@ -153,6 +153,26 @@ impl Skills {
         Ok(prototypes)
     }
 
+    /// `prototypes` from the embedding cache alone, kept when every text
+    /// is there; nothing otherwise.
+    fn cached_prototypes(&self, skills: &[Skill], key: &str) -> Result<(), SkillsError> {
+        let held = self
+            .inner
+            .prototypes
+            .lock()
+            .is_ok_and(|cached| cached.as_ref().is_some_and(|(for_key, _)| for_key == key));
+        if held {
+            return Ok(());
+        }
+        let texts: Vec<String> = skills.iter().flat_map(Skill::prototype_texts).collect();
+        if let Some(vectors) = self.inner.index.cached_texts(&texts)?
+            && let Ok(mut cached) = self.inner.prototypes.lock()
+        {
+            *cached = Some((key.to_owned(), Arc::new(Prototypes::new(skills, vectors))));
+        }
+        Ok(())
+    }
+
     /// One pass (blocking): classifies every tool not classified by the
     /// current classifier and taxonomy (and whose retry is due), then
     /// refreshes skill vectors and suggestions.
@@ -185,6 +205,11 @@ impl Skills {
             .collect();
         let mut waiting_for = None;
         let prototypes = if pending.is_empty() {
+            // Nothing to classify, yet a skill without members is ranked by
+            // its description's vector, which a restart would otherwise
+            // lack: taken from the embedding cache if it is all there (the
+            // model loads on first need, never for this).
+            self.cached_prototypes(&skills, &local_key)?;
             None
         } else {
             match self.prototypes(&skills, &local_key) {

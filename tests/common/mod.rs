@@ -505,6 +505,29 @@ pub async fn wait_index_settled(d: &Daemon) {
     }
 }
 
+/// Waits until the index has settled and the classification that follows
+/// it has classified every tool (its pass embeds the skills' texts and
+/// reads the catalog: work a memory baseline must not straddle).
+pub async fn wait_background_settled(d: &Daemon) {
+    wait_index_settled(d).await;
+    let end = Instant::now() + Duration::from_secs(120);
+    loop {
+        let index: Value = get_json(&d.api("/api/v1/search/status")).await;
+        let skills: Value = get_json(&d.api("/api/v1/skills/status")).await;
+        if skills["classified"] == index["total_tools"]
+            && skills["discovered"] == 0
+            && skills["classifying"] == 0
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "classification did not settle: {skills} (index {index})"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Opens an `/mcp` session (initialize, then initialized) with these client
 /// capabilities; returns its id.
 pub async fn mcp_session_with(d: &Daemon, capabilities: Value) -> String {
