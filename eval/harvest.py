@@ -4,8 +4,9 @@
 Each server is installed from its registry (npm or PyPI) into a scratch
 directory, started over stdio with placeholder credentials (servers list
 their tools without calling their APIs), and its tool definitions are
-written, unchanged, to eval/catalog/<name>.json with the package's version
-and licence. The catalog is committed; this script only needs to run again
+written, unchanged, to eval/catalog/<name>.json (or the server's "dir":
+eval/catalog-skills/ holds servers only the skill evaluation reads) with
+the package's version and licence. The catalog is committed; this script only needs to run again
 to refresh it.
 
     python3 -m venv /tmp/harvest-venv && /tmp/harvest-venv/bin/pip install mcp==1.27.0
@@ -103,7 +104,9 @@ async def main() -> int:
             "license": licence,
             "tools": tools,
         }
-        (ROOT / "catalog" / f"{name}.json").write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+        out = ROOT / server.get("dir", "catalog")
+        out.mkdir(exist_ok=True)
+        (out / f"{name}.json").write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
         print(f"{name}: {len(tools)} tools ({server['package']} {version}, {licence})")
     return 1 if failures else 0
 

@@ -1,7 +1,11 @@
 //! Fits and checks the local skill classifier on the hand-labelled tools of
 //! `eval/skills_labels.json` (real servers' tools in `eval/catalog`).
 //!
-//!     cargo run --release --example skill_eval [-- --misses]
+//!     cargo run --release --example skill_eval [-- --misses] [--before]
+//!
+//! The catalog is `eval/catalog` and `eval/catalog-skills` (servers of
+//! domains the first taxonomy lacked); `--before` classifies with the
+//! taxonomy's first 31 skills only, as it was before it was widened.
 //!
 //! Fits the calibration on the tuning servers only, then reports, for the
 //! fitted and the shipped calibration, on the tuning and the held-out
@@ -21,6 +25,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Instant;
 
+/// Skills in `assets/skills.json` before issue 33 widened it.
+const FIRST_TAXONOMY: usize = 31;
+
 #[derive(Deserialize)]
 struct Labels {
     held_out: Vec<String>,
@@ -39,6 +46,8 @@ struct Labelled {
     /// The server's similarities to each skill.
     server: Vec<f32>,
     held_out: bool,
+    /// A server of `eval/catalog-skills` (domains the first taxonomy lacked).
+    widening: bool,
     skills: Vec<String>,
     vectors: Vec<Vec<f32>>,
 }
@@ -48,10 +57,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let show_misses = std::env::args().any(|a| a == "--misses");
     let labels: Labels =
         serde_json::from_str(&std::fs::read_to_string(root.join("skills_labels.json"))?)?;
-    let catalog = load_catalog(&root.join("catalog"))?;
+    let mut catalog = load_catalog(&root.join("catalog"))?;
+    // Servers of domains the first taxonomy lacked, read by this evaluation
+    // only (the search evaluation's catalog stays as its figures were
+    // measured on).
+    let widening = load_catalog(&root.join("catalog-skills"))?;
+    let widening_servers: Vec<String> = widening.iter().map(|s| s.server.clone()).collect();
+    catalog.extend(widening);
     let dir = tempfile::tempdir()?;
     let index = build_index(dir.path(), &catalog)?;
-    let skills: Vec<Skill> = taxonomy::builtin();
+    let everything: Vec<Skill> = taxonomy::builtin();
+    // `--before`: the taxonomy as it was before the widening (its first 31
+    // skills), to measure what the new ones bring.
+    let skills: Vec<Skill> = if std::env::args().any(|a| a == "--before") {
+        everything.into_iter().take(FIRST_TAXONOMY).collect()
+    } else {
+        everything
+    };
     let texts: Vec<String> = skills.iter().flat_map(Skill::prototype_texts).collect();
     let prototypes = Prototypes::new(&skills, index.embed_texts(&texts)?);
     let vectors = index.tool_vectors(|_| true)?;
@@ -86,6 +108,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 id,
                 server: server_sims.clone(),
                 held_out: labels.held_out.contains(&server.server),
+                widening: widening_servers.contains(&server.server),
                 skills: spec.tools.get(name).unwrap_or(&spec.default).clone(),
                 vectors: v.clone(),
             });
@@ -93,6 +116,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let tuning: Vec<&Labelled> = tools.iter().filter(|t| !t.held_out).collect();
     let held_out: Vec<&Labelled> = tools.iter().filter(|t| t.held_out).collect();
+    let first_held_out: Vec<&Labelled> = held_out.iter().copied().filter(|t| !t.widening).collect();
+    let widening_held_out: Vec<&Labelled> =
+        held_out.iter().copied().filter(|t| t.widening).collect();
     println!(
         "{} skills; {} labelled tools: {} tuning, {} held out ({} servers)\n",
         prototypes.skill_ids.len(),
@@ -117,7 +143,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for (name, calibration) in [("shipped", CALIBRATION), ("fitted", fitted)] {
-        for (split, set) in [("tuning", &tuning), ("held out", &held_out)] {
+        for (split, set) in [
+            ("tuning", &tuning),
+            ("held out", &held_out),
+            ("held out: first servers", &first_held_out),
+            ("held out: new domains", &widening_held_out),
+        ] {
             let m = measure(&prototypes, set, &calibration);
             println!(
                 "| {name} | {split} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} |",

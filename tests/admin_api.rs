@@ -443,6 +443,7 @@ async fn openapi_document_matches_the_routes() {
         ("POST", "/api/v1/search/reindex"),
         ("POST", "/api/v1/skills"),
         ("POST", "/api/v1/skills/reclassify"),
+        ("POST", "/api/v1/skills/suggestions/{id}/accept"),
         ("POST", "/api/v1/tools/call"),
         ("PUT", "/api/v1/profiles/{name}"),
         ("PUT", "/api/v1/skills/{id}"),

@@ -218,20 +218,25 @@ async fn the_taxonomy_is_edited_and_built_in_skills_are_hidden_not_lost() {
     let mut d = Daemon::start();
     let skills = d.api("/api/v1/skills");
     let listed: Vec<Value> = get_json(&skills).await;
-    assert!((25..=40).contains(&listed.len()), "{}", listed.len());
+    assert!((25..=50).contains(&listed.len()), "{}", listed.len());
     assert!(
         listed
             .iter()
             .all(|s| s["builtin"] == true && s["hidden"] == false)
     );
 
-    let weather = json!({"id": "weather", "name": "Weather", "description": "Forecasts and current weather conditions",
-                         "examples": ["will it rain tomorrow", "temperature in Paris"]});
-    let (code, created) = send(reqwest::Method::POST, skills.clone(), Some(weather.clone())).await;
+    let gardening = json!({"id": "gardening", "name": "Gardening", "description": "Plants, watering schedules and garden care",
+                         "examples": ["when should I water the tomatoes", "prune the roses"]});
+    let (code, created) = send(
+        reqwest::Method::POST,
+        skills.clone(),
+        Some(gardening.clone()),
+    )
+    .await;
     assert_eq!(code, 201, "{created}");
     assert_eq!(created["builtin"], false);
     assert_eq!(created["tool_count"], 0);
-    let (code, again) = send(reqwest::Method::POST, skills.clone(), Some(weather)).await;
+    let (code, again) = send(reqwest::Method::POST, skills.clone(), Some(gardening)).await;
     assert_eq!(code, 409, "{again}");
     let (code, clash) = send(
         reqwest::Method::POST,
@@ -255,15 +260,15 @@ async fn the_taxonomy_is_edited_and_built_in_skills_are_hidden_not_lost() {
     // Edit (the id comes from the path), then a mismatch is refused.
     let (code, edited) = send(
         reqwest::Method::PUT,
-        format!("{skills}/weather"),
-        Some(json!({"name": "Weather and climate", "description": "Forecasts, climate and weather conditions"})),
+        format!("{skills}/gardening"),
+        Some(json!({"name": "Gardening and plants", "description": "Plants, seeds, watering and garden care"})),
     )
     .await;
     assert_eq!(code, 200, "{edited}");
-    assert_eq!(edited["name"], "Weather and climate");
+    assert_eq!(edited["name"], "Gardening and plants");
     let (code, _) = send(
         reqwest::Method::PUT,
-        format!("{skills}/weather"),
+        format!("{skills}/gardening"),
         Some(json!({"id": "other", "name": "x", "description": "y"})),
     )
     .await;
@@ -296,8 +301,8 @@ async fn the_taxonomy_is_edited_and_built_in_skills_are_hidden_not_lost() {
     let skills = d.api("/api/v1/skills");
     let email: Value = get_json(&format!("{skills}/email")).await;
     assert_eq!(email["hidden"], true, "{email}");
-    let weather: Value = get_json(&format!("{skills}/weather")).await;
-    assert_eq!(weather["name"], "Weather and climate");
+    let gardening: Value = get_json(&format!("{skills}/gardening")).await;
+    assert_eq!(gardening["name"], "Gardening and plants");
 
     // The CLI: show it again, remove the user skill (exit 2 for unknown).
     let dir = d.data_dir.as_path();
@@ -308,7 +313,7 @@ async fn the_taxonomy_is_edited_and_built_in_skills_are_hidden_not_lost() {
     assert_eq!(email["builtin"], true, "{email}");
     let (code, out, _) = cli(dir, &["skills", "list"]);
     assert_eq!(code, 0);
-    assert!(out.contains("weather") && out.contains("email"), "{out}");
+    assert!(out.contains("gardening") && out.contains("email"), "{out}");
     let (code, _, err) = cli(
         dir,
         &[
@@ -322,11 +327,11 @@ async fn the_taxonomy_is_edited_and_built_in_skills_are_hidden_not_lost() {
         ],
     );
     assert_eq!(code, 2, "{err}");
-    let (code, _, _) = cli(dir, &["skills", "remove", "weather"]);
+    let (code, _, _) = cli(dir, &["skills", "remove", "gardening"]);
     assert_eq!(code, 0);
-    let (code, _) = send(reqwest::Method::GET, format!("{skills}/weather"), None).await;
+    let (code, _) = send(reqwest::Method::GET, format!("{skills}/gardening"), None).await;
     assert_eq!(code, 404);
-    let (code, _, err) = cli(dir, &["skills", "remove", "weather"]);
+    let (code, _, err) = cli(dir, &["skills", "remove", "gardening"]);
     assert_eq!(code, 2, "{err}");
 
     // Every edit is in the audit log.
@@ -360,37 +365,34 @@ async fn reclassification_follows_the_taxonomy_and_unfit_tools_are_suggested() {
     let first = wait_classified(&d, total, |_| true).await;
     let without = first["without_skill"].as_u64().unwrap();
     assert!(without > 0, "{first}");
-    let suggestions: Vec<Value> = get_json(&d.api("/api/v1/skills/suggestions")).await;
-    assert_eq!(suggestions.len(), 1, "{suggestions:?}");
-    let queued: Vec<&str> = suggestions[0]["tool_ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert_eq!(queued.len() as u64, without, "{suggestions:?}");
-    assert!(queued.contains(&"fixture.tool_0000"), "{queued:?}");
 
-    // A new skill changes the taxonomy: every tool is classified again
-    // under the new classifier, and the generated tools now fit it.
-    let (code, created) = send(
-        reqwest::Method::POST,
-        d.api("/api/v1/skills"),
-        Some(json!({"id": "generated", "name": "Generated tools",
-                    "description": "Generated tool number N, made by the test fixture",
-                    "examples": ["generated tool number 1", "generated tool number 2"]})),
-    )
-    .await;
-    assert_eq!(code, 201, "{created}");
-    let old = first["classifier"].as_str().unwrap().to_owned();
-    wait_classified(&d, total, |s| s["classifier"] != old.as_str()).await;
-    let members: Vec<Value> = get_json(&d.api("/api/v1/skills/generated/tools")).await;
+    // Every unfit tool is in a proposed skill, the generated ones (alike in
+    // meaning) in one, with a description and examples from the tools.
+    let suggestions: Vec<Value> = get_json(&d.api("/api/v1/skills/suggestions")).await;
+    let queued: usize = suggestions.iter().map(|s| ids_of(s).len()).sum();
+    assert_eq!(queued as u64, without, "{suggestions:?}");
+    let generated = generated_suggestion(&suggestions);
     assert!(
-        members.iter().any(|t| t["id"] == "fixture.tool_0000"),
-        "{members:?}"
+        generated["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("Generated tool")),
+        "{generated}"
+    );
+    assert!(
+        !generated["examples"].as_array().unwrap().is_empty(),
+        "{generated}"
     );
 
-    // Reclassify on request: the server's tools are queued and done again.
+    // A suggestion is dismissed once.
+    let url = |id: u64| d.api(&format!("/api/v1/skills/suggestions/{id}"));
+    let dismissed = generated["id"].as_u64().unwrap();
+    let (code, _) = send(reqwest::Method::DELETE, url(dismissed), None).await;
+    assert_eq!(code, 204);
+    let (code, _) = send(reqwest::Method::DELETE, url(dismissed), None).await;
+    assert_eq!(code, 404);
+
+    // Reclassify on request: the server's tools are queued and done again,
+    // and the tools still unfit are proposed again.
     let (code, answer) = send(
         reqwest::Method::POST,
         d.api("/api/v1/skills/reclassify"),
@@ -407,14 +409,111 @@ async fn reclassification_follows_the_taxonomy_and_unfit_tools_are_suggested() {
     )
     .await;
     assert_eq!(code, 404, "{answer}");
+    // (The first pass classified every tool too: the proposal coming back
+    // is what tells that the new pass ran.)
+    let end = Instant::now() + UP;
+    let suggestions = loop {
+        let suggestions: Vec<Value> = get_json(&d.api("/api/v1/skills/suggestions")).await;
+        if suggestions
+            .iter()
+            .any(|s| ids_of(s).contains(&"fixture.tool_0000".to_owned()))
+        {
+            break suggestions;
+        }
+        assert!(
+            Instant::now() < end,
+            "the unfit tools were not proposed again: {suggestions:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let proposed = generated_suggestion(&suggestions)["id"].as_u64().unwrap();
+    assert_ne!(proposed, dismissed, "a dismissed suggestion's id came back");
 
-    // A suggestion is dismissed once.
-    let id = suggestions[0]["id"].as_u64().unwrap();
-    let url = d.api(&format!("/api/v1/skills/suggestions/{id}"));
-    let (code, _) = send(reqwest::Method::DELETE, url.clone(), None).await;
-    assert_eq!(code, 204);
-    let (code, _) = send(reqwest::Method::DELETE, url, None).await;
-    assert_eq!(code, 404);
+    // The CLI lists proposals with their descriptions; an unknown one is
+    // exit 2.
+    let dir = d.data_dir.as_path();
+    let (code, out, err) = cli(dir, &["skills", "suggestions"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("DESCRIPTION") && out.contains("Generated tool"),
+        "{out}"
+    );
+    let (code, out, err) = cli(dir, &["skills", "accept", "9999"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("not found"), "{err}");
+
+    // Accepting it adds the proposed skill (here with our own id): the
+    // taxonomy changes, every tool is classified again under the new
+    // classifier, and the generated tools now fit it.
+    let accept = |id: u64| d.api(&format!("/api/v1/skills/suggestions/{id}/accept"));
+    let (code, answer) = send(
+        reqwest::Method::POST,
+        accept(proposed),
+        Some(json!({"id": "Not An Id"})),
+    )
+    .await;
+    assert_eq!(code, 422, "{answer}");
+    let (code, answer) = send(
+        reqwest::Method::POST,
+        accept(proposed),
+        Some(json!({"colour": "blue"})),
+    )
+    .await;
+    assert_eq!(code, 422, "{answer}");
+    let (code, answer) = send(reqwest::Method::POST, accept(9_999), None).await;
+    assert_eq!(code, 404, "{answer}");
+    let (code, created) = send(
+        reqwest::Method::POST,
+        accept(proposed),
+        Some(json!({"id": "generated"})),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["id"], "generated", "{created}");
+    assert!(
+        created["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("Generated tool")),
+        "{created}"
+    );
+    let suggestions: Vec<Value> = get_json(&d.api("/api/v1/skills/suggestions")).await;
+    assert!(
+        suggestions.iter().all(|s| s["id"] != proposed),
+        "an accepted suggestion stays queued: {suggestions:?}"
+    );
+    let old = first["classifier"].as_str().unwrap().to_owned();
+    wait_classified(&d, total, |s| s["classifier"] != old.as_str()).await;
+    let members: Vec<Value> = get_json(&d.api("/api/v1/skills/generated/tools")).await;
+    assert!(
+        members.iter().any(|t| t["id"] == "fixture.tool_0000"),
+        "{members:?}"
+    );
+}
+
+fn ids_of(suggestion: &Value) -> Vec<String> {
+    suggestion["tool_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The suggestion holding the fixture's generated tools, all five of them.
+fn generated_suggestion(suggestions: &[Value]) -> &Value {
+    let generated = suggestions
+        .iter()
+        .find(|s| ids_of(s).contains(&"fixture.tool_0000".to_owned()))
+        .unwrap_or_else(|| panic!("no suggestion holds tool_0000: {suggestions:?}"));
+    for n in 1..5 {
+        let id = format!("fixture.tool_{n:04}");
+        assert!(
+            ids_of(generated).contains(&id),
+            "{id} apart: {suggestions:?}"
+        );
+    }
+    generated
 }
 
 /// How the test's chat completions server behaves.

@@ -112,6 +112,7 @@ pub fn router_with_openapi(
         .routes(routes!(skills::classification_status))
         .routes(routes!(skills::list_suggestions))
         .routes(routes!(skills::dismiss_suggestion))
+        .routes(routes!(skills::accept_suggestion))
         .routes(routes!(skills::reclassify))
         .routes(routes!(
             skills::get_skill,

@@ -15,7 +15,9 @@ use super::extract::{Actor, JsonBody, PathParam, QueryParams};
 use super::views::ToolView;
 use crate::http_error::{ErrorBody, HttpError};
 use crate::model::{Skill, SkillSuggestion};
-use crate::skills::{ClassificationProgress, ReclassifyScope, SkillView, SkillsError};
+use crate::skills::{
+    ClassificationProgress, ReclassifyScope, SkillChanges, SkillView, SkillsError,
+};
 
 impl From<SkillsError> for HttpError {
     fn from(err: SkillsError) -> Self {
@@ -243,6 +245,56 @@ pub async fn list_suggestions(
     State(state): State<AppState>,
 ) -> Result<Json<Vec<SkillSuggestion>>, HttpError> {
     Ok(Json(state.skills.suggestions().await?))
+}
+
+/// What to change in a proposed skill when accepting it (all optional).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptBody {
+    /// The new skill's id instead of the one made from its proposed name.
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub examples: Option<Vec<String>>,
+}
+
+/// Add the skill a suggestion proposes (its tools' description and
+/// examples, or what the body says instead); the suggestion leaves the
+/// queue and tools are classified again.
+#[utoipa::path(post, path = "/api/v1/skills/suggestions/{id}/accept", tag = "skills",
+    params(("id" = u64, Path, description = "Suggestion id")),
+    request_body(content = AcceptBody, description = "Optional changes"),
+    responses(
+        (status = 201, body = SkillView),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "The id is taken", body = ErrorBody),
+        (status = 422, description = "Invalid id, texts or body", body = ErrorBody),
+    ))]
+pub async fn accept_suggestion(
+    State(state): State<AppState>,
+    Actor(actor): Actor,
+    PathParam(id): PathParam<u64>,
+    body: axum::body::Bytes,
+) -> Result<Response, HttpError> {
+    // No body at all accepts the proposal as it is.
+    let body: AcceptBody = if body.iter().all(u8::is_ascii_whitespace) {
+        AcceptBody::default()
+    } else {
+        super::extract::parse_json(&body)?
+    };
+    let changes = SkillChanges {
+        id: body.id,
+        name: body.name,
+        description: body.description,
+        examples: body.examples,
+    };
+    let view = state.skills.accept_suggestion(id, changes).await?;
+    audit(&state, &actor, "skill_create", &view.skill.id).await;
+    Ok((StatusCode::CREATED, Json(view)).into_response())
 }
 
 /// Dismiss a suggestion (after adding the skill, or deciding against it).

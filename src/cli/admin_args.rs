@@ -362,8 +362,8 @@ pub(super) enum SkillsCommand {
     Show(SkillIdArgs),
     /// Add a skill; tools are classified again to consider it.
     #[command(after_help = "Examples:\n  \
-mcp-aggregator skills add weather --name Weather --description 'Forecasts and current weather' \\\n    \
---example 'will it rain tomorrow' --example 'temperature in Paris'")]
+mcp-aggregator skills add gardening --name Gardening --description 'Plants, watering and garden care' \\\n    \
+--example 'when should I water the tomatoes' --example 'prune the roses'")]
     Add(SkillEditArgs),
     /// Replace a skill's name, description and examples (built-in ones too).
     Edit(SkillEditArgs),
@@ -380,8 +380,37 @@ mcp-aggregator skills add weather --name Weather --description 'Forecasts and cu
     Reclassify(ReclassifyArgs),
     /// Where classification stands (tools per state, the classifier).
     Status(ClientArgs),
-    /// Skills the taxonomy seems to lack: tools that fit none.
+    /// Skills the taxonomy seems to lack: tools that fit none, grouped by meaning into proposed skills.
+    #[command(
+        after_help = "Examples:\n  mcp-aggregator skills suggestions\n  mcp-aggregator skills suggestions --json\n\nAccept one with `skills accept ID`; dismiss one with the API (DELETE /api/v1/skills/suggestions/ID)."
+    )]
     Suggestions(ClientArgs),
+    /// Add the skill a suggestion proposes (optionally with your own id, name, description or examples).
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator skills accept 3\n  \
+mcp-aggregator skills accept 3 --id build_pipelines --name 'Build pipelines'\n\n\
+The suggestion leaves the queue and every tool is classified again with the new skill.")]
+    Accept(AcceptArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct AcceptArgs {
+    /// Suggestion id (from `skills suggestions`).
+    pub(super) suggestion: u64,
+    /// The skill's id instead of the one made from the proposed name.
+    #[arg(long)]
+    pub(super) id: Option<String>,
+    /// Display name instead of the proposed one.
+    #[arg(long)]
+    pub(super) name: Option<String>,
+    /// Description instead of the one drawn from the tools.
+    #[arg(long)]
+    pub(super) description: Option<String>,
+    /// Example phrases instead of the proposed ones (repeatable).
+    #[arg(long = "example", value_name = "PHRASE")]
+    pub(super) examples: Vec<String>,
+    #[command(flatten)]
+    pub(super) client: ClientArgs,
 }
 
 #[derive(Debug, Args)]

@@ -208,10 +208,38 @@ pub(super) async fn run(command: SkillsCommand) -> Result<ExitCode, CliError> {
                                 .collect()
                         })
                         .unwrap_or_default();
-                    vec![field(s, "id"), field(s, "name"), tools.join(", ")]
+                    vec![
+                        field(s, "id"),
+                        field(s, "name"),
+                        field(s, "description"),
+                        tools.join(", "),
+                    ]
                 })
                 .collect();
-            println!("{}", table(&["ID", "SUGGESTED NAME", "TOOLS"], rows));
+            println!(
+                "{}",
+                table(&["ID", "SUGGESTED NAME", "DESCRIPTION", "TOOLS"], rows)
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        SkillsCommand::Accept(args) => {
+            let client = connect(&args.client);
+            let mut body = serde_json::Map::new();
+            for (key, value) in [
+                ("id", args.id),
+                ("name", args.name),
+                ("description", args.description),
+            ] {
+                if let Some(value) = value {
+                    body.insert(key.into(), Value::String(value));
+                }
+            }
+            if !args.examples.is_empty() {
+                body.insert("examples".into(), json!(args.examples));
+            }
+            let path = format!("{SKILLS_PATH}/suggestions/{}/accept", args.suggestion);
+            let skill: Value = client.post(&path, &Value::Object(body)).await?;
+            print_done(&args.client, &skill, "added");
             Ok(ExitCode::SUCCESS)
         }
     }

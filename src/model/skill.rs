@@ -235,6 +235,13 @@ pub struct SkillSuggestion {
     pub reason: String,
     /// The tools that fit no skill.
     pub tool_ids: Vec<String>,
+    /// A description for the proposed skill, from what its tools say they
+    /// do (what `accept` adds unless told otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Example requests for the proposed skill, from its tools' names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<String>,
     pub created_at: DateTime<Utc>,
 }
 

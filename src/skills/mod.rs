@@ -41,6 +41,7 @@ use llm::LlmClassifier;
 pub use error::SkillsError;
 pub use llm::LlmSettings;
 pub use service::{ReclassifyScope, SkillView};
+pub use suggestions::SkillChanges;
 pub use worker::{ClassificationProgress, PassOutcome};
 
 /// How classification is done.

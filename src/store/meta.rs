@@ -16,6 +16,9 @@ pub(super) const META_SCHEMA_VERSION: &str = "schema_version";
 pub(super) const META_GENERATION: &str = "generation";
 pub(super) const META_CATALOG_GENERATION: &str = "catalog_generation";
 pub(super) const META_LAST_SYNC_MS: &str = "last_sync_ms";
+/// The last skill suggestion id handed out: ids are never reused, so a
+/// dismissed or accepted suggestion's id cannot name a new one.
+pub(super) const META_LAST_SUGGESTION_ID: &str = "last_suggestion_id";
 
 impl Store {
     /// The schema version on disk.

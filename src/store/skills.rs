@@ -10,6 +10,7 @@ use redb::{
 
 use super::catalog::TOOLS;
 use super::codec::{decode, encode};
+use super::meta::{META, META_LAST_SUGGESTION_ID};
 use super::{Store, StoreError};
 use crate::model::{Classification, ServerId, Skill, SkillSuggestion, ToolRecord};
 
@@ -105,13 +106,11 @@ impl Store {
         Ok(out)
     }
 
-    /// Queues a suggestion unless one with the same tools is queued;
-    /// returns it either way.
+    /// Queues a suggestion (its id and time are the store's) unless one
+    /// with the same tools is queued; returns it either way.
     pub fn add_skill_suggestion(
         &self,
-        name: &str,
-        reason: &str,
-        tool_ids: &[String],
+        proposal: SkillSuggestion,
     ) -> Result<SkillSuggestion, StoreError> {
         let db = self.db_for_write()?;
         let txn = db.begin_write()?;
@@ -121,7 +120,7 @@ impl Store {
             for entry in table.iter()? {
                 let (_, bytes) = entry?;
                 let queued: SkillSuggestion = decode(bytes.value())?;
-                if queued.tool_ids == tool_ids {
+                if queued.tool_ids == proposal.tool_ids {
                     existing = Some(queued);
                     break;
                 }
@@ -129,13 +128,18 @@ impl Store {
             match existing {
                 Some(queued) => queued,
                 None => {
-                    let id = table.last()?.map(|(k, _)| k.value() + 1).unwrap_or(1);
+                    let mut meta = txn.open_table(META)?;
+                    let last_handed_out = meta
+                        .get(META_LAST_SUGGESTION_ID)?
+                        .map(|v| v.value())
+                        .unwrap_or(0);
+                    let last_queued = table.last()?.map(|(k, _)| k.value()).unwrap_or(0);
+                    let id = last_handed_out.max(last_queued) + 1;
+                    meta.insert(META_LAST_SUGGESTION_ID, id)?;
                     let suggestion = SkillSuggestion {
                         id,
-                        name: name.to_owned(),
-                        reason: reason.to_owned(),
-                        tool_ids: tool_ids.to_vec(),
                         created_at: Utc::now(),
+                        ..proposal
                     };
                     table.insert(id, encode(&suggestion)?.as_slice())?;
                     while table.len()? > SUGGESTION_LIMIT {
