@@ -106,40 +106,52 @@ impl Skills {
 /// domain (a weather server's forecast and alerts) sit around 0.5–0.7 with
 /// MiniLM, unrelated ones below 0.35.
 const GROUP_SIMILARITY: f32 = 0.5;
+/// Groups formed at most: each tool is compared with every centre, so a
+/// catalog of thousands of unrelated unfit tools (a hostile list) costs a
+/// bounded pass; tools past it go with their server's lone tools.
+const MAX_GROUPS: usize = 256;
 
 /// Groups of indexes into `servers` (each tool's server): those with a vector grouped by meaning
 /// (each joins the most similar group centre at `GROUP_SIMILARITY` or
-/// more, or starts a group; then every tool moves to its nearest final
-/// centre once), a lone tool left with the others of its server; those
-/// without a vector by server. Largest groups first.
+/// more, or starts a group while there are fewer than `MAX_GROUPS`; then
+/// every tool moves to its nearest final centre once, if near enough), a
+/// lone tool left with the others of its server; those without a vector
+/// by server. Largest groups first.
 fn group_by_meaning(servers: &[&str], points: &[Option<Vec<f32>>]) -> Vec<Vec<usize>> {
     let mut centres: Vec<Vec<f32>> = Vec::new();
-    let mut members: Vec<Vec<usize>> = Vec::new();
-    for (i, point) in points.iter().enumerate() {
-        let Some(point) = point else { continue };
-        let nearest = nearest_centre(&centres, point);
-        match nearest {
+    // Each group's sum of member vectors: its centre follows in one step
+    // per joining tool, however large the group.
+    let mut sums: Vec<Vec<f32>> = Vec::new();
+    for point in points.iter().flatten() {
+        match nearest_centre(&centres, point) {
             Some((c, similarity)) if similarity >= GROUP_SIMILARITY => {
-                members[c].push(i);
-                centres[c] = centre(points, &members[c]);
+                sums[c].iter_mut().zip(point).for_each(|(sum, x)| *sum += x);
+                centres[c] = normalised_mean(std::iter::once(sums[c].as_slice()))
+                    .unwrap_or_else(|| point.clone());
             }
-            _ => {
+            _ if centres.len() < MAX_GROUPS => {
                 centres.push(point.clone());
-                members.push(vec![i]);
+                sums.push(point.clone());
             }
+            _ => {}
         }
     }
     // Once more against the final centres: an early tool may sit closer
     // to a group that formed after it.
     let mut settled: Vec<Vec<usize>> = vec![Vec::new(); centres.len()];
+    let mut by_server: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, point) in points.iter().enumerate() {
         let Some(point) = point else { continue };
-        if let Some((c, _)) = nearest_centre(&centres, point) {
-            settled[c].push(i);
+        match nearest_centre(&centres, point) {
+            Some((c, similarity)) if similarity >= GROUP_SIMILARITY => {
+                settled[c].push(i);
+            }
+            // Near no group (past MAX_GROUPS, or left by its group's
+            // centre as the group grew).
+            _ => by_server.entry(servers[i]).or_default().push(i),
         }
     }
     let mut groups: Vec<Vec<usize>> = Vec::new();
-    let mut by_server: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for group in settled {
         match group.len() {
             0 => {}
@@ -166,10 +178,6 @@ fn nearest_centre(centres: &[Vec<f32>], point: &[f32]) -> Option<(usize, f32)> {
         .map(|c| dot(c, point))
         .enumerate()
         .max_by(|a, b| a.1.total_cmp(&b.1))
-}
-
-fn centre(points: &[Option<Vec<f32>>], members: &[usize]) -> Vec<f32> {
-    normalised_mean(members.iter().filter_map(|&i| points[i].as_deref())).unwrap_or_default()
 }
 
 /// Characters of a tool's description a proposed skill's description keeps.
@@ -342,6 +350,24 @@ mod tests {
         assert!(groups.contains(&vec![2, 3]), "{groups:?}");
         assert!(groups.contains(&vec![6]), "{groups:?}");
         assert_eq!(groups.iter().map(Vec::len).sum::<usize>(), servers.len());
+    }
+
+    #[test]
+    fn a_flood_of_unrelated_tools_forms_a_bounded_number_of_groups() {
+        // Pairwise orthogonal unit vectors: nothing is alike.
+        let tools = MAX_GROUPS * 2;
+        let points: Vec<Option<Vec<f32>>> = (0..tools)
+            .map(|i| {
+                let mut v = vec![0.0f32; tools];
+                v[i] = 1.0;
+                Some(v)
+            })
+            .collect();
+        let servers = vec!["hostile"; tools];
+        let groups = group_by_meaning(&servers, &points);
+        // Every tool once; no group of one but the server's lone tools.
+        assert_eq!(groups.iter().map(Vec::len).sum::<usize>(), tools);
+        assert_eq!(groups.len(), 1, "{}", groups.len());
     }
 
     #[test]
