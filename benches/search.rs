@@ -337,6 +337,10 @@ struct ColdDaemon {
     first_pass: Option<Duration>,
     /// From its start to every text embedded and the index settled.
     indexed: Duration,
+    /// The daemon's largest RSS sampled while it indexed, and its RSS once
+    /// idle after the classification, in KiB.
+    peak_rss_kib: u64,
+    settled_rss_kib: u64,
 }
 
 impl ColdDaemon {
@@ -352,6 +356,11 @@ impl ColdDaemon {
             "| the daemon's cold indexing with searches running, both passes (from its start, discovery included) | {:.1} s = {:.0} tools/s |",
             self.indexed.as_secs_f64(),
             total as f64 / self.indexed.as_secs_f64()
+        );
+        println!(
+            "| the daemon's RSS during the cold build, largest sampled / once idle after it | {:.0} MiB / {:.0} MiB |",
+            self.peak_rss_kib as f64 / 1024.0,
+            self.settled_rss_kib as f64 / 1024.0
         );
     }
 }
@@ -404,7 +413,9 @@ async fn rest_searches(
     let mut during = Vec::new();
     let mut asked = queries.iter().cycle();
     let mut first_pass = None;
+    let mut peak_rss_kib = 0;
     let indexed = loop {
+        peak_rss_kib = peak_rss_kib.max(rss_kib(pid));
         let status: Value = client
             .get(format!("{base}/status"))
             .send()
@@ -454,6 +465,7 @@ async fn rest_searches(
     // Every server connected, and the daemon idle again.
     wait_all_connected(&client, &base, SERVERS, total, deadline).await;
     common::wait_until_idle(pid, 0.05).await;
+    let settled_rss_kib = rss_kib(pid);
     let mut after = Vec::with_capacity(SEARCHES);
     for query in queries.iter().cycle().take(SEARCHES) {
         after.push(search(query).await);
@@ -466,6 +478,8 @@ async fn rest_searches(
         classified,
         first_pass,
         indexed,
+        peak_rss_kib,
+        settled_rss_kib,
     }
 }
 

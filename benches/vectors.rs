@@ -56,7 +56,9 @@ fn main() {
         .collect();
     let embedder = Embedder::load().expect("model");
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    let bases = embedder.embed_in_background(&refs).expect("embed tools");
+    let bases = embedder
+        .embed_in_background(&refs, true)
+        .expect("embed tools");
     let refs: Vec<&str> = queries.iter().map(String::as_str).collect();
     let queries = embedder.embed(&refs).expect("embed queries");
     drop(embedder);

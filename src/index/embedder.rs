@@ -8,7 +8,8 @@ use fastembed::{
     InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel,
 };
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// Part of every cached embedding's key: a new model never reuses vectors
 /// of the old one.
@@ -17,9 +18,16 @@ pub const DIMENSION: usize = 384;
 /// MiniLM was trained on 128-token windows; longer inputs cost time and
 /// dilute the vector.
 const MAX_TOKENS: usize = 128;
-/// Texts per ONNX run: small batches pad less (measured on 2 cores: 8 gives
-/// 155 texts/s, 32 gives 137).
-const EMBED_BATCH: usize = 8;
+/// Texts per ONNX run. On one thread a run of 4 is as fast per text as a
+/// run of 8 (texts sorted by length pad little either way) and a search
+/// waits for half as long.
+const EMBED_BATCH: usize = 4;
+/// Sessions the indexer may run side by side. Each has one thread: on two
+/// cores two one-thread sessions embed 186 texts/s where one two-thread
+/// session embeds 147 (a run of a few short texts leaves a second thread
+/// of the same session mostly waiting). More cores stay with the servers
+/// and the router.
+const MAX_SESSIONS: usize = 2;
 /// Set to `1` to skip the runtime embedded in the binary (e.g. to force the
 /// system's ONNX Runtime through `ORT_DYLIB_PATH`).
 pub const SKIP_EMBEDDED_RUNTIME_ENV: &str = "MCP_AGGREGATOR_SKIP_EMBEDDED_RUNTIME";
@@ -32,19 +40,49 @@ pub enum EmbedError {
     Failed(String),
 }
 
-/// The loaded model. Embedding needs exclusive access to the ONNX session,
-/// so callers take turns; searches and indexing run on blocking threads.
-/// Searches go first: the indexer embeds `EMBED_BATCH` texts per turn and
-/// lets every waiting query have the model before its next turn, so a
-/// search waits for at most one small batch, never for a sync.
+/// The loaded model: one ONNX session always, and during a bulk pass of
+/// the indexer a helper session per spare core (each session is a copy of
+/// the model, about 90 MB, so helpers are loaded for the pass and dropped
+/// after it). A session runs one text run at a time, so callers take
+/// turns; searches and indexing run on blocking threads. Searches go
+/// first: the indexer embeds `EMBED_BATCH` texts per turn and lets every
+/// waiting query have the first free session before its next turn, so a
+/// search waits for at most one small run, never for a sync.
 pub struct Embedder {
-    model: Mutex<TextEmbedding>,
-    /// Queries waiting for the model; the indexer waits while there are any.
-    queries_waiting: Mutex<usize>,
-    queries_done: std::sync::Condvar,
+    sessions: Mutex<Sessions>,
+    /// A session came back, or the last waiting query got one.
+    changed: Condvar,
+    /// Sessions this machine may run side by side.
+    max_sessions: usize,
     /// Texts the indexer has embedded so far.
-    background_texts: std::sync::atomic::AtomicU64,
+    background_texts: AtomicU64,
     runtime: String,
+}
+
+struct Sessions {
+    idle: Vec<TextEmbedding>,
+    /// Idle, running, or being loaded.
+    alive: usize,
+    /// How many sessions should stay alive: 1, or `max_sessions` during a
+    /// bulk pass; a session given back above it is dropped.
+    wanted: usize,
+    /// Queries waiting for a session; the indexer waits while there are any.
+    queries_waiting: usize,
+}
+
+/// A session lent out of the pool; it goes back when dropped, whatever
+/// happened meanwhile.
+struct Lent<'a> {
+    embedder: &'a Embedder,
+    session: Option<TextEmbedding>,
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.take() {
+            self.embedder.give_back(session);
+        }
+    }
 }
 
 impl std::fmt::Debug for Embedder {
@@ -56,45 +94,27 @@ impl std::fmt::Debug for Embedder {
 }
 
 impl Embedder {
-    /// Loads the runtime and the model. Blocking (tens of milliseconds).
+    /// Loads the runtime and the model. Blocking (a fraction of a second).
     pub fn load() -> Result<Embedder, EmbedError> {
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(2);
-        Embedder::load_with_threads(threads)
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Embedder::load_with_sessions(cores.min(MAX_SESSIONS))
     }
 
-    /// `load` with this many intra-op threads (benches compare shapes).
-    pub fn load_with_threads(threads: usize) -> Result<Embedder, EmbedError> {
+    /// `load` allowing at most this many sessions side by side (tests and
+    /// benches compare shapes).
+    pub fn load_with_sessions(max_sessions: usize) -> Result<Embedder, EmbedError> {
         let runtime = load_runtime()?;
-        let files = model_files()?;
-        let model =
-            UserDefinedEmbeddingModel::new(files.onnx, files.tokenizer).with_pooling(Pooling::Mean);
-        let options = InitOptionsUserDefined::new()
-            // Without the arena, memory goes back after each batch instead
-            // of staying at the peak of the largest batch (measured: 300 MB
-            // less after indexing 10,000 tools, at the same speed).
-            .with_execution_providers(vec![
-                ort::ep::CPU::default().with_arena_allocator(false).build(),
-            ])
-            .with_max_length(MAX_TOKENS)
-            .with_intra_threads(threads)
-            // Spinning threads burn the cores the servers and the router need.
-            .with_session_config("session.intra_op.allow_spinning", "0");
-        // A broken runtime can panic inside the bindings; that must cost
-        // search its vectors, not the daemon its life.
-        let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            TextEmbedding::try_new_from_user_defined(model, options)
-        }))
-        .map_err(|_| {
-            EmbedError::Unavailable("ONNX Runtime panicked while loading the model".into())
-        })?
-        .map_err(|err| EmbedError::Unavailable(format!("the model did not load: {err}")))?;
+        let first = new_session()?;
         Ok(Embedder {
-            model: Mutex::new(loaded),
-            queries_waiting: Mutex::new(0),
-            queries_done: std::sync::Condvar::new(),
-            background_texts: std::sync::atomic::AtomicU64::new(0),
+            sessions: Mutex::new(Sessions {
+                idle: vec![first],
+                alive: 1,
+                wanted: 1,
+                queries_waiting: 0,
+            }),
+            changed: Condvar::new(),
+            max_sessions: max_sessions.max(1),
+            background_texts: AtomicU64::new(0),
             runtime,
         })
     }
@@ -104,64 +124,232 @@ impl Embedder {
         &self.runtime
     }
 
-    /// Unit-length vectors, one per text, in order, for a query: ahead of
-    /// the indexer's next turn. Blocking.
+    /// Sessions alive now (1 outside a bulk pass).
+    pub fn sessions_alive(&self) -> usize {
+        self.pool().alive
+    }
+
+    /// Unit-length vectors, one per text, in order, for a query: on the
+    /// first session free, ahead of the indexer's next turn. Blocking.
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        self.set_waiting(|n| n + 1);
-        let model = self.model.lock();
-        // Holding the model (or failing to): the indexer may go on once
-        // no other query waits.
-        self.set_waiting(|n| n.saturating_sub(1));
-        let mut model =
-            model.map_err(|_| EmbedError::Failed("the model lock was poisoned".into()))?;
-        run(&mut model, texts)
+        self.lend_to_query().run(texts)
     }
 
-    /// The same for the indexer: `EMBED_BATCH` texts per turn, each turn
-    /// taken only when no query waits. Blocking.
-    pub fn embed_in_background(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// The same for the indexer, `EMBED_BATCH` texts per turn, each turn
+    /// taken only when no query waits. With `bulk`, helper sessions are
+    /// loaded (once, until `end_bulk`) and the turns run side by side.
+    /// Blocking.
+    pub fn embed_in_background(
+        &self,
+        texts: &[&str],
+        bulk: bool,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let runs: Vec<&[&str]> = texts.chunks(EMBED_BATCH).collect();
+        let helpers = if bulk && runs.len() > 1 {
+            self.max_sessions - 1
+        } else {
+            0
+        };
+        let results: Mutex<Vec<Option<Vec<Vec<f32>>>>> = Mutex::new(vec![None; runs.len()]);
+        let next_run = AtomicUsize::new(0);
+        let failed = AtomicBool::new(false);
+        let worker = |first_error: &mut Option<EmbedError>| {
+            while !failed.load(Ordering::SeqCst) {
+                let i = next_run.fetch_add(1, Ordering::SeqCst);
+                let Some(texts) = runs.get(i) else {
+                    return;
+                };
+                let mut lent = self.lend_to_indexer();
+                match lent.run(texts) {
+                    Ok(vectors) => {
+                        drop(lent);
+                        self.background_texts
+                            .fetch_add(texts.len() as u64, Ordering::SeqCst);
+                        lock(&results)[i] = Some(vectors);
+                    }
+                    Err(err) => {
+                        failed.store(true, Ordering::SeqCst);
+                        *first_error = Some(err);
+                        return;
+                    }
+                }
+            }
+        };
+        let error = std::thread::scope(|scope| {
+            let helping: Vec<_> = (0..helpers)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut error = None;
+                        // A helper that does not load leaves the work to
+                        // the sessions there are.
+                        if self.add_session() {
+                            worker(&mut error);
+                        }
+                        error
+                    })
+                })
+                .collect();
+            let mut error = None;
+            worker(&mut error);
+            for helper in helping {
+                error = error.or(match helper.join() {
+                    Ok(helper_error) => helper_error,
+                    Err(_) => Some(EmbedError::Failed("an embedding thread panicked".into())),
+                });
+            }
+            error
+        });
+        if let Some(err) = error {
+            return Err(err);
+        }
+        let results = results
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut vectors = Vec::with_capacity(texts.len());
-        for chunk in texts.chunks(EMBED_BATCH) {
-            self.wait_for_queries();
-            let mut model = self
-                .model
-                .lock()
-                .map_err(|_| EmbedError::Failed("the model lock was poisoned".into()))?;
-            vectors.extend(run(&mut model, chunk)?);
-            self.background_texts
-                .fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::SeqCst);
+        for run in results {
+            vectors.extend(run.ok_or_else(|| EmbedError::Failed("a run was lost".into()))?);
         }
         Ok(vectors)
+    }
+
+    /// The bulk pass is over: helper sessions are dropped (now if idle,
+    /// else when given back), and their memory with them.
+    pub fn end_bulk(&self) {
+        let dropped: Vec<TextEmbedding> = {
+            let mut sessions = self.pool();
+            sessions.wanted = 1;
+            let surplus = sessions.alive.saturating_sub(1).min(sessions.idle.len());
+            sessions.alive -= surplus;
+            let keep = sessions.idle.len() - surplus;
+            sessions.idle.split_off(keep)
+        };
+        drop(dropped);
     }
 
     /// How many texts the indexer has embedded (a query's wait is measured
     /// in them).
     pub fn background_texts(&self) -> u64 {
-        self.background_texts
-            .load(std::sync::atomic::Ordering::SeqCst)
+        self.background_texts.load(Ordering::SeqCst)
     }
 
-    fn set_waiting(&self, change: impl FnOnce(usize) -> usize) {
-        let mut waiting = match self.queries_waiting.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        *waiting = change(*waiting);
-        if *waiting == 0 {
-            self.queries_done.notify_all();
+    fn pool(&self) -> MutexGuard<'_, Sessions> {
+        lock(&self.sessions)
+    }
+
+    fn lend_to_query(&self) -> Lent<'_> {
+        let mut sessions = self.pool();
+        sessions.queries_waiting += 1;
+        let mut sessions = self
+            .changed
+            .wait_while(sessions, |s| s.idle.is_empty())
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        sessions.queries_waiting -= 1;
+        let session = sessions.idle.pop();
+        if sessions.queries_waiting == 0 {
+            self.changed.notify_all();
+        }
+        Lent {
+            embedder: self,
+            session,
         }
     }
 
-    fn wait_for_queries(&self) {
-        let waiting = match self.queries_waiting.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        drop(self.queries_done.wait_while(waiting, |n| *n > 0));
+    fn lend_to_indexer(&self) -> Lent<'_> {
+        let sessions = self.pool();
+        let mut sessions = self
+            .changed
+            .wait_while(sessions, |s| s.idle.is_empty() || s.queries_waiting > 0)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Lent {
+            embedder: self,
+            session: sessions.idle.pop(),
+        }
     }
+
+    fn give_back(&self, session: TextEmbedding) {
+        let surplus = {
+            let mut sessions = self.pool();
+            if sessions.alive > sessions.wanted {
+                sessions.alive -= 1;
+                Some(session)
+            } else {
+                sessions.idle.push(session);
+                None
+            }
+        };
+        self.changed.notify_all();
+        drop(surplus);
+    }
+
+    /// Loads one more session for a bulk pass if the pool is below its
+    /// size; whether the caller should work beside the others.
+    fn add_session(&self) -> bool {
+        {
+            let mut sessions = self.pool();
+            sessions.wanted = self.max_sessions;
+            if sessions.alive >= self.max_sessions {
+                return true;
+            }
+            sessions.alive += 1;
+        }
+        match new_session() {
+            Ok(session) => {
+                self.give_back(session);
+                true
+            }
+            Err(err) => {
+                tracing::warn!("a helper embedding session did not load: {err}");
+                let mut sessions = self.pool();
+                sessions.alive -= 1;
+                sessions.wanted = sessions.alive;
+                false
+            }
+        }
+    }
+}
+
+impl Lent<'_> {
+    fn run(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        // Always set: both lenders wait until a session is idle.
+        match self.session.as_mut() {
+            Some(session) => run(session, texts),
+            None => Err(EmbedError::Failed("no embedding session was free".into())),
+        }
+    }
+}
+
+/// A new ONNX session of the model, with one intra-op thread.
+fn new_session() -> Result<TextEmbedding, EmbedError> {
+    let files = model_files()?;
+    let model =
+        UserDefinedEmbeddingModel::new(files.onnx, files.tokenizer).with_pooling(Pooling::Mean);
+    let options = InitOptionsUserDefined::new()
+        // Without the arena, memory goes back after each batch instead
+        // of staying at the peak of the largest batch (measured: 300 MB
+        // less after indexing 10,000 tools, at the same speed).
+        .with_execution_providers(vec![
+            ort::ep::CPU::default().with_arena_allocator(false).build(),
+        ])
+        .with_max_length(MAX_TOKENS)
+        .with_intra_threads(1)
+        // Spinning threads burn the cores the servers and the router need.
+        .with_session_config("session.intra_op.allow_spinning", "0");
+    // A broken runtime can panic inside the bindings; that must cost
+    // search its vectors, not the daemon its life.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        TextEmbedding::try_new_from_user_defined(model, options)
+    }))
+    .map_err(|_| EmbedError::Unavailable("ONNX Runtime panicked while loading the model".into()))?
+    .map_err(|err| EmbedError::Unavailable(format!("the model did not load: {err}")))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// One embedding run on the session (a panic inside the bindings is an
@@ -384,20 +572,20 @@ mod tests {
         );
     }
 
-    /// A search while the indexer embeds: the query waits for the
-    /// indexer's current turn at most, never for its whole batch (before
-    /// the turns, a search during a cold sync waited 1.6 s at p50).
+    /// A search while the indexer embeds on both sessions: the query waits
+    /// for the runs in flight at most, never for the indexer's whole call
+    /// (before the turns, a search during a cold sync waited 1.6 s at p50).
     #[test]
     fn a_query_goes_ahead_of_the_indexer() {
         const TEXTS: usize = 400;
-        let embedder = Arc::new(Embedder::load().expect("the model loads"));
+        let embedder = Arc::new(Embedder::load_with_sessions(2).expect("the model loads"));
         let texts: Vec<String> = (0..TEXTS)
             .map(|i| format!("tool number {i}: reads, writes and lists the files of a project"))
             .collect();
         let indexing = Arc::clone(&embedder);
         let indexer = std::thread::spawn(move || {
             let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-            indexing.embed_in_background(&texts).map(|v| v.len())
+            indexing.embed_in_background(&texts, true).map(|v| v.len())
         });
         // The indexer is under way (its first turn done).
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
@@ -413,7 +601,9 @@ mod tests {
         let after = embedder.background_texts();
         assert_eq!(answer.len(), 1);
         assert!(
-            after - before <= 2 * EMBED_BATCH as u64,
+            // Each session's run in flight, and one more on the session
+            // the query did not take while it ran.
+            after - before <= 4 * EMBED_BATCH as u64,
             "the query waited for {} of the indexer's texts",
             after - before
         );
@@ -422,5 +612,41 @@ mod tests {
             "the query was answered only after the indexer finished"
         );
         assert_eq!(indexer.join().expect("indexer").expect("indexed"), TEXTS);
+    }
+
+    /// A bulk pass loads a helper session, spreads its runs over both and
+    /// keeps the order; the helper goes when the pass ends.
+    #[test]
+    fn a_bulk_pass_runs_side_by_side_and_gives_its_helper_back() {
+        let embedder = Embedder::load_with_sessions(2).expect("the model loads");
+        let texts: Vec<String> = (0..40)
+            .map(|i| {
+                format!(
+                    "tool {i}: {}",
+                    "sends mail and lists folders ".repeat(i % 7 + 1)
+                )
+            })
+            .collect();
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let one_by_one = embedder
+            .embed_in_background(&texts, false)
+            .expect("embedded on one session");
+        assert_eq!(embedder.sessions_alive(), 1);
+        let side_by_side = embedder
+            .embed_in_background(&texts, true)
+            .expect("embedded on two sessions");
+        assert_eq!(
+            embedder.sessions_alive(),
+            2,
+            "the helper stays for the pass"
+        );
+        assert_eq!(side_by_side.len(), texts.len());
+        for (i, (a, b)) in one_by_one.iter().zip(&side_by_side).enumerate() {
+            let same = cosine(a, b);
+            assert!(same > 0.999, "text {i} got another vector ({same})");
+        }
+        embedder.end_bulk();
+        assert_eq!(embedder.sessions_alive(), 1, "the helper is dropped");
+        assert_eq!(embedder.embed(&["find my mail"]).expect("a query").len(), 1);
     }
 }

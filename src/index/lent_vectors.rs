@@ -20,7 +20,7 @@ impl SearchIndex {
         }
         let flat: Vec<&str> = texts.iter().map(String::as_str).collect();
         Ok(self
-            .cached_embeddings(&flat, |_| true)?
+            .cached_embeddings(&flat, |_| true, false)?
             .into_iter()
             .map(Option::unwrap_or_default)
             .collect())
@@ -31,7 +31,7 @@ impl SearchIndex {
     pub fn cached_texts(&self, texts: &[String]) -> Result<Option<Vec<Vec<f32>>>, IndexError> {
         let flat: Vec<&str> = texts.iter().map(String::as_str).collect();
         Ok(self
-            .cached_embeddings(&flat, |_| false)?
+            .cached_embeddings(&flat, |_| false, false)?
             .into_iter()
             .collect())
     }

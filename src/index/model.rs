@@ -94,13 +94,23 @@ impl SearchIndex {
         }
     }
 
+    /// The indexer's bulk pass is over: the model's helper sessions go
+    /// (this never loads the model).
+    pub(super) fn end_bulk_embedding(&self) {
+        if let Ok(ModelState::Ready(embedder)) = self.inner.model.read().as_deref() {
+            embedder.end_bulk();
+        }
+    }
+
     /// One vector per text, from the cache, or embedded now (in the
     /// background's turns, then cached) where `embed` says so; `None` for
-    /// the rest. The model is loaded only when a text must be embedded.
+    /// the rest. The model is loaded only when a text must be embedded;
+    /// `bulk` lets it use helper sessions until `end_bulk_embedding`.
     pub(super) fn cached_embeddings(
         &self,
         flat: &[&str],
         embed: impl Fn(usize) -> bool,
+        bulk: bool,
     ) -> Result<Vec<Option<Vec<f32>>>, IndexError> {
         let keys: Vec<[u8; 32]> = flat
             .iter()
@@ -120,7 +130,7 @@ impl SearchIndex {
             let embedder = self.embedder().map_err(IndexError::ModelUnavailable)?;
             order.sort_by_key(|i| flat[*i].len());
             let inputs: Vec<&str> = order.iter().map(|i| flat[*i]).collect();
-            let fresh = embedder.embed_in_background(&inputs)?;
+            let fresh = embedder.embed_in_background(&inputs, bulk)?;
             let entries: Vec<([u8; 32], &[f32])> = order
                 .iter()
                 .zip(&fresh)

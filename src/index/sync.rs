@@ -48,6 +48,8 @@ impl SearchIndex {
             .sync_lock
             .lock()
             .map_err(|_| IndexError::Task("sync lock poisoned".into()))?;
+        // However the sync ends, the model's helper sessions go with it.
+        let _bulk = EndBulkOnDrop(self);
         let first_sync = !inner.synced_once.swap(true, Ordering::SeqCst);
         let mut semantic = self.semantic_available();
         // The index saved by the last run opens on its own thread while
@@ -402,7 +404,7 @@ impl SearchIndex {
             .collect();
         let position: Vec<usize> = texts.iter().flat_map(|t| 0..t.dense.len()).collect();
         let mut flat_vectors = self
-            .cached_embeddings(&flat, |i| !first_pass || position[i] == 0)?
+            .cached_embeddings(&flat, |i| !first_pass || position[i] == 0, true)?
             .into_iter();
         let mut incomplete = Vec::new();
         // A few tools per turn of the lock: inserting into a graph costs
@@ -426,6 +428,15 @@ impl SearchIndex {
             }
         }
         Ok(incomplete)
+    }
+}
+
+/// Ends the model's bulk pass when a sync is over, returned or not.
+struct EndBulkOnDrop<'a>(&'a SearchIndex);
+
+impl Drop for EndBulkOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.end_bulk_embedding();
     }
 }
 
