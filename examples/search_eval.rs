@@ -7,9 +7,8 @@
 //! `--misses` lists the hybrid mode's queries whose answer is not first.
 
 use mcp_aggregator::eval::{
-    CaseResult, IntentMetrics, build_index, case_of, classify_skills, held_out_servers,
-    intent_metrics, load_cases, load_catalog, load_compound, metrics, ranking,
-    reciprocal_rank_fusion, run,
+    CaseResult, Request, against_baselines, best_baseline, build_index, case_of, classify_skills,
+    held_out_servers, load_cases, load_catalog, load_compound, metrics, ranking, run,
 };
 use mcp_aggregator::index::{Levers, Normalisation, SearchMode, Weights};
 use std::path::Path;
@@ -207,9 +206,6 @@ fn levers(
     Ok(())
 }
 
-/// A request and its intents, each a list of right tool ids.
-type Request = (String, Vec<Vec<String>>);
-
 /// Requests with one intent (`queries.jsonl`) and with several
 /// (`compound.jsonl`, tuning and held-out splits), each ranking scored by
 /// nDCG@10 against the classic baselines: BM25, the dense model alone and
@@ -249,53 +245,21 @@ fn compound(
         ..Levers::default()
     };
     for (name, cases) in &splits {
-        let mut rows: Vec<(&str, IntentMetrics)> = Vec::new();
-        let score = |rankings: &[Vec<String>]| {
-            intent_metrics(
-                cases
-                    .iter()
-                    .zip(rankings)
-                    .map(|((_, wanted), ranked)| (wanted.as_slice(), ranked.as_slice())),
-            )
-        };
-        index.set_levers(Levers::OFF);
-        let keyword: Vec<Vec<String>> = cases
-            .iter()
-            .map(|(q, _)| ranking(index, q, SearchMode::Keyword, 100))
-            .collect::<Result<_, _>>()?;
-        let dense: Vec<Vec<String>> = cases
-            .iter()
-            .map(|(q, _)| ranking(index, q, SearchMode::Semantic, 100))
-            .collect::<Result<_, _>>()?;
-        let fused: Vec<Vec<String>> = keyword
-            .iter()
-            .zip(&dense)
-            .map(|(k, d)| reciprocal_rank_fusion(&[k.clone(), d.clone()]))
-            .collect();
-        rows.push(("BM25 (baseline)", score(&keyword)));
-        rows.push(("MiniLM alone (baseline)", score(&dense)));
-        rows.push(("RRF of both (baseline)", score(&fused)));
-        let best_baseline = rows
-            .iter()
-            .map(|(_, m)| m.ndcg_at_10)
-            .fold(0.0f64, f64::max);
-        for (label, levers) in [
-            ("hybrid, one search per request", without_intents),
-            ("hybrid, intents (shipped)", Levers::default()),
-        ] {
-            index.set_levers(levers);
-            let ranked: Vec<Vec<String>> = cases
-                .iter()
-                .map(|(q, _)| ranking(index, q, SearchMode::Hybrid, 10))
-                .collect::<Result<_, _>>()?;
-            rows.push((label, score(&ranked)));
-        }
+        let rows = against_baselines(
+            index,
+            cases,
+            &[
+                ("hybrid, one search per request", without_intents),
+                ("hybrid, intents (shipped)", Levers::default()),
+            ],
+        )?;
+        let best = best_baseline(&rows);
         for (label, m) in rows {
             println!(
                 "| {label} | {name} | {} | {:.3} ({:.2}x) | {:.3} | {:.3} | {:.3} |",
                 m.cases,
                 m.ndcg_at_10,
-                m.ndcg_at_10 / best_baseline.max(f64::EPSILON),
+                m.ndcg_at_10 / best.max(f64::EPSILON),
                 m.intents_at_5,
                 m.intents_at_10,
                 m.complete_at_10

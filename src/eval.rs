@@ -171,6 +171,62 @@ pub fn ranking(
         .collect())
 }
 
+/// A request and its intents (one list of right tool ids per thing asked).
+pub type Request = (String, Vec<Vec<String>>);
+
+/// nDCG@10 and intent figures of the classic baselines (BM25, the dense
+/// model alone, their reciprocal rank fusion; every lever off) and of the
+/// hybrid ranking with each set of `levers`, over the same requests. Rows
+/// come in that order; the levers are left at their defaults.
+pub fn against_baselines(
+    index: &SearchIndex,
+    requests: &[Request],
+    levers: &[(&str, crate::index::Levers)],
+) -> Result<Vec<(String, IntentMetrics)>, EvalError> {
+    let score = |rankings: &[Vec<String>]| {
+        intent_metrics(
+            requests
+                .iter()
+                .zip(rankings)
+                .map(|((_, wanted), ranked)| (wanted.as_slice(), ranked.as_slice())),
+        )
+    };
+    let rankings = |mode: SearchMode, limit: usize| -> Result<Vec<Vec<String>>, EvalError> {
+        requests
+            .iter()
+            .map(|(query, _)| ranking(index, query, mode, limit))
+            .collect()
+    };
+    index.set_levers(crate::index::Levers::OFF);
+    let keyword = rankings(SearchMode::Keyword, 100)?;
+    let dense = rankings(SearchMode::Semantic, 100)?;
+    let fused: Vec<Vec<String>> = keyword
+        .iter()
+        .zip(&dense)
+        .map(|(k, d)| reciprocal_rank_fusion(&[k.clone(), d.clone()]))
+        .collect();
+    let mut rows = vec![
+        ("BM25 (baseline)".to_owned(), score(&keyword)),
+        ("MiniLM alone (baseline)".to_owned(), score(&dense)),
+        ("RRF of both (baseline)".to_owned(), score(&fused)),
+    ];
+    for (label, set) in levers {
+        index.set_levers(*set);
+        let ranked = rankings(SearchMode::Hybrid, 10);
+        index.set_levers(crate::index::Levers::default());
+        rows.push(((*label).to_owned(), score(&ranked?)));
+    }
+    Ok(rows)
+}
+
+/// The best baseline's nDCG@10 among `against_baselines` rows.
+pub fn best_baseline(rows: &[(String, IntentMetrics)]) -> f64 {
+    rows.iter()
+        .filter(|(label, _)| label.ends_with("(baseline)"))
+        .map(|(_, m)| m.ndcg_at_10)
+        .fold(0.0, f64::max)
+}
+
 /// Reciprocal rank fusion (k = 60) of rankings: the classic baseline of
 /// a keyword and a dense ranking put together.
 pub fn reciprocal_rank_fusion(rankings: &[Vec<String>]) -> Vec<String> {
