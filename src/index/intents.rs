@@ -421,10 +421,16 @@ fn has_substance(piece: &str) -> bool {
         })
 }
 
-/// "I run a small bakery and I'm expanding": a statement about the user
-/// with no request in it.
+/// "I run a small bakery and I'm expanding", "Imagine you are a teacher",
+/// "A car is travelling on a straight road": a statement about the user or
+/// the situation with no request in it. Its words stay in the whole
+/// request, which each intent's ranking takes as context.
 fn sets_the_scene(piece: &str) -> bool {
-    const ABOUT_THE_USER: &[&str] = &["i", "i'm", "im", "i've", "we", "we're", "my", "our"];
+    const ABOUT_THE_USER: &[&str] = &[
+        "i", "i'm", "im", "i've", "we", "we're", "my", "our", "you", "you're", "you've", "your",
+        "he", "she", "they", "it", "it's", "there", "a", "an", "the", "this", "at", "suddenly",
+        "imagine", "suppose", "assume",
+    ];
     const ASKS: &[&str] = &[
         "need", "want", "like", "please", "help", "wish", "looking", "must", "should",
     ];
@@ -535,6 +541,16 @@ mod tests {
         assert_eq!(
             intents("I run a small bakery. Find bakeries near Brooklyn, and list my projects."),
             ["Find bakeries near Brooklyn", "list my projects"]
+        );
+        assert_eq!(
+            intents(
+                "Imagine you are a real estate investor. The rate is 2%. \
+                 Can you calculate the depreciated value? Also, what is the monthly repayment?"
+            ),
+            [
+                "Can you calculate the depreciated value?",
+                "what is the monthly repayment?"
+            ]
         );
         let many = intents(
             "buy apples. Then buy bread. Then buy cheese. Then buy dates. Then buy eggs. Then buy figs",
