@@ -56,6 +56,8 @@ pub struct Embedder {
     max_sessions: usize,
     /// Texts the indexer has embedded so far.
     background_texts: AtomicU64,
+    /// Sessions loaded since the model was, the first included.
+    sessions_loaded: AtomicU64,
     runtime: String,
 }
 
@@ -115,6 +117,7 @@ impl Embedder {
             changed: Condvar::new(),
             max_sessions: max_sessions.max(1),
             background_texts: AtomicU64::new(0),
+            sessions_loaded: AtomicU64::new(1),
             runtime,
         })
     }
@@ -127,6 +130,11 @@ impl Embedder {
     /// Sessions alive now (1 outside a bulk pass).
     pub fn sessions_alive(&self) -> usize {
         self.pool().alive
+    }
+
+    /// Sessions loaded so far, the first and every helper.
+    pub fn sessions_loaded(&self) -> u64 {
+        self.sessions_loaded.load(Ordering::SeqCst)
     }
 
     /// Unit-length vectors, one per text, in order, for a query: on the
@@ -297,6 +305,7 @@ impl Embedder {
         }
         match new_session() {
             Ok(session) => {
+                self.sessions_loaded.fetch_add(1, Ordering::SeqCst);
                 self.give_back(session);
                 true
             }

@@ -18,6 +18,11 @@ use crate::store::embedding_key;
 
 /// Tools embedded per batch: bounds memory and lets searches interleave.
 const BATCH: usize = 64;
+/// A sync changing at least this many tools embeds on a helper session
+/// too (BENCHMARKS.md "Indexing speed"): the helper costs a copy of the
+/// model (about 90 MB) and a load (about 0.2 s), which pays off only over
+/// a few seconds of embedding.
+const HELPER_FROM: usize = 256;
 
 /// Keyword commit payload while a sync is under way: never matches a store
 /// generation, so a crash mid-way means a rebuild.
@@ -254,6 +259,7 @@ impl SearchIndex {
         // goes through its texts shortest first: runs of similar lengths
         // (measured on the real tools: +7 % texts/s in the first pass,
         // +12 % in the second, over sorting only within each batch).
+        let bulk = changed.len() >= HELPER_FROM;
         let mut by_length = changed.clone();
         by_length.sort_by_cached_key(|t| embedded_length(t, 0));
         for batch in by_length.chunks(BATCH) {
@@ -263,7 +269,7 @@ impl SearchIndex {
                 return Err(IndexError::Cancelled);
             }
             if semantic {
-                match self.index_vectors(batch, true) {
+                match self.index_vectors(batch, true, bulk) {
                     Ok(incomplete) => second.extend(incomplete),
                     // The model would not load: keywords only, as said in
                     // the status and every answer.
@@ -292,7 +298,7 @@ impl SearchIndex {
             if inner.stopping.load(Ordering::SeqCst) {
                 return Err(IndexError::Cancelled);
             }
-            match self.index_vectors(batch, false) {
+            match self.index_vectors(batch, false, bulk) {
                 Ok(_) => {}
                 Err(IndexError::ModelUnavailable(_)) => semantic = false,
                 Err(err) => return Err(err),
@@ -379,6 +385,7 @@ impl SearchIndex {
         &self,
         batch: &[&'a ToolRecord],
         first_pass: bool,
+        bulk: bool,
     ) -> Result<Vec<&'a ToolRecord>, IndexError> {
         // Tools whose vectors the index holds already (a saved graph) are
         // neither read from the cache nor embedded again.
@@ -404,7 +411,7 @@ impl SearchIndex {
             .collect();
         let position: Vec<usize> = texts.iter().flat_map(|t| 0..t.dense.len()).collect();
         let mut flat_vectors = self
-            .cached_embeddings(&flat, |i| !first_pass || position[i] == 0, true)?
+            .cached_embeddings(&flat, |i| !first_pass || position[i] == 0, bulk)?
             .into_iter();
         let mut incomplete = Vec::new();
         // A few tools per turn of the lock: inserting into a graph costs

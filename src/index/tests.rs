@@ -226,6 +226,49 @@ fn finds_tools_by_name_by_paraphrase_and_by_server() {
     );
 }
 
+/// A sync of many tools embeds on a helper session beside the first
+/// (`sync.rs` HELPER_FROM); every tool gets both its vectors, and the
+/// helper is gone once the sync is over.
+#[test]
+fn a_large_sync_embeds_side_by_side_and_gives_the_helper_back() {
+    let f = fixture();
+    let bulk = server(&f.store, "bulk");
+    let topics = [
+        "invoices", "tickets", "recipes", "flights", "songs", "photos",
+    ];
+    let tools: Vec<Value> = (0..300)
+        .map(|i| {
+            let topic = topics[i % topics.len()];
+            tool(
+                &format!("list_{topic}_{i}"),
+                &format!("Lists the {topic} of account number {i}"),
+                &[("account", "The account to read")],
+            )
+        })
+        .chain([tool(
+            "forecast",
+            "Tells tomorrow's weather for a city",
+            &[("city", "City name")],
+        )])
+        .collect();
+    f.store
+        .replace_tools(bulk.id, &tools, &WireNameRules::default())
+        .unwrap();
+    let index = open(&f);
+    let progress = index.progress().borrow().clone();
+    assert_eq!(progress.refining_tools, 0, "{progress:?}");
+    assert!(progress.semantic, "{progress:?}");
+    assert_eq!(
+        ask(&index, "will it rain tomorrow", SearchMode::Semantic, None).first(),
+        Some(&"bulk.forecast".to_owned())
+    );
+    let embedder = index.embedder().unwrap();
+    if std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
+        assert_eq!(embedder.sessions_loaded(), 2, "no helper embedded");
+    }
+    assert_eq!(embedder.sessions_alive(), 1, "the helper outlived the sync");
+}
+
 #[test]
 fn removed_tools_vanish_and_a_restart_reuses_index_and_embeddings() {
     let f = fixture();
