@@ -58,6 +58,10 @@ pub struct Embedder {
     background_texts: AtomicU64,
     /// Sessions loaded since the model was, the first included.
     sessions_loaded: AtomicU64,
+    /// A helper session failed to load once: what failed (memory, the
+    /// model file) would fail again, so later bulk passes run on the
+    /// sessions there are instead of paying a load and a warning per batch.
+    helpers_failed: AtomicBool,
     runtime: String,
 }
 
@@ -118,6 +122,7 @@ impl Embedder {
             max_sessions: max_sessions.max(1),
             background_texts: AtomicU64::new(0),
             sessions_loaded: AtomicU64::new(1),
+            helpers_failed: AtomicBool::new(false),
             runtime,
         })
     }
@@ -156,7 +161,7 @@ impl Embedder {
         bulk: bool,
     ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let runs: Vec<&[&str]> = texts.chunks(EMBED_BATCH).collect();
-        let helpers = if bulk && runs.len() > 1 {
+        let helpers = if bulk && runs.len() > 1 && !self.helpers_failed.load(Ordering::SeqCst) {
             self.max_sessions - 1
         } else {
             0
@@ -310,7 +315,11 @@ impl Embedder {
                 true
             }
             Err(err) => {
-                tracing::warn!("a helper embedding session did not load: {err}");
+                if !self.helpers_failed.swap(true, Ordering::SeqCst) {
+                    tracing::warn!(
+                        "a helper embedding session did not load ({err}); indexing goes on with one session"
+                    );
+                }
                 let mut sessions = self.pool();
                 sessions.alive -= 1;
                 sessions.wanted = sessions.alive;
