@@ -40,12 +40,15 @@ for pair in ".venv:requirements.txt" ".venv-v2:requirements-v2.txt"; do
     cp "$requirements" "$venv_stamp"
   fi
 done
-# Debian packages: Chromium for the admin page's browser test; lintian,
+# Debian packages: PostgreSQL's server for the shared store's tests (they
+# run their own, as a user who is not root, in a temporary directory);
+# Chromium for the admin page's browser test; lintian,
 # dpkg-dev (dpkg-shlibdeps), binutils (strip), man-db and systemd
 # (systemd-analyze) for building and checking the .deb. Installed when
 # missing, as root or through sudo; where neither is possible the checks
 # that need them say so (CI needs them).
 missing=()
+command -v pg_ctl >/dev/null 2>&1 || compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null || missing+=(postgresql)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v lintian >/dev/null 2>&1 || missing+=(lintian)
 command -v dpkg-shlibdeps >/dev/null 2>&1 || missing+=(dpkg-dev)

@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 # Every test binary runs even when one fails, so one failure hides no other.
-cargo test --all-targets --features fixture --no-fail-fast "$@"
+cargo test --all-targets --features fixture,postgres --no-fail-fast "$@"

@@ -25,6 +25,8 @@ mod history;
 mod meta;
 mod opening;
 mod pins;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 mod profiles;
 mod recover;
 mod reopen;
