@@ -399,7 +399,7 @@ async fn oversized_messages_are_refused_without_being_held() {
     .await;
     wait_status(&d, "big", "CONNECTED", UP).await;
     wait_status(&d, "bighttp", "CONNECTED", UP).await;
-    wait_index_settled(&d).await;
+    wait_background_settled(&d).await;
     let before = rss_kib(pid);
 
     // A server line of 200 MB: dropped as it streams, and the answer after
@@ -634,7 +634,7 @@ async fn every_misbehaviour_leaves_the_aggregator_responsive_and_bounded() {
         assert!(Instant::now() < end, "bad.echo never became callable");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    wait_index_settled(&d).await;
+    wait_background_settled(&d).await;
     // The deep tool and the huge ones are refused alone, with their reasons.
     let tools: Vec<Value> = get_json(&d.api("/api/v1/aggregator/servers/bad/tools")).await;
     let deep = tools.iter().find(|t| t["original_name"] == "deep");
