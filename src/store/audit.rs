@@ -1,14 +1,13 @@
 //! The audit log: who did what to which server, bounded in entries, bytes
 //! and field length so no caller can make it grow without end.
 
+use std::ops::Bound;
+
 use chrono::Utc;
-use redb::{
-    ReadableDatabase as _, ReadableTable as _, ReadableTableMetadata as _, TableDefinition,
-    WriteTransaction,
-};
 
 use super::codec::{decode, encode};
-use super::meta::META;
+use super::meta::{META, meta_in, set_meta};
+use super::tables::{Order, Reads as _, Table, Writer};
 use super::{Store, StoreError};
 use crate::model::{AuditEntry, AuditFilter};
 
@@ -19,7 +18,7 @@ pub const AUDIT_MAX_BYTES: u64 = 16 * 1024 * 1024;
 /// Longest audit field kept (a 1 MB server name is cut here).
 pub const AUDIT_FIELD_CHARS: usize = 512;
 
-pub(super) const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit_log");
+pub(super) const AUDIT: Table<u64, Vec<u8>> = Table::new("audit_log");
 
 const META_AUDIT_SEQ: &str = "audit_seq";
 const META_AUDIT_BYTES: &str = "audit_bytes";
@@ -34,25 +33,30 @@ impl Store {
         before: Option<u64>,
         filter: &AuditFilter,
     ) -> Result<Vec<AuditEntry>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = txn.open_table(AUDIT)?;
-        let mut entries = Vec::new();
         let upper = before.unwrap_or(u64::MAX);
-        for entry in table.range(..upper)?.rev() {
-            if entries.len() >= limit {
-                break;
-            }
-            let (_, bytes) = entry?;
-            let entry: AuditEntry = decode(bytes.value())?;
-            // Entries are in time order: nothing older can match.
-            if filter.since.is_some_and(|t| entry.timestamp < t) {
-                break;
-            }
-            if filter.matches(&entry) {
-                entries.push(entry);
-            }
-        }
+        let mut entries = Vec::new();
+        self.read(|txn| {
+            txn.for_each(
+                AUDIT,
+                Bound::Unbounded,
+                Bound::Excluded(&upper),
+                Order::Descending,
+                |_, bytes| {
+                    if entries.len() >= limit {
+                        return Ok(false);
+                    }
+                    let entry: AuditEntry = decode(&bytes)?;
+                    // Entries are in time order: nothing older can match.
+                    if filter.since.is_some_and(|t| entry.timestamp < t) {
+                        return Ok(false);
+                    }
+                    if filter.matches(&entry) {
+                        entries.push(entry);
+                    }
+                    Ok(true)
+                },
+            )
+        })?;
         Ok(entries)
     }
 
@@ -66,15 +70,13 @@ impl Store {
         server: &str,
         result: &str,
     ) -> Result<(), StoreError> {
-        let db = self.db_for_write()?;
-        let txn = db.begin_write()?;
-        append_audit(
-            &txn,
-            self.audit_max_bytes,
-            audit_entry(actor, action, server, result),
-        )?;
-        txn.commit()?;
-        Ok(())
+        self.write(|txn| {
+            append_audit(
+                txn,
+                self.audit_max_bytes,
+                audit_entry(actor, action, server, result),
+            )
+        })
     }
 
     /// Appends entries made elsewhere (tool calls, gathered and written in
@@ -83,18 +85,17 @@ impl Store {
         if entries.is_empty() {
             return Ok(());
         }
-        let db = self.db_for_write()?;
-        let txn = db.begin_write()?;
-        for mut entry in entries {
-            entry.actor = bounded_field(&entry.actor);
-            entry.action = bounded_field(&entry.action);
-            entry.server = bounded_field(&entry.server);
-            entry.result = bounded_field(&entry.result);
-            entry.details = entry.details.as_deref().map(bounded_field);
-            append_audit(&txn, self.audit_max_bytes, entry)?;
-        }
-        txn.commit()?;
-        Ok(())
+        self.write(|txn| {
+            for mut entry in entries {
+                entry.actor = bounded_field(&entry.actor);
+                entry.action = bounded_field(&entry.action);
+                entry.server = bounded_field(&entry.server);
+                entry.result = bounded_field(&entry.result);
+                entry.details = entry.details.as_deref().map(bounded_field);
+                append_audit(txn, self.audit_max_bytes, entry)?;
+            }
+            Ok(())
+        })
     }
 
     #[cfg(test)]
@@ -124,36 +125,42 @@ pub(super) fn bounded_field(value: &str) -> String {
 }
 
 pub(super) fn append_audit(
-    txn: &WriteTransaction,
+    txn: &Writer<'_>,
     max_bytes: u64,
     mut entry: AuditEntry,
 ) -> Result<(), StoreError> {
-    let mut meta = txn.open_table(META)?;
-    let seq = meta.get(META_AUDIT_SEQ)?.map(|v| v.value()).unwrap_or(0) + 1;
-    meta.insert(META_AUDIT_SEQ, seq)?;
+    let seq = meta_in(txn, META_AUDIT_SEQ)? + 1;
+    set_meta(txn, META_AUDIT_SEQ, seq)?;
     entry.seq = seq;
-    let mut table = txn.open_table(AUDIT)?;
     let bytes = encode(&entry)?;
     // The byte count is kept beside the log; a store from before it existed
     // counts once.
-    let mut total = match meta.get(META_AUDIT_BYTES)?.map(|v| v.value()) {
+    let mut total = match txn.get(META, &META_AUDIT_BYTES.to_owned())? {
         Some(total) => total,
         None => {
             let mut sum = 0u64;
-            for row in table.iter()? {
-                sum += row?.1.value().len() as u64;
-            }
+            txn.for_each(
+                AUDIT,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Order::Ascending,
+                |_, value| {
+                    sum += value.len() as u64;
+                    Ok(true)
+                },
+            )?;
             sum
         }
     };
-    table.insert(seq, bytes.as_slice())?;
+    txn.insert(AUDIT, &seq, &bytes)?;
     total += bytes.len() as u64;
-    while table.len()? > AUDIT_LIMIT || (total > max_bytes && table.len()? > 1) {
-        let Some((_, oldest)) = table.pop_first()? else {
+    let mut kept = txn.len(AUDIT)?;
+    while kept > AUDIT_LIMIT || (total > max_bytes && kept > 1) {
+        let Some((_, oldest)) = txn.pop_first(AUDIT)? else {
             break;
         };
-        total = total.saturating_sub(oldest.value().len() as u64);
+        kept -= 1;
+        total = total.saturating_sub(oldest.len() as u64);
     }
-    meta.insert(META_AUDIT_BYTES, total)?;
-    Ok(())
+    set_meta(txn, META_AUDIT_BYTES, total)
 }

@@ -3,14 +3,15 @@
 //! transaction each.
 
 use chrono::Utc;
-use redb::{ReadableDatabase as _, ReadableTable as _, TableDefinition, WriteTransaction};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeMap, HashSet};
+use std::ops::Bound;
 
 use super::codec::{decode, decode_borrowed, encode};
-use super::meta::{META, META_LAST_SYNC_MS, bump_catalog_generation, bump_generation};
+use super::meta::{META_LAST_SYNC_MS, bump_catalog_generation, bump_generation, set_meta};
+use super::tables::{Order, Reader, Reads as _, Table, Writer};
 use super::{Store, StoreError};
 use crate::model::tool::Definition;
 use crate::model::wire_name::WireNameRules;
@@ -60,20 +61,16 @@ pub struct ToolSummary<'a> {
 }
 
 /// Tools by (server id, original name).
-pub(super) const TOOLS: TableDefinition<(u128, &str), &[u8]> = TableDefinition::new("tools");
+pub(super) const TOOLS: Table<(u128, String), Vec<u8>> = Table::new("tools");
 /// Wire name -> (server id, original name): the alias table. Stored, so a
 /// name never changes with connect order or restarts.
-pub(super) const WIRE_NAMES: TableDefinition<&str, (u128, &str)> =
-    TableDefinition::new("wire_names");
-pub(super) const RESOURCES: TableDefinition<(u128, &str), &[u8]> =
-    TableDefinition::new("resources");
-pub(super) const RESOURCE_TEMPLATES: TableDefinition<(u128, &str), &[u8]> =
-    TableDefinition::new("resource_templates");
-pub(super) const PROMPTS: TableDefinition<(u128, &str), &[u8]> = TableDefinition::new("prompts");
+pub(super) const WIRE_NAMES: Table<String, (u128, String)> = Table::new("wire_names");
+pub(super) const RESOURCES: Table<(u128, String), Vec<u8>> = Table::new("resources");
+pub(super) const RESOURCE_TEMPLATES: Table<(u128, String), Vec<u8>> =
+    Table::new("resource_templates");
+pub(super) const PROMPTS: Table<(u128, String), Vec<u8>> = Table::new("prompts");
 
-pub(super) fn table_for(
-    kind: CatalogKind,
-) -> TableDefinition<'static, (u128, &'static str), &'static [u8]> {
+pub(super) fn table_for(kind: CatalogKind) -> Table<(u128, String), Vec<u8>> {
     match kind {
         CatalogKind::Resource => RESOURCES,
         CatalogKind::ResourceTemplate => RESOURCE_TEMPLATES,
@@ -117,16 +114,28 @@ impl Store {
         complete: bool,
         rules: &WireNameRules,
     ) -> Result<CatalogDiff, StoreError> {
-        let db = self.db_for_write()?;
-        let txn = db.begin_write()?;
+        self.write(|txn| {
+            self.replace_listed_tools_in(txn, server_id, tools, refused, complete, rules)
+        })
+    }
+
+    fn replace_listed_tools_in(
+        &self,
+        txn: &Writer<'_>,
+        server_id: ServerId,
+        tools: &[Value],
+        refused: &[RefusedItem],
+        complete: bool,
+        rules: &WireNameRules,
+    ) -> Result<CatalogDiff, StoreError> {
         let key = server_id.as_u128();
         let mut server = self
-            .server_in(&txn, key)?
+            .server_in(txn, key)?
             .ok_or_else(|| StoreError::NotFound(server_id.to_string()))?;
-        let existing = tools_of(&txn, key)?;
+        let existing = tools_of(txn, key)?;
         let now = Utc::now();
         let mut diff = CatalogDiff::default();
-        let mut trust = super::pins::TrustPass::begin(&txn, key, &server, None)?;
+        let mut trust = super::pins::TrustPass::begin(txn, key, &server, None)?;
         // Later duplicates of a name replace earlier ones, as a map would.
         let mut incoming: BTreeMap<&str, (std::borrow::Cow<'_, Value>, Option<String>)> =
             BTreeMap::new();
@@ -155,11 +164,9 @@ impl Store {
             incoming.insert(&item.name, (std::borrow::Cow::Owned(stub), refusal));
         }
         {
-            let mut table = txn.open_table(TOOLS)?;
-            let mut aliases = txn.open_table(WIRE_NAMES)?;
             let discovery_refused: HashSet<&str> =
                 refused.iter().map(|item| item.name.as_str()).collect();
-            trust.load_context(&aliases, key, incoming.keys().copied())?;
+            trust.load_context(txn, key, incoming.keys().copied())?;
             for (name, (definition, refusal)) in &incoming {
                 let definition: &Value = definition;
                 // A refused item's stub is not its definition: nothing to judge.
@@ -180,10 +187,10 @@ impl Store {
                         }
                         // The policy or a pin may have changed since.
                         let mut record = old.clone();
-                        if judged && trust.apply(&txn, &mut record, definition, refusal, false)? {
+                        if judged && trust.apply(txn, &mut record, definition, refusal, false)? {
                             diff.unchanged -= 1;
                             diff.updated += 1;
-                            table.insert((key, *name), encode(&record)?.as_slice())?;
+                            txn.insert(TOOLS, &(key, (*name).to_owned()), &encode(&record)?)?;
                         }
                         if record.refused.is_some() {
                             diff.refused += 1;
@@ -206,16 +213,13 @@ impl Store {
                     None => {
                         diff.added += 1;
                         let candidate = rules.wire_name(&server.name, name);
-                        let owner = aliases.get(candidate.as_str())?.map(|v| {
-                            let (id, tool) = v.value();
-                            (id, tool.to_owned())
-                        });
+                        let owner = txn.get(WIRE_NAMES, &candidate)?;
                         let (wire_name, rejected) = match owner {
                             Some((owner_id, owner_tool))
                                 if (owner_id, owner_tool.as_str()) != (key, *name) =>
                             {
                                 let owner_name = self
-                                    .server_in(&txn, owner_id)?
+                                    .server_in(txn, owner_id)?
                                     .map(|s| s.name)
                                     .unwrap_or_else(|| "a removed server".to_owned());
                                 (
@@ -226,7 +230,7 @@ impl Store {
                                 )
                             }
                             _ => {
-                                aliases.insert(candidate.as_str(), (key, *name))?;
+                                txn.insert(WIRE_NAMES, &candidate, &(key, (*name).to_owned()))?;
                                 (Some(candidate), None)
                             }
                         };
@@ -257,7 +261,7 @@ impl Store {
                     }
                 };
                 if judged {
-                    trust.apply(&txn, &mut record, definition, refusal, true)?;
+                    trust.apply(txn, &mut record, definition, refusal, true)?;
                 }
                 if record.wire_name.is_none() {
                     diff.rejected += 1;
@@ -270,16 +274,16 @@ impl Store {
                         tracing::warn!(server = %server.name, tool = %name, "{reason}");
                     }
                 }
-                table.insert((key, *name), encode(&record)?.as_slice())?;
+                txn.insert(TOOLS, &(key, (*name).to_owned()), &encode(&record)?)?;
             }
             for (name, old) in &existing {
                 if !complete || incoming.contains_key(name.as_str()) {
                     continue;
                 }
                 diff.removed += 1;
-                table.remove((key, name.as_str()))?;
+                txn.remove(TOOLS, &(key, name.clone()))?;
                 if let Some(wire) = &old.wire_name {
-                    aliases.remove(wire.as_str())?;
+                    txn.remove(WIRE_NAMES, wire)?;
                 }
             }
         }
@@ -293,14 +297,13 @@ impl Store {
                     .count()
         };
         server.tool_count = u32::try_from(kept).unwrap_or(u32::MAX);
-        self.put_server(&txn, &server)?;
-        trust.finish(&txn, complete, self.audit_max_bytes)?;
+        self.put_server(txn, &server)?;
+        trust.finish(txn, complete, self.audit_max_bytes)?;
         if diff.changed() {
-            bump_generation(&txn)?;
-            bump_catalog_generation(&txn)?;
-            touch_last_sync(&txn)?;
+            bump_generation(txn)?;
+            bump_catalog_generation(txn)?;
+            touch_last_sync(txn)?;
         }
-        txn.commit()?;
         Ok(diff)
     }
 
@@ -313,27 +316,25 @@ impl Store {
         items: &[Value],
         complete: bool,
     ) -> Result<CatalogDiff, StoreError> {
-        let db = self.db_for_write()?;
-        let txn = db.begin_write()?;
-        let key = server_id.as_u128();
-        let mut diff = CatalogDiff::default();
-        // Prompts and templates are pinned and checked like tools.
-        let mut trust = match self.server_in(&txn, key)? {
-            Some(server) if kind.is_pinned() => {
-                let mut pass = super::pins::TrustPass::begin(&txn, key, &server, Some(kind))?;
-                let aliases = txn.open_table(WIRE_NAMES)?;
-                pass.load_context(&aliases, key, std::iter::empty())?;
-                Some((pass, server.name))
-            }
-            _ => None,
-        };
-        {
-            let mut table = txn.open_table(table_for(kind))?;
-            let mut existing: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-            for entry in table.range((key, "")..(key + 1, ""))? {
-                let (k, v) = entry?;
-                existing.insert(k.value().1.to_owned(), v.value().to_vec());
-            }
+        self.write(|txn| {
+            let key = server_id.as_u128();
+            let mut diff = CatalogDiff::default();
+            // Prompts and templates are pinned and checked like tools.
+            let mut trust = match self.server_in(txn, key)? {
+                Some(server) if kind.is_pinned() => {
+                    let mut pass = super::pins::TrustPass::begin(txn, key, &server, Some(kind))?;
+                    pass.load_context(txn, key, std::iter::empty())?;
+                    Some((pass, server.name))
+                }
+                _ => None,
+            };
+            let table = table_for(kind);
+            let (from, to) = server_range(key);
+            let existing: BTreeMap<String, Vec<u8>> = txn
+                .entries(table, from.as_ref(), to.as_ref(), Order::Ascending)?
+                .into_iter()
+                .map(|((_, id), bytes)| (id, bytes))
+                .collect();
             let mut seen = HashSet::new();
             for item in items {
                 let Some(id) = item.get(kind.key_field()).and_then(Value::as_str) else {
@@ -349,7 +350,7 @@ impl Store {
                             .get(id)
                             .and_then(|bytes| decode::<Value>(bytes).ok())
                             .and_then(|old| crate::model::ItemTrust::of(&old));
-                        judged = judge_item(&txn, pass, kind, server_name, id, item, old)?;
+                        judged = judge_item(txn, pass, kind, server_name, id, item, old)?;
                         &judged
                     }
                     None => item,
@@ -360,61 +361,46 @@ impl Store {
                     Some(_) => diff.updated += 1,
                     None => diff.added += 1,
                 }
-                table.insert((key, id), bytes.as_slice())?;
+                txn.insert(table, &(key, id.to_owned()), &bytes)?;
             }
             for id in existing.keys() {
                 if complete && !seen.contains(id) {
                     diff.removed += 1;
-                    table.remove((key, id.as_str()))?;
+                    txn.remove(table, &(key, id.clone()))?;
                 }
             }
-        }
-        if let Some((pass, _)) = trust {
-            pass.finish(&txn, complete, self.audit_max_bytes)?;
-        }
-        if diff.changed() {
-            bump_generation(&txn)?;
-            touch_last_sync(&txn)?;
-        }
-        txn.commit()?;
-        Ok(diff)
+            if let Some((pass, _)) = trust {
+                pass.finish(txn, complete, self.audit_max_bytes)?;
+            }
+            if diff.changed() {
+                bump_generation(txn)?;
+                touch_last_sync(txn)?;
+            }
+            Ok(diff)
+        })
     }
 
     /// A server's tools, ordered by original name.
     pub fn tools(&self, server_id: ServerId) -> Result<Vec<ToolRecord>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = txn.open_table(TOOLS)?;
-        let key = server_id.as_u128();
-        let mut out = Vec::new();
-        for entry in table.range((key, "")..(key + 1, ""))? {
-            let (_, bytes) = entry?;
-            out.push(decode(bytes.value())?);
-        }
-        Ok(out)
+        self.read(|txn| server_entries(txn, TOOLS, server_id.as_u128()))
     }
 
     /// One tool of a server, by its original name.
     pub fn tool(&self, server_id: ServerId, name: &str) -> Result<Option<ToolRecord>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = txn.open_table(TOOLS)?;
-        table
-            .get((server_id.as_u128(), name))?
-            .map(|bytes| decode(bytes.value()))
-            .transpose()
+        self.read(|txn| {
+            txn.get(TOOLS, &(server_id.as_u128(), name.to_owned()))?
+                .map(|bytes| decode(&bytes))
+                .transpose()
+        })
     }
 
     /// Every stored tool of every server.
     pub fn all_tools(&self) -> Result<Vec<ToolRecord>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = txn.open_table(TOOLS)?;
         let mut out = Vec::new();
-        for entry in table.iter()? {
-            let (_, bytes) = entry?;
-            out.push(decode(bytes.value())?);
-        }
+        self.for_each_tool_bytes(|bytes| {
+            out.push(decode(bytes)?);
+            Ok(())
+        })?;
         Ok(out)
     }
 
@@ -434,14 +420,18 @@ impl Store {
         &self,
         mut f: impl FnMut(&[u8]) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = txn.open_table(TOOLS)?;
-        for entry in table.iter()? {
-            let (_, bytes) = entry?;
-            f(bytes.value())?;
-        }
-        Ok(())
+        self.read(|txn| {
+            txn.for_each(
+                TOOLS,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Order::Ascending,
+                |_, bytes| {
+                    f(&bytes)?;
+                    Ok(true)
+                },
+            )
+        })
     }
 
     /// Calls `f` with every stored tool's summary, read in place: a pass
@@ -487,15 +477,14 @@ impl Store {
         tools: impl Iterator<Item = (ServerId, impl AsRef<str>)>,
         read: impl Fn(&[u8]) -> Result<T, StoreError>,
     ) -> Result<Vec<Option<T>>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = txn.open_table(TOOLS)?;
-        let mut out = Vec::new();
-        for (server_id, name) in tools {
-            let found = table.get((server_id.as_u128(), name.as_ref()))?;
-            out.push(found.map(|bytes| read(bytes.value())).transpose()?);
-        }
-        Ok(out)
+        self.read(|txn| {
+            let mut out = Vec::new();
+            for (server_id, name) in tools {
+                let found = txn.get(TOOLS, &(server_id.as_u128(), name.as_ref().to_owned()))?;
+                out.push(found.map(|bytes| read(&bytes)).transpose()?);
+            }
+            Ok(out)
+        })
     }
 
     /// Every stored tool without its texts — definition (`{}`),
@@ -555,30 +544,26 @@ impl Store {
 
     /// A server's resources, resource templates or prompts (raw).
     pub fn items(&self, server_id: ServerId, kind: CatalogKind) -> Result<Vec<Value>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = txn.open_table(table_for(kind))?;
-        let key = server_id.as_u128();
-        let mut out = Vec::new();
-        for entry in table.range((key, "")..(key + 1, ""))? {
-            let (_, bytes) = entry?;
-            out.push(decode(bytes.value())?);
-        }
-        Ok(out)
+        self.read(|txn| server_entries(txn, table_for(kind), server_id.as_u128()))
     }
 
     /// Every server's resources, resource templates or prompts, with the
     /// owning server's id.
     pub fn all_items(&self, kind: CatalogKind) -> Result<Vec<(ServerId, Value)>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = txn.open_table(table_for(kind))?;
-        let mut out = Vec::new();
-        for entry in table.iter()? {
-            let (key, bytes) = entry?;
-            out.push((ServerId::from_u128(key.value().0), decode(bytes.value())?));
-        }
-        Ok(out)
+        self.read(|txn| {
+            let mut out = Vec::new();
+            txn.for_each(
+                table_for(kind),
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Order::Ascending,
+                |(id, _), bytes| {
+                    out.push((ServerId::from_u128(id), decode(&bytes)?));
+                    Ok(true)
+                },
+            )?;
+            Ok(out)
+        })
     }
 
     /// Who owns a wire name.
@@ -586,55 +571,93 @@ impl Store {
         &self,
         wire_name: &str,
     ) -> Result<Option<(ServerId, String)>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = txn.open_table(WIRE_NAMES)?;
-        Ok(table.get(wire_name)?.map(|v| {
-            let (id, tool) = v.value();
-            (ServerId::from_u128(id), tool.to_owned())
-        }))
+        let owner = self.read(|txn| txn.get(WIRE_NAMES, &wire_name.to_owned()))?;
+        Ok(owner.map(|(id, tool)| (ServerId::from_u128(id), tool)))
     }
 }
 
-/// Deletes everything a server owns in the catalog tables.
-pub(super) fn delete_server_catalog(txn: &WriteTransaction, key: u128) -> Result<(), StoreError> {
-    let wire_names: Vec<String> = tools_of(txn, key)?
-        .into_values()
-        .filter_map(|tool| tool.wire_name)
-        .collect();
-    {
-        let mut aliases = txn.open_table(WIRE_NAMES)?;
-        for name in &wire_names {
-            aliases.remove(name.as_str())?;
-        }
-    }
-    for table in [TOOLS, RESOURCES, RESOURCE_TEMPLATES, PROMPTS] {
-        txn.open_table(table)?
-            .retain_in((key, "")..(key + 1, ""), |_, _| false)?;
-    }
-    Ok(())
-}
-
-fn tools_of(txn: &WriteTransaction, key: u128) -> Result<BTreeMap<String, ToolRecord>, StoreError> {
-    let table = txn.open_table(TOOLS)?;
-    let mut out = BTreeMap::new();
-    for entry in table.range((key, "")..(key + 1, ""))? {
-        let (k, bytes) = entry?;
-        out.insert(k.value().1.to_owned(), decode(bytes.value())?);
-    }
+/// One server's entries of a table keyed by (server, name), decoded, in
+/// name order.
+fn server_entries<T: serde::de::DeserializeOwned>(
+    txn: &Reader<'_>,
+    table: Table<(u128, String), Vec<u8>>,
+    key: u128,
+) -> Result<Vec<T>, StoreError> {
+    let (from, to) = server_range(key);
+    let mut out = Vec::new();
+    txn.for_each(
+        table,
+        from.as_ref(),
+        to.as_ref(),
+        Order::Ascending,
+        |_, bytes| {
+            out.push(decode(&bytes)?);
+            Ok(true)
+        },
+    )?;
     Ok(out)
 }
 
-fn touch_last_sync(txn: &WriteTransaction) -> Result<(), StoreError> {
-    let now_ms = u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0);
-    txn.open_table(META)?.insert(META_LAST_SYNC_MS, now_ms)?;
+/// Deletes everything a server owns in the catalog tables.
+pub(super) fn delete_server_catalog(txn: &Writer<'_>, key: u128) -> Result<(), StoreError> {
+    let (from, to) = server_range(key);
+    let mut wire_names = Vec::new();
+    txn.for_each(
+        TOOLS,
+        from.as_ref(),
+        to.as_ref(),
+        Order::Ascending,
+        |_, bytes| {
+            let tool: ToolRecord = decode(&bytes)?;
+            wire_names.extend(tool.wire_name);
+            Ok(true)
+        },
+    )?;
+    for name in &wire_names {
+        txn.remove(WIRE_NAMES, name)?;
+    }
+    for table in [TOOLS, RESOURCES, RESOURCE_TEMPLATES, PROMPTS] {
+        txn.remove_range(table, from.as_ref(), to.as_ref())?;
+    }
     Ok(())
+}
+
+/// The key of a server's tool, resource, template, prompt or pin.
+pub(super) type ItemKey = (u128, String);
+
+/// The keys of one server's entries in a table keyed by (server, name).
+pub(super) fn server_range(key: u128) -> (Bound<ItemKey>, Bound<ItemKey>) {
+    (
+        Bound::Included((key, String::new())),
+        Bound::Excluded((key + 1, String::new())),
+    )
+}
+
+fn tools_of(txn: &Writer<'_>, key: u128) -> Result<BTreeMap<String, ToolRecord>, StoreError> {
+    let (from, to) = server_range(key);
+    let mut out = BTreeMap::new();
+    txn.for_each(
+        TOOLS,
+        from.as_ref(),
+        to.as_ref(),
+        Order::Ascending,
+        |(_, name), bytes| {
+            out.insert(name, decode(&bytes)?);
+            Ok(true)
+        },
+    )?;
+    Ok(out)
+}
+
+fn touch_last_sync(txn: &Writer<'_>) -> Result<(), StoreError> {
+    let now_ms = u64::try_from(Utc::now().timestamp_millis()).unwrap_or(0);
+    set_meta(txn, META_LAST_SYNC_MS, now_ms)
 }
 
 /// A prompt or resource template judged by the trust pass: as the server
 /// offered it, or with its hold (and findings) in `ITEM_TRUST_FIELD`.
 fn judge_item(
-    txn: &redb::WriteTransaction,
+    txn: &Writer<'_>,
     pass: &mut super::pins::TrustPass,
     kind: CatalogKind,
     server_name: &str,

@@ -2,6 +2,9 @@
 //! secrets (and URLs that carry a credential) sealed on the way in and
 //! opened on the way out, so no table ever holds one in the clear.
 
+use std::ops::Bound;
+
+use super::tables::{Field, Order, Reader, Reads as _, Table};
 use super::{KEY_FILE, Store, StoreError};
 use crate::model::ServerRecord;
 
@@ -18,6 +21,25 @@ pub(super) fn decode_borrowed<'a, T: serde::Deserialize<'a>>(
 
 pub(super) fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
     decode_borrowed(bytes)
+}
+
+/// Every record of a table keyed by name or number, decoded, in key order.
+pub(super) fn all_decoded<K: Field, T: serde::de::DeserializeOwned>(
+    txn: &Reader<'_>,
+    table: Table<K, Vec<u8>>,
+) -> Result<Vec<T>, StoreError> {
+    let mut out = Vec::new();
+    txn.for_each(
+        table,
+        Bound::Unbounded,
+        Bound::Unbounded,
+        Order::Ascending,
+        |_, bytes| {
+            out.push(decode(&bytes)?);
+            Ok(true)
+        },
+    )?;
+    Ok(out)
 }
 
 impl Store {

@@ -2,15 +2,17 @@
 //! reads that show them (held tools, one tool by id or wire name): the
 //! catalog's tools table and the pins, in one transaction.
 
+use std::ops::Bound;
+
 use chrono::Utc;
-use redb::{ReadableDatabase as _, ReadableTable as _};
 use serde_json::Value;
 
 use super::audit::{append_audit, audit_entry};
 use super::catalog::TOOLS;
 use super::codec::{decode, encode};
 use super::meta::{bump_catalog_generation, bump_generation};
-use super::pins::{PINS, hold, hold_of, item_key, new_pin, pin_in, put_pin, tool_key};
+use super::pins::{hold, hold_of, item_key, new_pin, pin_in, put_pin, tool_key};
+use super::tables::{Order, Reads as _, Writer};
 use super::{Store, StoreError};
 use crate::model::{
     CatalogKind, Decision, HeldItem, HoldReason, ItemTrust, Pin, ServerId, ToolRecord,
@@ -19,11 +21,7 @@ use crate::model::{
 impl Store {
     /// The pin of a tool (`None`: never approved).
     pub fn tool_pin(&self, server_id: ServerId, name: &str) -> Result<Option<Pin>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = txn.open_table(PINS)?;
-        let found = table.get((server_id.as_u128(), tool_key(name).as_str()))?;
-        found.map(|bytes| decode(bytes.value())).transpose()
+        self.read(|txn| pin_in(txn, server_id.as_u128(), &tool_key(name)))
     }
 
     /// Approves or rejects the current definition of a tool, if it is
@@ -38,16 +36,23 @@ impl Store {
         decision: Decision,
         actor: &str,
     ) -> Result<ToolRecord, StoreError> {
-        let db = self.db_for_write()?;
-        let txn = db.begin_write()?;
+        self.write(|txn| self.decide_tool_in(txn, server_id, name, fingerprint, decision, actor))
+    }
+
+    fn decide_tool_in(
+        &self,
+        txn: &Writer<'_>,
+        server_id: ServerId,
+        name: &str,
+        fingerprint: Option<&str>,
+        decision: Decision,
+        actor: &str,
+    ) -> Result<ToolRecord, StoreError> {
         let key = server_id.as_u128();
-        let mut record: ToolRecord = {
-            let table = txn.open_table(TOOLS)?;
-            let found = table.get((key, name))?;
-            match found {
-                Some(bytes) => decode(bytes.value())?,
-                None => return Err(StoreError::ToolNotFound(name.to_owned())),
-            }
+        let tool_key_in_table = (key, name.to_owned());
+        let mut record: ToolRecord = match txn.get(TOOLS, &tool_key_in_table)? {
+            Some(bytes) => decode(&bytes)?,
+            None => return Err(StoreError::ToolNotFound(name.to_owned())),
         };
         let definition = record.definition.value();
         let current = crate::trust::fingerprint(&definition);
@@ -63,7 +68,7 @@ impl Store {
         let action = match decision {
             Decision::Approve => {
                 put_pin(
-                    &txn,
+                    txn,
                     key,
                     &pin_key,
                     &new_pin(&definition, current.clone(), actor),
@@ -74,47 +79,44 @@ impl Store {
                 "approve"
             }
             Decision::Reject => {
-                pin_rejection(
-                    &txn,
-                    key,
-                    &pin_key,
-                    &current,
-                    &format!("tool {}", record.id),
-                )?;
+                pin_rejection(txn, key, &pin_key, &current, &format!("tool {}", record.id))?;
                 let held = hold(HoldReason::Rejected, &record.id, &current);
                 record.refused = Some(held.message.clone());
                 record.hold = Some(held);
                 "reject"
             }
         };
-        txn.open_table(TOOLS)?
-            .insert((key, name), encode(&record)?.as_slice())?;
+        txn.insert(TOOLS, &tool_key_in_table, &encode(&record)?)?;
         let mut entry = audit_entry(actor, action, &record.server_name, "ok");
         entry.details = Some(format!("tool {} {current}", record.original_name));
-        append_audit(&txn, self.audit_max_bytes, entry)?;
-        bump_generation(&txn)?;
-        bump_catalog_generation(&txn)?;
-        txn.commit()?;
+        append_audit(txn, self.audit_max_bytes, entry)?;
+        bump_generation(txn)?;
+        bump_catalog_generation(txn)?;
         Ok(record)
     }
 
     /// The tools held back, of every server.
     pub fn held_tools(&self) -> Result<Vec<ToolRecord>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = txn.open_table(TOOLS)?;
         let mut held = Vec::new();
-        for entry in table.iter()? {
-            let (_, bytes) = entry?;
-            // Cheap test first: most tools are not held.
-            if !bytes.value().windows(7).any(|w| w == b"\"hold\":") {
-                continue;
-            }
-            let record: ToolRecord = decode(bytes.value())?;
-            if record.hold.is_some() {
-                held.push(record);
-            }
-        }
+        self.read(|txn| {
+            txn.for_each(
+                TOOLS,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Order::Ascending,
+                |_, bytes| {
+                    // Cheap test first: most tools are not held.
+                    if !bytes.windows(7).any(|w| w == b"\"hold\":") {
+                        return Ok(true);
+                    }
+                    let record: ToolRecord = decode(&bytes)?;
+                    if record.hold.is_some() {
+                        held.push(record);
+                    }
+                    Ok(true)
+                },
+            )
+        })?;
         Ok(held)
     }
 }
@@ -131,33 +133,25 @@ impl Store {
     /// The tool a user names: its id (`server.tool`, the first dot
     /// separating) or the wire name clients see; the record as stored.
     pub fn find_tool(&self, name: &str) -> Result<ToolRecord, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let tools = txn.open_table(TOOLS)?;
-        let mut located: Option<(u128, String)> = None;
-        if let Some((server, tool)) = name.split_once('.') {
-            let names = txn.open_table(super::servers::SERVER_NAMES)?;
-            if let Some(id) = names.get(server)? {
-                located = Some((id.value(), tool.to_owned()));
+        self.read(|txn| {
+            let tool_of = |server: u128, tool: &str| txn.get(TOOLS, &(server, tool.to_owned()));
+            let mut found = None;
+            if let Some((server, tool)) = name.split_once('.')
+                && let Some(id) = txn.get(super::servers::SERVER_NAMES, &server.to_owned())?
+            {
+                found = tool_of(id, tool)?;
             }
-        }
-        if located.as_ref().is_none_or(|(server, tool)| {
-            tools.get((*server, tool.as_str())).ok().flatten().is_none()
-        }) {
-            let aliases = txn.open_table(super::catalog::WIRE_NAMES)?;
-            if let Some(owner) = aliases.get(name)? {
-                let (server, tool) = owner.value();
-                located = Some((server, tool.to_owned()));
+            if found.is_none()
+                && let Some((server, tool)) =
+                    txn.get(super::catalog::WIRE_NAMES, &name.to_owned())?
+            {
+                found = tool_of(server, &tool)?;
             }
-        }
-        let Some((server, tool)) = located else {
-            return Err(StoreError::ToolNotFound(name.to_owned()));
-        };
-        let found = tools.get((server, tool.as_str()))?;
-        match found {
-            Some(bytes) => decode(bytes.value()),
-            None => Err(StoreError::ToolNotFound(name.to_owned())),
-        }
+            match found {
+                Some(bytes) => decode(&bytes),
+                None => Err(StoreError::ToolNotFound(name.to_owned())),
+            }
+        })
     }
 }
 
@@ -167,68 +161,74 @@ impl Store {
     pub fn find_item(&self, id: &str) -> Result<HeldItem, StoreError> {
         let not_found = || StoreError::ToolNotFound(id.to_owned());
         let (kind, server, key) = CatalogKind::parse_item_id(id).ok_or_else(not_found)?;
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let names = txn.open_table(super::servers::SERVER_NAMES)?;
-        let server_id = names.get(server)?.ok_or_else(not_found)?.value();
-        let table = txn.open_table(super::catalog::table_for(kind))?;
-        let found = table.get((server_id, key))?.ok_or_else(not_found)?;
-        Ok(held_item(
-            ServerId::from_u128(server_id),
-            server,
-            kind,
-            key,
-            decode(found.value())?,
-        ))
+        self.read(|txn| {
+            let server_id = txn
+                .get(super::servers::SERVER_NAMES, &server.to_owned())?
+                .ok_or_else(not_found)?;
+            let found = txn
+                .get(
+                    super::catalog::table_for(kind),
+                    &(server_id, key.to_owned()),
+                )?
+                .ok_or_else(not_found)?;
+            Ok(held_item(
+                ServerId::from_u128(server_id),
+                server,
+                kind,
+                key,
+                decode(&found)?,
+            ))
+        })
     }
 
     /// The pin of a prompt or resource template (`None`: never approved).
     pub fn item_pin(&self, item: &HeldItem) -> Result<Option<Pin>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = txn.open_table(PINS)?;
         let pin_key = item_key(item.kind, &item.key);
-        let found = table.get((item.server_id.as_u128(), pin_key.as_str()))?;
-        found.map(|bytes| decode(bytes.value())).transpose()
+        self.read(|txn| pin_in(txn, item.server_id.as_u128(), &pin_key))
     }
 
     /// The prompts and resource templates held back, of every server.
     pub fn held_items(&self) -> Result<Vec<HeldItem>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let names: std::collections::HashMap<u128, String> = {
-            let table = txn.open_table(super::servers::SERVER_NAMES)?;
-            let mut names = std::collections::HashMap::new();
-            for entry in table.iter()? {
-                let (name, id) = entry?;
-                names.insert(id.value(), name.value().to_owned());
+        self.read(|txn| {
+            let names: std::collections::HashMap<u128, String> = txn
+                .entries(
+                    super::servers::SERVER_NAMES,
+                    Bound::Unbounded,
+                    Bound::Unbounded,
+                    Order::Ascending,
+                )?
+                .into_iter()
+                .map(|(name, id)| (id, name))
+                .collect();
+            let mut held = Vec::new();
+            let marker = crate::model::ITEM_TRUST_FIELD.as_bytes();
+            for kind in [CatalogKind::Prompt, CatalogKind::ResourceTemplate] {
+                txn.for_each(
+                    super::catalog::table_for(kind),
+                    Bound::Unbounded,
+                    Bound::Unbounded,
+                    Order::Ascending,
+                    |(server, item_key), bytes| {
+                        if !bytes.windows(marker.len()).any(|w| w == marker) {
+                            return Ok(true);
+                        }
+                        let server_name = names.get(&server).map_or("", String::as_str);
+                        let item = held_item(
+                            ServerId::from_u128(server),
+                            server_name,
+                            kind,
+                            &item_key,
+                            decode(&bytes)?,
+                        );
+                        if item.trust.is_some() {
+                            held.push(item);
+                        }
+                        Ok(true)
+                    },
+                )?;
             }
-            names
-        };
-        let mut held = Vec::new();
-        for kind in [CatalogKind::Prompt, CatalogKind::ResourceTemplate] {
-            let table = txn.open_table(super::catalog::table_for(kind))?;
-            for entry in table.iter()? {
-                let (key, bytes) = entry?;
-                let marker = crate::model::ITEM_TRUST_FIELD.as_bytes();
-                if !bytes.value().windows(marker.len()).any(|w| w == marker) {
-                    continue;
-                }
-                let (server, item_key) = key.value();
-                let server_name = names.get(&server).map_or("", String::as_str);
-                let item = held_item(
-                    ServerId::from_u128(server),
-                    server_name,
-                    kind,
-                    item_key,
-                    decode(bytes.value())?,
-                );
-                if item.trust.is_some() {
-                    held.push(item);
-                }
-            }
-        }
-        Ok(held)
+            Ok(held)
+        })
     }
 
     /// `decide_tool` for a prompt or resource template.
@@ -239,17 +239,24 @@ impl Store {
         decision: Decision,
         actor: &str,
     ) -> Result<HeldItem, StoreError> {
-        let db = self.db_for_write()?;
-        let txn = db.begin_write()?;
+        self.write(|txn| self.decide_item_in(txn, item, fingerprint, decision, actor))
+    }
+
+    fn decide_item_in(
+        &self,
+        txn: &Writer<'_>,
+        item: &HeldItem,
+        fingerprint: Option<&str>,
+        decision: Decision,
+        actor: &str,
+    ) -> Result<HeldItem, StoreError> {
         let server = item.server_id.as_u128();
         let id = item.id();
-        let stored: Value = {
-            let table = txn.open_table(super::catalog::table_for(item.kind))?;
-            let found = table.get((server, item.key.as_str()))?;
-            match found {
-                Some(bytes) => decode(bytes.value())?,
-                None => return Err(StoreError::ToolNotFound(id)),
-            }
+        let table = super::catalog::table_for(item.kind);
+        let item_key_in_table = (server, item.key.clone());
+        let stored: Value = match txn.get(table, &item_key_in_table)? {
+            Some(bytes) => decode(&bytes)?,
+            None => return Err(StoreError::ToolNotFound(id)),
         };
         let mut current_item = held_item(
             item.server_id,
@@ -270,7 +277,7 @@ impl Store {
         let action = match decision {
             Decision::Approve => {
                 put_pin(
-                    &txn,
+                    txn,
                     server,
                     &pin_key,
                     &new_pin(&current_item.definition, current.clone(), actor),
@@ -279,7 +286,7 @@ impl Store {
                 "approve"
             }
             Decision::Reject => {
-                pin_rejection(&txn, server, &pin_key, &current, &id)?;
+                pin_rejection(txn, server, &pin_key, &current, &id)?;
                 let what = super::catalog::item_what(item.kind, &id);
                 current_item.trust = Some(ItemTrust {
                     hold: hold_of(HoldReason::Rejected, &what, &id, &current),
@@ -299,13 +306,11 @@ impl Store {
                 serde_json::to_value(trust).map_err(|e| StoreError::Corrupt(e.to_string()))?,
             );
         }
-        txn.open_table(super::catalog::table_for(item.kind))?
-            .insert((server, item.key.as_str()), encode(&stored)?.as_slice())?;
+        txn.insert(table, &item_key_in_table, &encode(&stored)?)?;
         let mut entry = audit_entry(actor, action, &item.server_name, "ok");
         entry.details = Some(format!("{id} {current}"));
-        append_audit(&txn, self.audit_max_bytes, entry)?;
-        bump_generation(&txn)?;
-        txn.commit()?;
+        append_audit(txn, self.audit_max_bytes, entry)?;
+        bump_generation(txn)?;
         Ok(current_item)
     }
 }
@@ -336,7 +341,7 @@ fn held_item(
 /// (it stays held until the server changes it); `Stale` if it is the one
 /// approved.
 fn pin_rejection(
-    txn: &redb::WriteTransaction,
+    txn: &Writer<'_>,
     server: u128,
     pin_key: &str,
     current: &str,

@@ -1,18 +1,19 @@
 //! The bounded connection history of each server: what happened to it
 //! (registered, updated, every status change), newest kept.
 
+use std::ops::Bound;
+
 use chrono::Utc;
-use redb::{ReadableDatabase as _, ReadableTable as _, TableDefinition, WriteTransaction};
 
 use super::codec::{decode, encode};
+use super::tables::{Order, Reads as _, Table, Writer};
 use super::{Store, StoreError};
 use crate::model::{ConnectionHistoryEntry, ServerId, ServerRecord};
 
 /// Connection history kept per server; older entries are dropped.
 pub const HISTORY_PER_SERVER: u64 = 500;
 
-pub(super) const HISTORY: TableDefinition<(u128, u64), &[u8]> =
-    TableDefinition::new("connection_history");
+pub(super) const HISTORY: Table<(u128, u64), Vec<u8>> = Table::new("connection_history");
 
 impl Store {
     /// The newest `limit` history entries of a server, oldest first.
@@ -21,15 +22,23 @@ impl Store {
         id: ServerId,
         limit: usize,
     ) -> Result<Vec<ConnectionHistoryEntry>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = txn.open_table(HISTORY)?;
         let key = id.as_u128();
         let mut entries = Vec::new();
-        for entry in table.range((key, 0)..=(key, u64::MAX))?.rev().take(limit) {
-            let (_, bytes) = entry?;
-            entries.push(decode(bytes.value())?);
-        }
+        self.read(|txn| {
+            txn.for_each(
+                HISTORY,
+                Bound::Included(&(key, 0)),
+                Bound::Included(&(key, u64::MAX)),
+                Order::Descending,
+                |_, bytes| {
+                    if entries.len() >= limit {
+                        return Ok(false);
+                    }
+                    entries.push(decode(&bytes)?);
+                    Ok(true)
+                },
+            )
+        })?;
         entries.reverse();
         Ok(entries)
     }
@@ -51,24 +60,32 @@ pub(super) fn registered_entry(
 }
 
 pub(super) fn append_history(
-    txn: &WriteTransaction,
+    txn: &Writer<'_>,
     id: ServerId,
     entry: ConnectionHistoryEntry,
 ) -> Result<(), StoreError> {
     let key = id.as_u128();
-    let mut table = txn.open_table(HISTORY)?;
-    let (first, next) = {
-        let mut range = table.range((key, 0)..=(key, u64::MAX))?;
-        let first = range.next().transpose()?.map(|(k, _)| k.value().1);
-        let last = range.next_back().transpose()?.map(|(k, _)| k.value().1);
-        let next = last.or(first).map_or(0, |seq| seq + 1);
-        (first, next)
+    let seq_at = |order| -> Result<Option<u64>, StoreError> {
+        let mut seq = None;
+        txn.for_each(
+            HISTORY,
+            Bound::Included(&(key, 0)),
+            Bound::Included(&(key, u64::MAX)),
+            order,
+            |(_, n), _| {
+                seq = Some(n);
+                Ok(false)
+            },
+        )?;
+        Ok(seq)
     };
-    table.insert((key, next), encode(&entry)?.as_slice())?;
+    let first = seq_at(Order::Ascending)?;
+    let next = seq_at(Order::Descending)?.map_or(0, |last| last + 1);
+    txn.insert(HISTORY, &(key, next), &encode(&entry)?)?;
     if let Some(first) = first
         && next - first >= HISTORY_PER_SERVER
     {
-        table.remove((key, first))?;
+        txn.remove(HISTORY, &(key, first))?;
     }
     Ok(())
 }

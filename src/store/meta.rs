@@ -2,15 +2,14 @@
 //! derived indexes whether they are current (generation, catalog
 //! generation, last catalog sync).
 
-use redb::{ReadableDatabase as _, ReadableTable as _, TableDefinition, WriteTransaction};
-
+use super::tables::{Reads as _, Table, Writer};
 use super::{Store, StoreError};
 
 /// The schema this build writes. Bump it and add a step to `migrate` when the
 /// layout changes.
 pub const SCHEMA_VERSION: u64 = 6;
 
-pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+pub(super) const META: Table<String, u64> = Table::new("meta");
 
 pub(super) const META_SCHEMA_VERSION: &str = "schema_version";
 pub(super) const META_GENERATION: &str = "generation";
@@ -46,33 +45,29 @@ impl Store {
         Ok((value > 0).then_some(value))
     }
 
+    /// A counter of the meta table; 0 when unset (a new store, before
+    /// its first migration, has no table at all).
     pub(super) fn meta(&self, key: &str) -> Result<u64, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = match txn.open_table(META) {
-            Ok(table) => table,
-            // A new store, before its first migration.
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
-            Err(err) => return Err(err.into()),
-        };
-        Ok(table.get(key)?.map(|v| v.value()).unwrap_or(0))
+        self.read(|txn| Ok(txn.get(META, &key.to_owned())?.unwrap_or(0)))
     }
 }
 
-pub(super) fn bump_catalog_generation(txn: &WriteTransaction) -> Result<(), StoreError> {
-    let mut meta = txn.open_table(META)?;
-    let next = meta
-        .get(META_CATALOG_GENERATION)?
-        .map(|v| v.value())
-        .unwrap_or(0)
-        + 1;
-    meta.insert(META_CATALOG_GENERATION, next)?;
+/// A counter of the meta table in the write transaction; 0 when unset.
+pub(super) fn meta_in(txn: &Writer<'_>, key: &str) -> Result<u64, StoreError> {
+    Ok(txn.get(META, &key.to_owned())?.unwrap_or(0))
+}
+
+pub(super) fn set_meta(txn: &Writer<'_>, key: &str, value: u64) -> Result<(), StoreError> {
+    txn.insert(META, &key.to_owned(), &value)?;
     Ok(())
 }
 
-pub(super) fn bump_generation(txn: &WriteTransaction) -> Result<(), StoreError> {
-    let mut meta = txn.open_table(META)?;
-    let next = meta.get(META_GENERATION)?.map(|v| v.value()).unwrap_or(0) + 1;
-    meta.insert(META_GENERATION, next)?;
-    Ok(())
+pub(super) fn bump_catalog_generation(txn: &Writer<'_>) -> Result<(), StoreError> {
+    let next = meta_in(txn, META_CATALOG_GENERATION)? + 1;
+    set_meta(txn, META_CATALOG_GENERATION, next)
+}
+
+pub(super) fn bump_generation(txn: &Writer<'_>) -> Result<(), StoreError> {
+    let next = meta_in(txn, META_GENERATION)? + 1;
+    set_meta(txn, META_GENERATION, next)
 }

@@ -34,6 +34,7 @@ mod secrets;
 mod servers;
 mod skills;
 mod status;
+mod tables;
 mod tokens;
 
 use redb::Database;
@@ -112,6 +113,10 @@ pub enum StoreError {
     Stale(String),
     #[error("store error: {0}")]
     Db(redb::Error),
+    /// The shared store of replicas.
+    #[cfg(feature = "postgres")]
+    #[error(transparent)]
+    Postgres(#[from] postgres::PgError),
 }
 
 impl StoreError {
@@ -186,6 +191,11 @@ pub struct Store {
     path: PathBuf,
     /// `AUDIT_MAX_BYTES`, smaller in tests.
     audit_max_bytes: u64,
+    /// The tables replicas share (a PostgreSQL store); `None`: the file
+    /// holds them. Derived data (the embedding cache) stays in the file
+    /// either way: each replica builds its own.
+    #[cfg(feature = "postgres")]
+    shared: Option<postgres::PgTables>,
 }
 
 impl Store {

@@ -52,8 +52,24 @@ impl Store {
             cipher,
             path,
             audit_max_bytes: AUDIT_MAX_BYTES,
+            #[cfg(feature = "postgres")]
+            shared: None,
         };
         guard_damage(&store.path, || store.migrate())?;
+        Ok(store)
+    }
+
+    /// `open`, with the tables replicas share on `shared` (a PostgreSQL
+    /// store, its schema already brought up to date); the file in
+    /// `data_dir` keeps what this replica derives for itself, and the key
+    /// that seals secrets, which every replica must share.
+    #[cfg(feature = "postgres")]
+    pub fn open_shared(
+        data_dir: &Path,
+        shared: super::postgres::PgTables,
+    ) -> Result<Store, StoreError> {
+        let mut store = Store::open(data_dir)?;
+        store.shared = Some(shared);
         Ok(store)
     }
 
@@ -67,7 +83,7 @@ impl Store {
         let db = self.db_for_write()?;
         let txn = db.begin_write()?;
         let found = txn
-            .open_table(META)?
+            .open_table(META.redb())?
             .get(META_SCHEMA_VERSION)?
             .map(|v| v.value());
         let mut version = found.unwrap_or(0);
@@ -82,15 +98,15 @@ impl Store {
                 // 0 -> 1: a fresh store; create every table so readers never
                 // meet a missing one.
                 0 => {
-                    txn.open_table(SERVERS)?;
-                    txn.open_table(SERVER_NAMES)?;
-                    txn.open_table(HISTORY)?;
-                    txn.open_table(AUDIT)?;
-                    txn.open_table(catalog::TOOLS)?;
-                    txn.open_table(catalog::WIRE_NAMES)?;
-                    txn.open_table(catalog::RESOURCES)?;
-                    txn.open_table(catalog::RESOURCE_TEMPLATES)?;
-                    txn.open_table(catalog::PROMPTS)?;
+                    txn.open_table(SERVERS.redb())?;
+                    txn.open_table(SERVER_NAMES.redb())?;
+                    txn.open_table(HISTORY.redb())?;
+                    txn.open_table(AUDIT.redb())?;
+                    txn.open_table(catalog::TOOLS.redb())?;
+                    txn.open_table(catalog::WIRE_NAMES.redb())?;
+                    txn.open_table(catalog::RESOURCES.redb())?;
+                    txn.open_table(catalog::RESOURCE_TEMPLATES.redb())?;
+                    txn.open_table(catalog::PROMPTS.redb())?;
                 }
                 // 1 -> 2: the embedding cache of the search index.
                 1 => {
@@ -98,27 +114,27 @@ impl Store {
                 }
                 // 2 -> 3: skills users added or edited, and suggestions.
                 2 => {
-                    txn.open_table(skills::SKILLS)?;
-                    txn.open_table(skills::SUGGESTIONS)?;
+                    txn.open_table(skills::SKILLS.redb())?;
+                    txn.open_table(skills::SUGGESTIONS.redb())?;
                 }
                 // 3 -> 4: profiles (views).
                 3 => {
-                    txn.open_table(profiles::PROFILES)?;
+                    txn.open_table(profiles::PROFILES.redb())?;
                 }
                 // 4 -> 5: what logins to servers left (OAuth grants).
                 4 => {
-                    txn.open_table(grants::GRANTS)?;
+                    txn.open_table(grants::GRANTS.redb())?;
                 }
                 // 5 -> 6: the definitions approved (pins), named API tokens.
                 5 => {
-                    txn.open_table(super::pins::PINS)?;
-                    txn.open_table(super::tokens::TOKENS)?;
+                    txn.open_table(super::pins::PINS.redb())?;
+                    txn.open_table(super::tokens::TOKENS.redb())?;
                 }
                 _ => unreachable!("every version below SCHEMA_VERSION has a step"),
             }
             version += 1;
         }
-        txn.open_table(META)?
+        txn.open_table(META.redb())?
             .insert(META_SCHEMA_VERSION, SCHEMA_VERSION)?;
         txn.commit()?;
         Ok(())

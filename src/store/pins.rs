@@ -5,18 +5,18 @@
 //! pin never disagree; approvals and rejections go through here too.
 
 use chrono::Utc;
-use redb::{ReadableTable as _, TableDefinition, WriteTransaction};
 use serde_json::Value;
 
 use super::StoreError;
 use super::audit::{append_audit, audit_entry};
 use super::codec::{decode, encode};
+use super::tables::{Reads, Table, Writer};
 use crate::model::{
     AuditEntry, CatalogKind, Finding, Hold, HoldReason, Pin, PinPolicy, ServerRecord, ToolRecord,
 };
 use crate::trust::{PinAction, ScanContext};
 
-pub(super) const PINS: TableDefinition<(u128, &str), &[u8]> = TableDefinition::new("pins");
+pub(super) const PINS: Table<(u128, String), Vec<u8>> = Table::new("pins");
 
 /// The marker of a server whose tools were approved once.
 const APPROVED_MARKER: &str = "";
@@ -46,45 +46,39 @@ fn approved_marker(kind: Option<CatalogKind>) -> String {
     }
 }
 
+/// The pin of an item (`None`: never approved).
 pub(super) fn pin_in(
-    txn: &WriteTransaction,
+    txn: &impl Reads,
     server: u128,
     item: &str,
 ) -> Result<Option<Pin>, StoreError> {
-    let table = txn.open_table(PINS)?;
-    let found = table.get((server, item))?;
-    found.map(|bytes| decode(bytes.value())).transpose()
+    txn.get(PINS, &(server, item.to_owned()))?
+        .map(|bytes| decode(&bytes))
+        .transpose()
 }
 
 pub(super) fn put_pin(
-    txn: &WriteTransaction,
+    txn: &Writer<'_>,
     server: u128,
     item: &str,
     pin: &Pin,
 ) -> Result<(), StoreError> {
-    txn.open_table(PINS)?
-        .insert((server, item), encode(pin)?.as_slice())?;
+    txn.insert(PINS, &(server, item.to_owned()), &encode(pin)?)?;
     Ok(())
 }
 
-fn server_approved(txn: &WriteTransaction, server: u128, marker: &str) -> Result<bool, StoreError> {
-    Ok(txn.open_table(PINS)?.get((server, marker))?.is_some())
+fn server_approved(txn: &Writer<'_>, server: u128, marker: &str) -> Result<bool, StoreError> {
+    Ok(txn.get(PINS, &(server, marker.to_owned()))?.is_some())
 }
 
-fn mark_server_approved(
-    txn: &WriteTransaction,
-    server: u128,
-    marker: &str,
-) -> Result<(), StoreError> {
-    txn.open_table(PINS)?
-        .insert((server, marker), b"{}".as_slice())?;
+fn mark_server_approved(txn: &Writer<'_>, server: u128, marker: &str) -> Result<(), StoreError> {
+    txn.insert(PINS, &(server, marker.to_owned()), &b"{}".to_vec())?;
     Ok(())
 }
 
-pub(super) fn delete_server_pins(txn: &WriteTransaction, server: u128) -> Result<(), StoreError> {
-    txn.open_table(PINS)?
-        .retain_in((server, "")..(server + 1, ""), |_, _| false)?;
-    Ok(())
+pub(super) fn delete_server_pins(txn: &Writer<'_>, server: u128) -> Result<(), StoreError> {
+    let (from, to) = super::catalog::server_range(server);
+    txn.remove_range(PINS, from.as_ref(), to.as_ref())
 }
 
 /// A new pin of `definition` (a tool's, prompt's or template's JSON).
@@ -166,7 +160,7 @@ impl TrustPass {
     /// The pass over a listing of tools (`kind` `None`) or of a server's
     /// prompts or resource templates.
     pub(super) fn begin(
-        txn: &WriteTransaction,
+        txn: &Writer<'_>,
         server: u128,
         record: &ServerRecord,
         kind: Option<CatalogKind>,
@@ -191,21 +185,27 @@ impl TrustPass {
     /// server's tools (original and wire names), and this one's own.
     pub(super) fn load_context<'n>(
         &mut self,
-        aliases: &impl redb::ReadableTable<&'static str, (u128, &'static str)>,
+        txn: &Writer<'_>,
         server: u128,
         own: impl Iterator<Item = &'n str>,
     ) -> Result<(), StoreError> {
         self.context.own_tools = own.map(str::to_owned).collect();
-        for entry in aliases.iter()? {
-            let (wire, owner) = entry?;
-            let (owner_server, tool) = owner.value();
-            if owner_server == server {
-                self.context.own_tools.insert(wire.value().to_owned());
-            } else {
-                self.context.other_tools.insert(wire.value().to_owned());
-                self.context.other_tools.insert(tool.to_owned());
-            }
-        }
+        let context = &mut self.context;
+        txn.for_each(
+            super::catalog::WIRE_NAMES,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            super::tables::Order::Ascending,
+            |wire, (owner_server, tool)| {
+                if owner_server == server {
+                    context.own_tools.insert(wire);
+                } else {
+                    context.other_tools.insert(wire);
+                    context.other_tools.insert(tool);
+                }
+                Ok(true)
+            },
+        )?;
         // A name both servers have is not another server's.
         let own = &self.context.own_tools;
         self.context.other_tools.retain(|name| !own.contains(name));
@@ -217,7 +217,7 @@ impl TrustPass {
     /// changed.
     pub(super) fn apply(
         &mut self,
-        txn: &WriteTransaction,
+        txn: &Writer<'_>,
         record: &mut ToolRecord,
         definition: &Value,
         base_refusal: &Option<String>,
@@ -260,7 +260,7 @@ impl TrustPass {
     /// again).
     pub(super) fn judge(
         &mut self,
-        txn: &WriteTransaction,
+        txn: &Writer<'_>,
         item: &Judged<'_>,
         old: Option<&Hold>,
         findings: &mut Vec<Finding>,
@@ -347,7 +347,7 @@ impl TrustPass {
     /// writes the audit entries the pass made.
     pub(super) fn finish(
         self,
-        txn: &WriteTransaction,
+        txn: &Writer<'_>,
         complete: bool,
         audit_max_bytes: u64,
     ) -> Result<(), StoreError> {

@@ -235,28 +235,33 @@ fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
     };
     let target = target.as_ref();
     report.tables = vec![
-        copy_table(&source, target, "meta", META),
-        copy_table(&source, target, "servers", SERVERS),
-        copy_table(&source, target, "server_names", SERVER_NAMES),
-        copy_table(&source, target, "connection_history", HISTORY),
-        copy_table(&source, target, "audit_log", AUDIT),
-        copy_table(&source, target, "tools", catalog::TOOLS),
-        copy_table(&source, target, "wire_names", catalog::WIRE_NAMES),
-        copy_table(&source, target, "resources", catalog::RESOURCES),
+        copy_table(&source, target, "meta", META.redb()),
+        copy_table(&source, target, "servers", SERVERS.redb()),
+        copy_table(&source, target, "server_names", SERVER_NAMES.redb()),
+        copy_table(&source, target, "connection_history", HISTORY.redb()),
+        copy_table(&source, target, "audit_log", AUDIT.redb()),
+        copy_table(&source, target, "tools", catalog::TOOLS.redb()),
+        copy_table(&source, target, "wire_names", catalog::WIRE_NAMES.redb()),
+        copy_table(&source, target, "resources", catalog::RESOURCES.redb()),
         copy_table(
             &source,
             target,
             "resource_templates",
-            catalog::RESOURCE_TEMPLATES,
+            catalog::RESOURCE_TEMPLATES.redb(),
         ),
-        copy_table(&source, target, "prompts", catalog::PROMPTS),
+        copy_table(&source, target, "prompts", catalog::PROMPTS.redb()),
         copy_table(&source, target, "embeddings", embeddings::EMBEDDINGS),
-        copy_table(&source, target, "skills", skills::SKILLS),
-        copy_table(&source, target, "skill_suggestions", skills::SUGGESTIONS),
-        copy_table(&source, target, "profiles", profiles::PROFILES),
-        copy_table(&source, target, "oauth_grants", grants::GRANTS),
-        copy_table(&source, target, "pins", pins::PINS),
-        copy_table(&source, target, "api_tokens", super::tokens::TOKENS),
+        copy_table(&source, target, "skills", skills::SKILLS.redb()),
+        copy_table(
+            &source,
+            target,
+            "skill_suggestions",
+            skills::SUGGESTIONS.redb(),
+        ),
+        copy_table(&source, target, "profiles", profiles::PROFILES.redb()),
+        copy_table(&source, target, "oauth_grants", grants::GRANTS.redb()),
+        copy_table(&source, target, "pins", pins::PINS.redb()),
+        copy_table(&source, target, "api_tokens", super::tokens::TOKENS.redb()),
     ];
     if let (Some(target), Some(into)) = (target, into) {
         match finish(target) {
@@ -362,34 +367,34 @@ fn finish(target: &Database) -> Result<(), StoreError> {
     let txn = target.begin_write()?;
     {
         // Every table exists, as a store of this version expects.
-        txn.open_table(SERVERS)?;
-        txn.open_table(HISTORY)?;
-        txn.open_table(AUDIT)?;
-        txn.open_table(catalog::TOOLS)?;
-        txn.open_table(catalog::WIRE_NAMES)?;
-        txn.open_table(catalog::RESOURCES)?;
-        txn.open_table(catalog::RESOURCE_TEMPLATES)?;
-        txn.open_table(catalog::PROMPTS)?;
+        txn.open_table(SERVERS.redb())?;
+        txn.open_table(HISTORY.redb())?;
+        txn.open_table(AUDIT.redb())?;
+        txn.open_table(catalog::TOOLS.redb())?;
+        txn.open_table(catalog::WIRE_NAMES.redb())?;
+        txn.open_table(catalog::RESOURCES.redb())?;
+        txn.open_table(catalog::RESOURCE_TEMPLATES.redb())?;
+        txn.open_table(catalog::PROMPTS.redb())?;
         txn.open_table(embeddings::EMBEDDINGS)?;
-        txn.open_table(skills::SKILLS)?;
-        txn.open_table(skills::SUGGESTIONS)?;
-        txn.open_table(profiles::PROFILES)?;
-        txn.open_table(grants::GRANTS)?;
-        txn.open_table(pins::PINS)?;
-        txn.open_table(super::tokens::TOKENS)?;
+        txn.open_table(skills::SKILLS.redb())?;
+        txn.open_table(skills::SUGGESTIONS.redb())?;
+        txn.open_table(profiles::PROFILES.redb())?;
+        txn.open_table(grants::GRANTS.redb())?;
+        txn.open_table(pins::PINS.redb())?;
+        txn.open_table(super::tokens::TOKENS.redb())?;
         let mut servers: Vec<Named> = Vec::new();
-        for entry in txn.open_table(SERVERS)?.iter()? {
+        for entry in txn.open_table(SERVERS.redb())?.iter()? {
             let (_, bytes) = entry?;
             if let Ok(named) = serde_json::from_slice::<Named>(bytes.value()) {
                 servers.push(named);
             }
         }
-        let mut names = txn.open_table(SERVER_NAMES)?;
+        let mut names = txn.open_table(SERVER_NAMES.redb())?;
         names.retain(|_, _| false)?;
         for server in &servers {
             names.insert(server.name.as_str(), server.id.as_u128())?;
         }
-        let mut meta = txn.open_table(META)?;
+        let mut meta = txn.open_table(META.redb())?;
         if meta.get(super::META_SCHEMA_VERSION)?.is_none() {
             meta.insert(super::META_SCHEMA_VERSION, super::SCHEMA_VERSION)?;
         }

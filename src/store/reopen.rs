@@ -102,7 +102,7 @@ impl Store {
         };
         let probe = (|| -> Result<(), StoreError> {
             let txn = db.begin_write()?;
-            txn.open_table(META)?
+            txn.open_table(META.redb())?
                 .insert(META_DISK_PROBE, Utc::now().timestamp_millis() as u64)?;
             txn.commit()?;
             Ok(())

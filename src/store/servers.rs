@@ -2,21 +2,20 @@
 //! in one transaction with their history and audit entries so two racing
 //! registrations of one name cannot both succeed.
 
+use std::ops::Bound;
+
 use chrono::Utc;
-use redb::{
-    ReadableDatabase as _, ReadableTable as _, ReadableTableMetadata as _, TableDefinition,
-    WriteTransaction,
-};
 
 use super::audit::{append_audit, audit_entry};
 use super::catalog::delete_server_catalog;
 use super::history::{HISTORY, append_history, registered_entry};
 use super::meta::{bump_catalog_generation, bump_generation};
+use super::tables::{Order, Reads, Table, Writer};
 use super::{Store, StoreError};
 use crate::model::{ServerId, ServerRecord};
 
-pub(super) const SERVERS: TableDefinition<u128, &[u8]> = TableDefinition::new("servers");
-pub(super) const SERVER_NAMES: TableDefinition<&str, u128> = TableDefinition::new("server_names");
+pub(super) const SERVERS: Table<u128, Vec<u8>> = Table::new("servers");
+pub(super) const SERVER_NAMES: Table<String, u128> = Table::new("server_names");
 
 /// How a config-file upsert changed a registration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,29 +35,20 @@ impl Store {
     /// name check and the insert share one write transaction, so two racing
     /// registrations of one name cannot both succeed.
     pub fn insert_server(&self, record: &ServerRecord, actor: &str) -> Result<(), StoreError> {
-        let db = self.db_for_write()?;
-        let txn = db.begin_write()?;
-        {
-            let mut names = txn.open_table(SERVER_NAMES)?;
-            if names.get(record.name.as_str())?.is_some() {
+        self.write(|txn| {
+            if txn.get(SERVER_NAMES, &record.name)?.is_some() {
                 return Err(StoreError::NameTaken(record.name.clone()));
             }
-            names.insert(record.name.as_str(), record.id.as_u128())?;
-        }
-        self.put_server(&txn, record)?;
-        append_history(
-            &txn,
-            record.id,
-            registered_entry(record, "REGISTERED", None),
-        )?;
-        append_audit(
-            &txn,
-            self.audit_max_bytes,
-            audit_entry(actor, "register", &record.name, "ok"),
-        )?;
-        bump_generation(&txn)?;
-        txn.commit()?;
-        Ok(())
+            txn.insert(SERVER_NAMES, &record.name, &record.id.as_u128())?;
+            self.put_server(txn, record)?;
+            append_history(txn, record.id, registered_entry(record, "REGISTERED", None))?;
+            append_audit(
+                txn,
+                self.audit_max_bytes,
+                audit_entry(actor, "register", &record.name, "ok"),
+            )?;
+            bump_generation(txn)
+        })
     }
 
     /// Inserts or updates registrations by name in one transaction (config
@@ -69,28 +59,31 @@ impl Store {
         records: &[ServerRecord],
         actor: &str,
     ) -> Result<Vec<UpsertOutcome>, StoreError> {
-        let db = self.db_for_write()?;
-        let txn = db.begin_write()?;
+        self.write(|txn| self.upsert_servers_in(txn, records, actor))
+    }
+
+    fn upsert_servers_in(
+        &self,
+        txn: &Writer<'_>,
+        records: &[ServerRecord],
+        actor: &str,
+    ) -> Result<Vec<UpsertOutcome>, StoreError> {
         let mut outcomes = Vec::with_capacity(records.len());
         for incoming in records {
-            let existing_id = txn
-                .open_table(SERVER_NAMES)?
-                .get(incoming.name.as_str())?
-                .map(|v| v.value());
+            let existing_id = txn.get(SERVER_NAMES, &incoming.name)?;
             let outcome = match existing_id {
                 None => {
-                    txn.open_table(SERVER_NAMES)?
-                        .insert(incoming.name.as_str(), incoming.id.as_u128())?;
-                    self.put_server(&txn, incoming)?;
+                    txn.insert(SERVER_NAMES, &incoming.name, &incoming.id.as_u128())?;
+                    self.put_server(txn, incoming)?;
                     append_history(
-                        &txn,
+                        txn,
                         incoming.id,
                         registered_entry(incoming, "REGISTERED", None),
                     )?;
                     UpsertOutcome::Inserted
                 }
                 Some(id) => {
-                    let mut current = self.server_in(&txn, id)?.ok_or_else(|| {
+                    let mut current = self.server_in(txn, id)?.ok_or_else(|| {
                         StoreError::Corrupt(format!(
                             "name {} points to a missing server",
                             incoming.name
@@ -145,9 +138,9 @@ impl Store {
                             updated_at: Utc::now(),
                             ..merged
                         };
-                        self.put_server(&txn, &merged)?;
+                        self.put_server(txn, &merged)?;
                         append_history(
-                            &txn,
+                            txn,
                             merged.id,
                             registered_entry(
                                 &merged,
@@ -165,79 +158,75 @@ impl Store {
                 UpsertOutcome::Unchanged => "verify",
             };
             append_audit(
-                &txn,
+                txn,
                 self.audit_max_bytes,
                 audit_entry(actor, action, &incoming.name, "ok"),
             )?;
             outcomes.push(outcome);
         }
         if outcomes.iter().any(|o| *o != UpsertOutcome::Unchanged) {
-            bump_generation(&txn)?;
+            bump_generation(txn)?;
         }
-        txn.commit()?;
         Ok(outcomes)
     }
 
     /// Deletes a server and everything that belongs to it (tools, history).
     pub fn remove_server(&self, id: ServerId, actor: &str) -> Result<ServerRecord, StoreError> {
-        let db = self.db_for_write()?;
-        let txn = db.begin_write()?;
-        let key = id.as_u128();
-        let record = self
-            .server_in(&txn, key)?
-            .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
-        txn.open_table(SERVERS)?.remove(key)?;
-        txn.open_table(SERVER_NAMES)?.remove(record.name.as_str())?;
-        txn.open_table(HISTORY)?
-            .retain_in((key, 0)..=(key, u64::MAX), |_, _| false)?;
-        delete_server_catalog(&txn, key)?;
-        txn.open_table(super::grants::GRANTS)?.remove(key)?;
-        super::pins::delete_server_pins(&txn, key)?;
-        append_audit(
-            &txn,
-            self.audit_max_bytes,
-            audit_entry(actor, "remove", &record.name, "ok"),
-        )?;
-        bump_generation(&txn)?;
-        bump_catalog_generation(&txn)?;
-        txn.commit()?;
-        Ok(record)
+        self.write(|txn| {
+            let key = id.as_u128();
+            let record = self
+                .server_in(txn, key)?
+                .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
+            txn.remove(SERVERS, &key)?;
+            txn.remove(SERVER_NAMES, &record.name)?;
+            txn.remove_range(
+                HISTORY,
+                Bound::Included(&(key, 0)),
+                Bound::Included(&(key, u64::MAX)),
+            )?;
+            delete_server_catalog(txn, key)?;
+            txn.remove(super::grants::GRANTS, &key)?;
+            super::pins::delete_server_pins(txn, key)?;
+            append_audit(
+                txn,
+                self.audit_max_bytes,
+                audit_entry(actor, "remove", &record.name, "ok"),
+            )?;
+            bump_generation(txn)?;
+            bump_catalog_generation(txn)?;
+            Ok(record)
+        })
     }
 
     pub fn get_server(&self, id: ServerId) -> Result<Option<ServerRecord>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = txn.open_table(SERVERS)?;
-        let found = table.get(id.as_u128())?;
-        found
-            .map(|bytes| self.decode_server(bytes.value()))
-            .transpose()
+        self.read(|txn| self.server_in(txn, id.as_u128()))
     }
 
     pub fn get_server_by_name(&self, name: &str) -> Result<Option<ServerRecord>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let Some(id) = txn.open_table(SERVER_NAMES)?.get(name)?.map(|v| v.value()) else {
-            return Ok(None);
-        };
-        let table = txn.open_table(SERVERS)?;
-        let found = table.get(id)?;
-        found
-            .map(|bytes| self.decode_server(bytes.value()))
-            .transpose()
+        self.read(|txn| {
+            let Some(id) = txn.get(SERVER_NAMES, &name.to_owned())? else {
+                return Ok(None);
+            };
+            self.server_in(txn, id)
+        })
     }
 
     /// Every registration, ordered by name.
     pub fn list_servers(&self) -> Result<Vec<ServerRecord>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let names = txn.open_table(SERVER_NAMES)?;
-        let servers = txn.open_table(SERVERS)?;
-        let mut out = Vec::with_capacity(names.len()? as usize);
-        for entry in names.iter()? {
-            let (_, id) = entry?;
-            if let Some(bytes) = servers.get(id.value())? {
-                out.push(self.decode_server(bytes.value())?);
+        self.read(|txn| self.list_servers_in(txn))
+    }
+
+    fn list_servers_in(&self, txn: &impl Reads) -> Result<Vec<ServerRecord>, StoreError> {
+        let names = txn.entries(
+            SERVER_NAMES,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Order::Ascending,
+        )?;
+        let mut out = Vec::with_capacity(names.len());
+        for (_, id) in names {
+            if let Some(bytes) = txn.get(SERVERS, &id)? {
+                out.push(self.decode_server(&bytes)?);
             }
         }
         Ok(out)
@@ -245,37 +234,36 @@ impl Store {
 
     pub(super) fn server_in(
         &self,
-        txn: &WriteTransaction,
+        txn: &impl Reads,
         id: u128,
     ) -> Result<Option<ServerRecord>, StoreError> {
-        let table = txn.open_table(SERVERS)?;
-        let found = table.get(id)?;
-        found
-            .map(|bytes| self.decode_server(bytes.value()))
+        txn.get(SERVERS, &id)?
+            .map(|bytes| self.decode_server(&bytes))
             .transpose()
     }
 
-    pub(super) fn all_servers_in(
-        &self,
-        txn: &WriteTransaction,
-    ) -> Result<Vec<ServerRecord>, StoreError> {
-        let table = txn.open_table(SERVERS)?;
+    pub(super) fn all_servers_in(&self, txn: &Writer<'_>) -> Result<Vec<ServerRecord>, StoreError> {
         let mut out = Vec::new();
-        for entry in table.iter()? {
-            let (_, bytes) = entry?;
-            out.push(self.decode_server(bytes.value())?);
-        }
+        txn.for_each(
+            SERVERS,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Order::Ascending,
+            |_, bytes| {
+                out.push(self.decode_server(&bytes)?);
+                Ok(true)
+            },
+        )?;
         Ok(out)
     }
 
     pub(super) fn put_server(
         &self,
-        txn: &WriteTransaction,
+        txn: &Writer<'_>,
         record: &ServerRecord,
     ) -> Result<(), StoreError> {
         let bytes = self.encode_server(record)?;
-        txn.open_table(SERVERS)?
-            .insert(record.id.as_u128(), bytes.as_slice())?;
+        txn.insert(SERVERS, &record.id.as_u128(), &bytes)?;
         Ok(())
     }
 }

@@ -3,20 +3,19 @@
 //! `assets/skills.json`), tools' classifications, and the queue of skill
 //! suggestions.
 
+use std::ops::Bound;
+
 use chrono::Utc;
-use redb::{
-    ReadableDatabase as _, ReadableTable as _, ReadableTableMetadata as _, TableDefinition,
-};
 
 use super::catalog::TOOLS;
-use super::codec::{decode, encode};
-use super::meta::{META, META_LAST_SUGGESTION_ID};
+use super::codec::{all_decoded, decode, encode};
+use super::meta::{META_LAST_SUGGESTION_ID, meta_in, set_meta};
+use super::tables::{Order, Reads as _, Table};
 use super::{Store, StoreError};
 use crate::model::{Classification, ServerId, Skill, SkillSuggestion, ToolRecord};
 
-pub(super) const SKILLS: TableDefinition<&str, &[u8]> = TableDefinition::new("skills");
-pub(super) const SUGGESTIONS: TableDefinition<u64, &[u8]> =
-    TableDefinition::new("skill_suggestions");
+pub(super) const SKILLS: Table<String, Vec<u8>> = Table::new("skills");
+pub(super) const SUGGESTIONS: Table<u64, Vec<u8>> = Table::new("skill_suggestions");
 
 /// Suggestions kept; the oldest go first.
 pub const SUGGESTION_LIMIT: u64 = 500;
@@ -34,33 +33,19 @@ pub struct ClassificationUpdate {
 impl Store {
     /// The stored skills: user skills and overrides of built-in ones.
     pub fn stored_skills(&self) -> Result<Vec<Skill>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = txn.open_table(SKILLS)?;
-        let mut out = Vec::new();
-        for entry in table.iter()? {
-            let (_, bytes) = entry?;
-            out.push(decode(bytes.value())?);
-        }
-        Ok(out)
+        self.read(|txn| all_decoded(txn, SKILLS))
     }
 
     pub fn put_skill(&self, skill: &Skill) -> Result<(), StoreError> {
-        let db = self.db_for_write()?;
-        let txn = db.begin_write()?;
-        txn.open_table(SKILLS)?
-            .insert(skill.id.as_str(), encode(skill)?.as_slice())?;
-        txn.commit()?;
+        let bytes = encode(skill)?;
+        self.write(|txn| txn.insert(SKILLS, &skill.id, &bytes))?;
         Ok(())
     }
 
     /// Removes a stored skill; whether there was one.
     pub fn delete_skill(&self, id: &str) -> Result<bool, StoreError> {
-        let db = self.db_for_write()?;
-        let txn = db.begin_write()?;
-        let existed = txn.open_table(SKILLS)?.remove(id)?.is_some();
-        txn.commit()?;
-        Ok(existed)
+        let removed = self.write(|txn| txn.remove(SKILLS, &id.to_owned()))?;
+        Ok(removed.is_some())
     }
 
     /// Stores classifications in one commit. A tool whose definition
@@ -71,39 +56,27 @@ impl Store {
         &self,
         updates: &[ClassificationUpdate],
     ) -> Result<Vec<ToolRecord>, StoreError> {
-        let db = self.db_for_write()?;
-        let txn = db.begin_write()?;
-        let mut written = Vec::new();
-        {
-            let mut table = txn.open_table(TOOLS)?;
+        self.write(|txn| {
+            let mut written = Vec::new();
             for update in updates {
-                let key = (update.server_id.as_u128(), update.original_name.as_str());
+                let key = (update.server_id.as_u128(), update.original_name.clone());
                 let current: Option<ToolRecord> =
-                    table.get(key)?.map(|b| decode(b.value())).transpose()?;
+                    txn.get(TOOLS, &key)?.map(|b| decode(&b)).transpose()?;
                 let Some(mut tool) = current else { continue };
                 if tool.definition_hash != update.definition_hash {
                     continue;
                 }
                 tool.set_classification(update.classification.clone());
-                table.insert(key, encode(&tool)?.as_slice())?;
+                txn.insert(TOOLS, &key, &encode(&tool)?)?;
                 written.push(tool.without_definition());
             }
-        }
-        txn.commit()?;
-        Ok(written)
+            Ok(written)
+        })
     }
 
     /// The suggestion queue, oldest first.
     pub fn skill_suggestions(&self) -> Result<Vec<SkillSuggestion>, StoreError> {
-        let db = self.db()?;
-        let txn = db.begin_read()?;
-        let table = txn.open_table(SUGGESTIONS)?;
-        let mut out = Vec::new();
-        for entry in table.iter()? {
-            let (_, bytes) = entry?;
-            out.push(decode(bytes.value())?);
-        }
-        Ok(out)
+        self.read(|txn| all_decoded(txn, SUGGESTIONS))
     }
 
     /// Queues a suggestion (its id and time are the store's) unless one
@@ -112,55 +85,46 @@ impl Store {
         &self,
         proposal: SkillSuggestion,
     ) -> Result<SkillSuggestion, StoreError> {
-        let db = self.db_for_write()?;
-        let txn = db.begin_write()?;
-        let suggestion = {
-            let mut table = txn.open_table(SUGGESTIONS)?;
+        self.write(|txn| {
             let mut existing = None;
-            for entry in table.iter()? {
-                let (_, bytes) = entry?;
-                let queued: SkillSuggestion = decode(bytes.value())?;
-                if queued.tool_ids == proposal.tool_ids {
-                    existing = Some(queued);
-                    break;
-                }
-            }
-            match existing {
-                Some(queued) => queued,
-                None => {
-                    let mut meta = txn.open_table(META)?;
-                    let last_handed_out = meta
-                        .get(META_LAST_SUGGESTION_ID)?
-                        .map(|v| v.value())
-                        .unwrap_or(0);
-                    let last_queued = table.last()?.map(|(k, _)| k.value()).unwrap_or(0);
-                    let id = last_handed_out.max(last_queued) + 1;
-                    meta.insert(META_LAST_SUGGESTION_ID, id)?;
-                    let suggestion = SkillSuggestion {
-                        id,
-                        created_at: Utc::now(),
-                        ..proposal
-                    };
-                    table.insert(id, encode(&suggestion)?.as_slice())?;
-                    while table.len()? > SUGGESTION_LIMIT {
-                        if table.pop_first()?.is_none() {
-                            break;
-                        }
+            let mut last_queued = 0;
+            txn.for_each(
+                SUGGESTIONS,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Order::Ascending,
+                |id, bytes| {
+                    last_queued = id;
+                    let queued: SkillSuggestion = decode(&bytes)?;
+                    if queued.tool_ids == proposal.tool_ids {
+                        existing = Some(queued);
+                        return Ok(false);
                     }
-                    suggestion
-                }
+                    Ok(true)
+                },
+            )?;
+            if let Some(queued) = existing {
+                return Ok(queued);
             }
-        };
-        txn.commit()?;
-        Ok(suggestion)
+            let id = meta_in(txn, META_LAST_SUGGESTION_ID)?.max(last_queued) + 1;
+            set_meta(txn, META_LAST_SUGGESTION_ID, id)?;
+            let suggestion = SkillSuggestion {
+                id,
+                created_at: Utc::now(),
+                ..proposal
+            };
+            txn.insert(SUGGESTIONS, &id, &encode(&suggestion)?)?;
+            let mut queued = txn.len(SUGGESTIONS)?;
+            while queued > SUGGESTION_LIMIT && txn.pop_first(SUGGESTIONS)?.is_some() {
+                queued -= 1;
+            }
+            Ok(suggestion)
+        })
     }
 
     /// Dismisses a suggestion; whether it was queued.
     pub fn delete_skill_suggestion(&self, id: u64) -> Result<bool, StoreError> {
-        let db = self.db_for_write()?;
-        let txn = db.begin_write()?;
-        let existed = txn.open_table(SUGGESTIONS)?.remove(id)?.is_some();
-        txn.commit()?;
-        Ok(existed)
+        let removed = self.write(|txn| txn.remove(SUGGESTIONS, &id))?;
+        Ok(removed.is_some())
     }
 }

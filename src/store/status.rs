@@ -7,6 +7,7 @@ use chrono::Utc;
 use super::audit::{append_audit, audit_entry, bounded_field};
 use super::history::append_history;
 use super::meta::bump_generation;
+use super::tables::Writer;
 use super::{Store, StoreError};
 use crate::model::{
     AuditEntry, ConnectionHistoryEntry, ServerId, ServerRecord, ServerStatus, StatusTrigger,
@@ -24,10 +25,20 @@ impl Store {
         details: Option<String>,
         update: impl FnOnce(&mut ServerRecord),
     ) -> Result<ServerRecord, StoreError> {
-        let db = self.db_for_write()?;
-        let txn = db.begin_write()?;
+        self.write(|txn| self.transition_in(txn, id, to, trigger, details, update))
+    }
+
+    fn transition_in(
+        &self,
+        txn: &Writer<'_>,
+        id: ServerId,
+        to: ServerStatus,
+        trigger: StatusTrigger,
+        details: Option<String>,
+        update: impl FnOnce(&mut ServerRecord),
+    ) -> Result<ServerRecord, StoreError> {
         let mut record = self
-            .server_in(&txn, id.as_u128())?
+            .server_in(txn, id.as_u128())?
             .ok_or_else(|| StoreError::NotFound(id.to_string()))?;
         let from = record.status;
         record.status = from.transition(to, trigger)?;
@@ -36,10 +47,10 @@ impl Store {
             record.connected_at = Some(record.updated_at);
         }
         update(&mut record);
-        self.put_server(&txn, &record)?;
+        self.put_server(txn, &record)?;
         let change = format!("{from} -> {to} ({})", trigger.as_str());
         append_audit(
-            &txn,
+            txn,
             self.audit_max_bytes,
             AuditEntry {
                 details: Some(bounded_field(&match &details {
@@ -50,7 +61,7 @@ impl Store {
             },
         )?;
         append_history(
-            &txn,
+            txn,
             id,
             ConnectionHistoryEntry {
                 timestamp: record.updated_at,
@@ -61,18 +72,19 @@ impl Store {
                 details,
             },
         )?;
-        bump_generation(&txn)?;
-        txn.commit()?;
+        bump_generation(txn)?;
         Ok(record)
     }
 
     /// Resets every server to `DISCONNECTED` at start-up: no session survives
     /// the process. Returns how many records changed.
     pub fn reset_statuses_after_restart(&self) -> Result<usize, StoreError> {
-        let db = self.db_for_write()?;
-        let txn = db.begin_write()?;
+        self.write(|txn| self.reset_statuses_in(txn))
+    }
+
+    fn reset_statuses_in(&self, txn: &Writer<'_>) -> Result<usize, StoreError> {
         let stale: Vec<ServerRecord> = self
-            .all_servers_in(&txn)?
+            .all_servers_in(txn)?
             .into_iter()
             .filter(|record| record.status != ServerStatus::Disconnected)
             .collect();
@@ -81,9 +93,9 @@ impl Store {
             record.status =
                 from.transition(ServerStatus::Disconnected, StatusTrigger::ProcessRestart)?;
             record.updated_at = Utc::now();
-            self.put_server(&txn, &record)?;
+            self.put_server(txn, &record)?;
             append_audit(
-                &txn,
+                txn,
                 self.audit_max_bytes,
                 AuditEntry {
                     details: Some(format!(
@@ -93,7 +105,7 @@ impl Store {
                 },
             )?;
             append_history(
-                &txn,
+                txn,
                 record.id,
                 ConnectionHistoryEntry {
                     timestamp: record.updated_at,
@@ -106,9 +118,8 @@ impl Store {
             )?;
         }
         if !stale.is_empty() {
-            bump_generation(&txn)?;
+            bump_generation(txn)?;
         }
-        txn.commit()?;
         Ok(stale.len())
     }
 }

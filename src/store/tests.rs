@@ -7,6 +7,94 @@ use crate::model::{ServerRecord, ServerSource, ServerStatus, StatusTrigger, Tran
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
+/// The engines a store's tables can be on: the file alone, or a real
+/// PostgreSQL (a cluster of the test's own) with the file beside it.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Engine {
+    File,
+    #[cfg(feature = "postgres")]
+    Postgres,
+}
+
+/// A store on one engine, with what it lives on.
+pub(super) struct TestStore {
+    store: Store,
+    _dir: tempfile::TempDir,
+    #[cfg(feature = "postgres")]
+    _cluster: Option<super::postgres::test_cluster::TestCluster>,
+}
+
+impl TestStore {
+    /// `None` when the engine is not here (no PostgreSQL outside CI): the
+    /// test is skipped, saying so.
+    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
+    pub(super) fn open(engine: Engine, test: &str) -> Option<TestStore> {
+        let dir = tempfile::tempdir().unwrap();
+        match engine {
+            Engine::File => Some(TestStore {
+                store: Store::open(dir.path()).unwrap(),
+                _dir: dir,
+                #[cfg(feature = "postgres")]
+                _cluster: None,
+            }),
+            #[cfg(feature = "postgres")]
+            Engine::Postgres => {
+                use super::postgres::{PgTables, PgTarget, test_cluster::TestCluster};
+                let cluster = TestCluster::start_or_skip(test)?;
+                let target = PgTarget::new(&cluster.url(), None).unwrap();
+                let tables = PgTables::connect(target, test).unwrap();
+                Some(TestStore {
+                    store: Store::open_shared(dir.path(), tables).unwrap(),
+                    _dir: dir,
+                    _cluster: Some(cluster),
+                })
+            }
+        }
+    }
+}
+
+impl std::ops::Deref for TestStore {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        &self.store
+    }
+}
+
+impl std::ops::DerefMut for TestStore {
+    fn deref_mut(&mut self) -> &mut Store {
+        &mut self.store
+    }
+}
+
+/// One test per engine for each named test function (`fn name(Engine)`).
+macro_rules! on_both_engines {
+    ($($name:ident),* $(,)?) => {
+        mod on_file {
+            $(#[test]
+            fn $name() {
+                super::$name(super::Engine::File)
+            })*
+        }
+        #[cfg(feature = "postgres")]
+        mod on_postgres {
+            $(#[test]
+            fn $name() {
+                super::$name(super::Engine::Postgres)
+            })*
+        }
+    };
+}
+
+on_both_engines!(
+    insert_get_list_and_remove,
+    duplicate_names_are_refused,
+    transitions_go_through_the_state_machine_and_into_history,
+    history_is_bounded_per_server,
+    upsert_inserts_updates_and_keeps_identity,
+    audit_records_every_operation_with_increasing_sequence,
+    the_audit_log_is_bounded_in_bytes_and_each_entry_in_size,
+);
+
 fn record(name: &str) -> ServerRecord {
     ServerRecord::new(
         name,
@@ -20,10 +108,10 @@ fn record(name: &str) -> ServerRecord {
     )
 }
 
-#[test]
-fn insert_get_list_and_remove() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
+fn insert_get_list_and_remove(engine: Engine) {
+    let Some(store) = TestStore::open(engine, "insert_get_list_and_remove") else {
+        return;
+    };
     let a = record("alpha");
     let b = record("beta");
     store.insert_server(&b, "test").unwrap();
@@ -57,10 +145,10 @@ fn insert_get_list_and_remove() {
     store.insert_server(&record("alpha"), "test").unwrap();
 }
 
-#[test]
-fn duplicate_names_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
+fn duplicate_names_are_refused(engine: Engine) {
+    let Some(store) = TestStore::open(engine, "duplicate_names_are_refused") else {
+        return;
+    };
     store.insert_server(&record("dup"), "test").unwrap();
     let err = store.insert_server(&record("dup"), "test").unwrap_err();
     assert_eq!(err.to_string(), "Server already exists: dup");
@@ -119,7 +207,7 @@ fn a_newer_schema_is_refused_without_touching_it() {
     {
         let store = Store::open(dir.path()).unwrap();
         let txn = store.db().unwrap().begin_write().unwrap();
-        txn.open_table(META)
+        txn.open_table(META.redb())
             .unwrap()
             .insert(META_SCHEMA_VERSION, SCHEMA_VERSION + 1)
             .unwrap();
@@ -131,10 +219,13 @@ fn a_newer_schema_is_refused_without_touching_it() {
     assert!(matches!(err, StoreError::NewerSchema { found, .. } if found == SCHEMA_VERSION + 1));
 }
 
-#[test]
-fn transitions_go_through_the_state_machine_and_into_history() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
+fn transitions_go_through_the_state_machine_and_into_history(engine: Engine) {
+    let Some(store) = TestStore::open(
+        engine,
+        "transitions_go_through_the_state_machine_and_into_history",
+    ) else {
+        return;
+    };
     let a = record("alpha");
     store.insert_server(&a, "test").unwrap();
     let gen_before = store.generation().unwrap();
@@ -191,10 +282,10 @@ fn transitions_go_through_the_state_machine_and_into_history() {
     assert_eq!(store.reset_statuses_after_restart().unwrap(), 0);
 }
 
-#[test]
-fn history_is_bounded_per_server() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
+fn history_is_bounded_per_server(engine: Engine) {
+    let Some(store) = TestStore::open(engine, "history_is_bounded_per_server") else {
+        return;
+    };
     let a = record("alpha");
     store.insert_server(&a, "test").unwrap();
     let mut to = ServerStatus::Connecting;
@@ -216,10 +307,10 @@ fn history_is_bounded_per_server() {
     );
 }
 
-#[test]
-fn upsert_inserts_updates_and_keeps_identity() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
+fn upsert_inserts_updates_and_keeps_identity(engine: Engine) {
+    let Some(store) = TestStore::open(engine, "upsert_inserts_updates_and_keeps_identity") else {
+        return;
+    };
     let original = record("alpha");
     let outcomes = store
         .upsert_servers(std::slice::from_ref(&original), "config:x")
@@ -282,10 +373,13 @@ fn upsert_inserts_updates_and_keeps_identity() {
     );
 }
 
-#[test]
-fn audit_records_every_operation_with_increasing_sequence() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
+fn audit_records_every_operation_with_increasing_sequence(engine: Engine) {
+    let Some(store) = TestStore::open(
+        engine,
+        "audit_records_every_operation_with_increasing_sequence",
+    ) else {
+        return;
+    };
     let a = record("alpha");
     store.insert_server(&a, "api:127.0.0.1").unwrap();
     store
@@ -305,10 +399,13 @@ fn audit_records_every_operation_with_increasing_sequence() {
     assert!(audit[0].seq > audit[1].seq && audit[1].seq > audit[2].seq);
 }
 
-#[test]
-fn the_audit_log_is_bounded_in_bytes_and_each_entry_in_size() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(dir.path()).unwrap();
+fn the_audit_log_is_bounded_in_bytes_and_each_entry_in_size(engine: Engine) {
+    let Some(mut store) = TestStore::open(
+        engine,
+        "the_audit_log_is_bounded_in_bytes_and_each_entry_in_size",
+    ) else {
+        return;
+    };
     store.set_audit_max_bytes(64 * 1024);
     let huge = "n".repeat(1_000_000);
     for _ in 0..200 {
@@ -342,16 +439,24 @@ mod catalog {
     use crate::model::{CatalogKind, RefusedItem};
     use serde_json::json;
 
+    on_both_engines!(
+        definitions_are_kept_raw_with_unknown_fields,
+        rediscovery_keeps_unchanged_updates_changed_and_removes_vanished,
+        a_list_cut_off_keeps_what_it_did_not_reach_and_refused_tools_show_why,
+        a_colliding_wire_name_rejects_only_that_tool_and_removal_cleans_up,
+    );
+
     fn stored(store: &Store, name: &str) -> ServerRecord {
         let r = record(name);
         store.insert_server(&r, "test").unwrap();
         r
     }
 
-    #[test]
-    fn definitions_are_kept_raw_with_unknown_fields() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+    fn definitions_are_kept_raw_with_unknown_fields(engine: Engine) {
+        let Some(store) = TestStore::open(engine, "definitions_are_kept_raw_with_unknown_fields")
+        else {
+            return;
+        };
         let server = stored(&store, "srv");
         let tool = json!({
             "name": "search",
@@ -386,10 +491,13 @@ mod catalog {
         );
     }
 
-    #[test]
-    fn rediscovery_keeps_unchanged_updates_changed_and_removes_vanished() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+    fn rediscovery_keeps_unchanged_updates_changed_and_removes_vanished(engine: Engine) {
+        let Some(store) = TestStore::open(
+            engine,
+            "rediscovery_keeps_unchanged_updates_changed_and_removes_vanished",
+        ) else {
+            return;
+        };
         let server = stored(&store, "srv");
         let rules = WireNameRules::default();
         let a = json!({"name": "a", "inputSchema": {"type": "object"}});
@@ -434,10 +542,13 @@ mod catalog {
         );
     }
 
-    #[test]
-    fn a_list_cut_off_keeps_what_it_did_not_reach_and_refused_tools_show_why() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+    fn a_list_cut_off_keeps_what_it_did_not_reach_and_refused_tools_show_why(engine: Engine) {
+        let Some(store) = TestStore::open(
+            engine,
+            "a_list_cut_off_keeps_what_it_did_not_reach_and_refused_tools_show_why",
+        ) else {
+            return;
+        };
         let rules = WireNameRules::default();
         let server = stored(&store, "srv");
         let all = [
@@ -468,10 +579,13 @@ mod catalog {
         assert_eq!(diff.removed, 3);
     }
 
-    #[test]
-    fn a_colliding_wire_name_rejects_only_that_tool_and_removal_cleans_up() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+    fn a_colliding_wire_name_rejects_only_that_tool_and_removal_cleans_up(engine: Engine) {
+        let Some(store) = TestStore::open(
+            engine,
+            "a_colliding_wire_name_rejects_only_that_tool_and_removal_cleans_up",
+        ) else {
+            return;
+        };
         let rules = WireNameRules::default();
         let x = stored(&store, "x");
         let xy = stored(&store, "x__y");
