@@ -11,7 +11,7 @@ use std::ops::Bound;
 
 use super::codec::{decode, decode_borrowed, encode};
 use super::meta::{META_LAST_SYNC_MS, bump_catalog_generation, bump_generation, set_meta};
-use super::tables::{Order, Reader, Reads as _, Table, Writer};
+use super::tables::{Order, Reader, Reads as _, Table, Writer, server_range};
 use super::{Store, StoreError};
 use crate::model::tool::Definition;
 use crate::model::wire_name::WireNameRules;
@@ -166,7 +166,7 @@ impl Store {
         {
             let discovery_refused: HashSet<&str> =
                 refused.iter().map(|item| item.name.as_str()).collect();
-            trust.load_context(txn, key, incoming.keys().copied())?;
+            trust.load_context(txn, WIRE_NAMES, key, incoming.keys().copied())?;
             for (name, (definition, refusal)) in &incoming {
                 let definition: &Value = definition;
                 // A refused item's stub is not its definition: nothing to judge.
@@ -323,7 +323,7 @@ impl Store {
             let mut trust = match self.server_in(txn, key)? {
                 Some(server) if kind.is_pinned() => {
                     let mut pass = super::pins::TrustPass::begin(txn, key, &server, Some(kind))?;
-                    pass.load_context(txn, key, std::iter::empty())?;
+                    pass.load_context(txn, WIRE_NAMES, key, std::iter::empty())?;
                     Some((pass, server.name))
                 }
                 _ => None,
@@ -620,17 +620,6 @@ pub(super) fn delete_server_catalog(txn: &Writer<'_>, key: u128) -> Result<(), S
         txn.remove_range(table, from.as_ref(), to.as_ref())?;
     }
     Ok(())
-}
-
-/// The key of a server's tool, resource, template, prompt or pin.
-pub(super) type ItemKey = (u128, String);
-
-/// The keys of one server's entries in a table keyed by (server, name).
-pub(super) fn server_range(key: u128) -> (Bound<ItemKey>, Bound<ItemKey>) {
-    (
-        Bound::Included((key, String::new())),
-        Bound::Excluded((key + 1, String::new())),
-    )
 }
 
 fn tools_of(txn: &Writer<'_>, key: u128) -> Result<BTreeMap<String, ToolRecord>, StoreError> {

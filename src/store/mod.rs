@@ -1,17 +1,22 @@
-//! The embedded store (redb): the single source of truth for registrations,
-//! connection history, the audit log and (later) the catalog. Everything else
-//! is derived from it and can be rebuilt.
+//! The store: the single source of truth for registrations, connection
+//! history, the audit log and the catalog. Everything else is derived from
+//! it and can be rebuilt. Its tables live in the embedded redb file, or
+//! (feature `postgres`, `Store::open_shared`) on a PostgreSQL that
+//! replicas share, through one table interface (`tables`).
 //!
-//! All methods are blocking (redb is synchronous and fsyncs on commit); async
-//! callers go through `tokio::task::spawn_blocking`. Every commit is
-//! `Durability::Immediate`, so an acknowledged write survives `kill -9`.
+//! All methods are blocking (redb is synchronous and fsyncs on commit; the
+//! PostgreSQL client waits for its answers); async callers go through
+//! `tokio::task::spawn_blocking`. Every commit is durable when it returns
+//! (`Durability::Immediate`; PostgreSQL's synchronous commit), so an
+//! acknowledged write survives `kill -9`.
 //!
 //! This file is its interface (`Store`, `StoreError` and what the other
 //! modules name, re-exported); the files beside it are private, one concept
-//! each, layered so none uses a file that uses it: `codec`, `meta`,
-//! `history` and `audit` at the bottom, `servers`, `status` and the catalog
-//! files over them, `opening` (and `reopen`, after a failed write) over all
-//! the tables, `recover` on top.
+//! each, layered so none uses a file that uses it: `tables` (and
+//! `postgres` under it) at the bottom, `codec`, `meta`, `history` and
+//! `audit` over it, `servers`, `status` and the catalog files over them,
+//! `opening` (and `reopen`, after a failed write) over all the tables,
+//! `recover` on top.
 
 mod audit;
 mod backend;
@@ -139,8 +144,15 @@ impl StoreError {
 
     /// The disk failing or the file damaged: nothing wrong with the
     /// request, the store cannot take it now.
+    /// A shared store that cannot be reached counts too: the request can
+    /// be sent again once the database is back.
     pub fn is_storage_failure(&self) -> bool {
-        matches!(self, StoreError::Disk { .. } | StoreError::Damaged { .. })
+        match self {
+            StoreError::Disk { .. } | StoreError::Damaged { .. } => true,
+            #[cfg(feature = "postgres")]
+            StoreError::Postgres(err) => err.is_unavailable(),
+            _ => false,
+        }
     }
 }
 

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::StoreError;
 use super::audit::{append_audit, audit_entry};
 use super::codec::{decode, encode};
-use super::tables::{Reads, Table, Writer};
+use super::tables::{Reads, Table, Writer, server_range};
 use crate::model::{
     AuditEntry, CatalogKind, Finding, Hold, HoldReason, Pin, PinPolicy, ServerRecord, ToolRecord,
 };
@@ -77,7 +77,7 @@ fn mark_server_approved(txn: &Writer<'_>, server: u128, marker: &str) -> Result<
 }
 
 pub(super) fn delete_server_pins(txn: &Writer<'_>, server: u128) -> Result<(), StoreError> {
-    let (from, to) = super::catalog::server_range(server);
+    let (from, to) = server_range(server);
     txn.remove_range(PINS, from.as_ref(), to.as_ref())
 }
 
@@ -186,13 +186,14 @@ impl TrustPass {
     pub(super) fn load_context<'n>(
         &mut self,
         txn: &Writer<'_>,
+        wire_names: Table<String, (u128, String)>,
         server: u128,
         own: impl Iterator<Item = &'n str>,
     ) -> Result<(), StoreError> {
         self.context.own_tools = own.map(str::to_owned).collect();
         let context = &mut self.context;
         txn.for_each(
-            super::catalog::WIRE_NAMES,
+            wire_names,
             std::ops::Bound::Unbounded,
             std::ops::Bound::Unbounded,
             super::tables::Order::Ascending,

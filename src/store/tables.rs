@@ -192,6 +192,17 @@ impl<K: Field, V: Field> Table<K, V> {
     }
 }
 
+/// The key of a server's tool, resource, template, prompt or pin.
+pub(super) type ItemKey = (u128, String);
+
+/// The keys of one server's entries in a table keyed by (server, name).
+pub(super) fn server_range(key: u128) -> (Bound<ItemKey>, Bound<ItemKey>) {
+    (
+        Bound::Included((key, String::new())),
+        Bound::Excluded((key + 1, String::new())),
+    )
+}
+
 /// Entries in key order, or the other way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Order {

@@ -21,7 +21,7 @@ pub(super) struct TestStore {
     store: Store,
     _dir: tempfile::TempDir,
     #[cfg(feature = "postgres")]
-    _cluster: Option<super::postgres::test_cluster::TestCluster>,
+    cluster: Option<super::postgres::test_cluster::TestCluster>,
 }
 
 impl TestStore {
@@ -35,7 +35,7 @@ impl TestStore {
                 store: Store::open(dir.path()).unwrap(),
                 _dir: dir,
                 #[cfg(feature = "postgres")]
-                _cluster: None,
+                cluster: None,
             }),
             #[cfg(feature = "postgres")]
             Engine::Postgres => {
@@ -46,11 +46,78 @@ impl TestStore {
                 Some(TestStore {
                     store: Store::open_shared(dir.path(), tables).unwrap(),
                     _dir: dir,
-                    _cluster: Some(cluster),
+                    cluster: Some(cluster),
                 })
             }
         }
     }
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn a_shared_store_that_is_down_refuses_writes_as_a_storage_failure_and_works_once_back() {
+    let Some(store) = TestStore::open(Engine::Postgres, "shared store outage") else {
+        return;
+    };
+    let Some(cluster) = store.cluster.as_ref() else {
+        unreachable!("a PostgreSQL store has its cluster")
+    };
+    let a = record("alpha");
+    store.insert_server(&a, "test").unwrap();
+    cluster.stop().unwrap();
+    let b = record("beta");
+    let err = store.insert_server(&b, "test").unwrap_err();
+    assert!(err.is_storage_failure(), "{err}");
+    assert!(err.to_string().contains("PostgreSQL"), "{err}");
+
+    cluster.start_again().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while let Err(err) = store.insert_server(&b, "test") {
+        assert!(err.is_storage_failure(), "{err}");
+        assert!(std::time::Instant::now() < deadline, "never back: {err}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let names: Vec<String> = store
+        .list_servers()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(names, ["alpha", "beta"], "nothing acknowledged was lost");
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn secrets_are_sealed_in_the_shared_store_too() {
+    let Some(store) = TestStore::open(Engine::Postgres, "sealed in postgres") else {
+        return;
+    };
+    let Some(cluster) = store.cluster.as_ref() else {
+        unreachable!("a PostgreSQL store has its cluster")
+    };
+    let a = record("alpha");
+    store.insert_server(&a, "test").unwrap();
+    let mut client = ::postgres::Client::connect(&cluster.url(), ::postgres::NoTls).unwrap();
+    let rows: i64 = client
+        .query_one(
+            "SELECT count(*) FROM mcp_aggregator_kv WHERE tbl = 'servers'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 1, "the registration is in the shared relation");
+    let plain: i64 = client
+        .query_one(
+            "SELECT count(*) FROM mcp_aggregator_kv WHERE position($1::bytea in v) > 0",
+            &[&b"s3cret-value".as_slice()],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(plain, 0, "the plain secret must not be in the database");
+    assert_eq!(
+        store.get_server(a.id).unwrap().unwrap().transport.secrets()["TOKEN"],
+        "s3cret-value"
+    );
 }
 
 impl std::ops::Deref for TestStore {
