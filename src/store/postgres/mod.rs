@@ -25,6 +25,7 @@ use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::path::Path;
 use std::str::FromStr as _;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 use postgres::NoTls;
@@ -199,6 +200,7 @@ type Connection = r2d2::PooledConnection<PostgresConnectionManager<NoTls>>;
 pub struct PgTables {
     pool: Pool,
     target: PgTarget,
+    writers: Arc<WriterGate>,
     /// Who this is in the changes announced (a replica's id), so a replica
     /// can tell its own commits from the others'.
     origin: String,
@@ -227,6 +229,7 @@ impl PgTables {
         let tables = PgTables {
             pool,
             target,
+            writers: Arc::default(),
             origin: origin.to_owned(),
         };
         tables.migrate()?;
@@ -295,6 +298,7 @@ impl PgTables {
             written: None,
             origin: String::new(),
             open: true,
+            _turn: None,
         })
     }
 
@@ -302,6 +306,7 @@ impl PgTables {
     /// one's) write transaction is open, and then sees every commit before
     /// it.
     pub fn begin_write(&self) -> Result<PgTxn, PgError> {
+        let turn = self.writers.enter();
         let mut conn = self.connection()?;
         conn.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED")?;
         let mut txn = PgTxn {
@@ -309,6 +314,7 @@ impl PgTables {
             written: Some(BTreeSet::new()),
             origin: self.origin.clone(),
             open: true,
+            _turn: Some(turn),
         };
         txn.conn
             .execute("SELECT pg_advisory_xact_lock($1)", &[&WRITER_LOCK])?;
@@ -388,6 +394,39 @@ pub struct PgTxn {
     written: Option<BTreeSet<String>>,
     origin: String,
     open: bool,
+    /// A write transaction's turn among this process's writers.
+    _turn: Option<WriterTurn>,
+}
+
+/// This process's write transactions, one at a time, before any takes a
+/// connection: writers queued on the advisory lock would otherwise hold
+/// every pooled connection and leave none to the reads.
+#[derive(Default)]
+struct WriterGate {
+    busy: Mutex<bool>,
+    freed: Condvar,
+}
+
+impl WriterGate {
+    fn enter(self: &Arc<Self>) -> WriterTurn {
+        let busy = self.busy.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut busy = self
+            .freed
+            .wait_while(busy, |busy| *busy)
+            .unwrap_or_else(PoisonError::into_inner);
+        *busy = true;
+        WriterTurn(Arc::clone(self))
+    }
+}
+
+/// Held by the write transaction; the next writer goes when it is dropped.
+struct WriterTurn(Arc<WriterGate>);
+
+impl Drop for WriterTurn {
+    fn drop(&mut self) {
+        *self.0.busy.lock().unwrap_or_else(PoisonError::into_inner) = false;
+        self.0.freed.notify_one();
+    }
 }
 
 impl PgTxn {
@@ -511,10 +550,9 @@ impl PgTxn {
 
 impl Drop for PgTxn {
     fn drop(&mut self) {
+        // A rollback fails only on a lost connection, which the pool
+        // drops (it checks for a closed one) instead of lending it again.
         if self.open && self.conn.batch_execute("ROLLBACK").is_err() {
-            // A connection that cannot roll back is not given to anyone
-            // else in the middle of a transaction: the pool drops it when
-            // it finds it closed, and this closes it.
             tracing::warn!("a PostgreSQL transaction could not be rolled back");
         }
     }

@@ -341,3 +341,42 @@ fn an_outage_is_an_error_that_says_so_and_the_tables_work_once_it_is_over() {
     assert_eq!(value.as_deref(), Some(&b"kept"[..]));
     put(&tables, "t", &[(b"k", b"after")]);
 }
+
+#[test]
+fn writers_waiting_their_turn_leave_connections_to_the_reads() {
+    let Some(cluster) = TestCluster::start_or_skip("writers and reads") else {
+        return;
+    };
+    let tables = Arc::new(connect(&cluster, "a"));
+    put(&tables, "t", &[(b"k", b"v")]);
+    let holding = tables.begin_write().unwrap();
+    // More writers than the pool has connections, all waiting for the one
+    // that holds the turn.
+    let (started, ready) = std::sync::mpsc::channel();
+    let writers: Vec<_> = (0..2 * POOL_SIZE)
+        .map(|i| {
+            let tables = Arc::clone(&tables);
+            let started = started.clone();
+            std::thread::spawn(move || {
+                started.send(()).unwrap();
+                let mut txn = tables.begin_write().unwrap();
+                txn.insert("t", format!("w{i}").as_bytes(), b"x").unwrap();
+                txn.commit().unwrap();
+            })
+        })
+        .collect();
+    for _ in 0..2 * POOL_SIZE {
+        ready.recv().unwrap();
+    }
+    let mut read = tables
+        .begin_read()
+        .expect("a read is served while writers wait");
+    assert_eq!(read.get("t", b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    drop(read);
+    holding.commit().unwrap();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let mut read = tables.begin_read().unwrap();
+    assert_eq!(read.len("t").unwrap(), 1 + 2 * u64::from(POOL_SIZE));
+}
