@@ -66,18 +66,13 @@ pub(super) fn append_history(
 ) -> Result<(), StoreError> {
     let key = id.as_u128();
     let seq_at = |order| -> Result<Option<u64>, StoreError> {
-        let mut seq = None;
-        txn.for_each(
+        let found = txn.first(
             HISTORY,
             Bound::Included(&(key, 0)),
             Bound::Included(&(key, u64::MAX)),
             order,
-            |(_, n), _| {
-                seq = Some(n);
-                Ok(false)
-            },
         )?;
-        Ok(seq)
+        Ok(found.map(|((_, seq), _)| seq))
     };
     let first = seq_at(Order::Ascending)?;
     let next = seq_at(Order::Descending)?.map_or(0, |last| last + 1);

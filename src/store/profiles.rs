@@ -16,15 +16,21 @@ impl Store {
     /// Stores a profile; the one it replaced, if any.
     pub fn put_profile(&self, profile: &Profile) -> Result<Option<Profile>, StoreError> {
         let bytes = encode(profile)?;
-        self.write(|txn| txn.insert(PROFILES, &profile.name, &bytes))?
-            .map(|bytes| decode(&bytes))
-            .transpose()
+        // Decoded inside the transaction: a replaced record that does not
+        // read is an error that writes nothing.
+        self.write(|txn| {
+            txn.insert(PROFILES, &profile.name, &bytes)?
+                .map(|bytes| decode(&bytes))
+                .transpose()
+        })
     }
 
     /// Removes a profile; the one removed, if there was one.
     pub fn remove_profile(&self, name: &str) -> Result<Option<Profile>, StoreError> {
-        self.write(|txn| txn.remove(PROFILES, &name.to_owned()))?
-            .map(|bytes| decode(&bytes))
-            .transpose()
+        self.write(|txn| {
+            txn.remove(PROFILES, &name.to_owned())?
+                .map(|bytes| decode(&bytes))
+                .transpose()
+        })
     }
 }

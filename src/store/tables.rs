@@ -4,8 +4,8 @@
 //! key-value relation of `postgres/` (keys encoded so that byte order is
 //! redb's order). A transaction is a `Reader` or a `Writer` over either.
 //!
-//! Files move onto it one at a time; a file still written against redb
-//! hands its transaction to one that moved as `Writer::Redb(&txn)`.
+//! What stays on redb alone: the embedding cache (derived data, each
+//! replica's own), the open's migrations and `store recover`.
 
 use std::marker::PhantomData;
 use std::ops::Bound;
@@ -197,10 +197,11 @@ pub(super) type ItemKey = (u128, String);
 
 /// The keys of one server's entries in a table keyed by (server, name).
 pub(super) fn server_range(key: u128) -> (Bound<ItemKey>, Bound<ItemKey>) {
-    (
-        Bound::Included((key, String::new())),
-        Bound::Excluded((key + 1, String::new())),
-    )
+    let to = match key.checked_add(1) {
+        Some(next) => Bound::Excluded((next, String::new())),
+        None => Bound::Unbounded,
+    };
+    (Bound::Included((key, String::new())), to)
 }
 
 /// Entries in key order, or the other way.
@@ -231,8 +232,8 @@ pub(super) trait Reads {
     -> Result<Option<V>, StoreError>;
 
     /// Calls `each` with the entries between the bounds in `order` until
-    /// it returns `false`. `each` may read other tables, not write the
-    /// one it walks.
+    /// it returns `false`. `each` may use other tables, never the one it
+    /// walks (redb holds it open meanwhile: any use of it is an error).
     fn for_each<K: Field, V: Field>(
         &self,
         table: Table<K, V>,
@@ -243,6 +244,15 @@ pub(super) trait Reads {
     ) -> Result<(), StoreError>;
 
     fn len<K: Field, V: Field>(&self, table: Table<K, V>) -> Result<u64, StoreError>;
+
+    /// The first entry between the bounds in `order`.
+    fn first<K: Field, V: Field>(
+        &self,
+        table: Table<K, V>,
+        from: Bound<&K>,
+        to: Bound<&K>,
+        order: Order,
+    ) -> Result<Option<(K, V)>, StoreError>;
 
     /// Every entry between the bounds, in `order`.
     fn entries<K: Field, V: Field>(
@@ -301,6 +311,43 @@ macro_rules! reads {
                 },
                 #[cfg(feature = "postgres")]
                 Self::Pg(txn) => pg_for_each(txn, table.name, from, to, order, &mut each),
+            }
+        }
+
+        fn first<K: Field, V: Field>(
+            &self,
+            table: Table<K, V>,
+            from: Bound<&K>,
+            to: Bound<&K>,
+            order: Order,
+        ) -> Result<Option<(K, V)>, StoreError> {
+            match self {
+                Self::Redb(_) => {
+                    let mut first = None;
+                    self.for_each(table, from, to, order, |key, value| {
+                        first = Some((key, value));
+                        Ok(false)
+                    })?;
+                    Ok(first)
+                }
+                // One row asked for, not a page.
+                #[cfg(feature = "postgres")]
+                Self::Pg(txn) => {
+                    let (from, to) = (bound_bytes(from), bound_bytes(to));
+                    let row = txn
+                        .borrow_mut()
+                        .range(
+                            table.name,
+                            as_slices(&from),
+                            as_slices(&to),
+                            pg_order(order),
+                            Some(1),
+                        )?
+                        .into_iter()
+                        .next();
+                    row.map(|(key, value)| Ok((K::from_bytes(&key)?, V::from_bytes(&value)?)))
+                        .transpose()
+                }
             }
         }
 
@@ -375,17 +422,7 @@ impl Writer<'_> {
         &self,
         table: Table<K, V>,
     ) -> Result<Option<(K, V)>, StoreError> {
-        let mut first = None;
-        self.for_each(
-            table,
-            Bound::Unbounded,
-            Bound::Unbounded,
-            Order::Ascending,
-            |key, value| {
-                first = Some((key, value));
-                Ok(false)
-            },
-        )?;
+        let first = self.first(table, Bound::Unbounded, Bound::Unbounded, Order::Ascending)?;
         if let Some((key, _)) = &first {
             self.remove(table, key)?;
         }

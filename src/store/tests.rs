@@ -53,6 +53,25 @@ impl TestStore {
     }
 }
 
+fn a_removal_that_cannot_read_what_it_removes_removes_nothing(engine: Engine) {
+    let Some(store) = TestStore::open(engine, "failed removal") else {
+        return;
+    };
+    let name = "written-by-another-version".to_owned();
+    store
+        .write(|txn| txn.insert(super::profiles::PROFILES, &name, &b"not json".to_vec()))
+        .unwrap();
+    let err = store.remove_profile(&name).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+    let kept = store
+        .read(|txn| {
+            use super::tables::Reads as _;
+            txn.get(super::profiles::PROFILES, &name)
+        })
+        .unwrap();
+    assert!(kept.is_some(), "an error leaves the store as it was");
+}
+
 #[cfg(feature = "postgres")]
 #[test]
 fn a_shared_store_that_is_down_refuses_writes_as_a_storage_failure_and_works_once_back() {
@@ -153,6 +172,7 @@ macro_rules! on_both_engines {
 }
 
 on_both_engines!(
+    a_removal_that_cannot_read_what_it_removes_removes_nothing,
     insert_get_list_and_remove,
     duplicate_names_are_refused,
     transitions_go_through_the_state_machine_and_into_history,
