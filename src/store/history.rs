@@ -6,7 +6,7 @@ use std::ops::Bound;
 use chrono::Utc;
 
 use super::codec::{decode, encode};
-use super::tables::{Order, Reads as _, Table, Writer};
+use super::tables::{Order, Reader, Reads as _, Table, Writer};
 use super::{Store, StoreError};
 use crate::model::{ConnectionHistoryEntry, ServerId, ServerRecord};
 
@@ -23,8 +23,8 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<ConnectionHistoryEntry>, StoreError> {
         let key = id.as_u128();
-        let mut entries = Vec::new();
-        self.read(|txn| {
+        let newest = |txn: &Reader<'_>| {
+            let mut entries = Vec::new();
             txn.for_each(
                 HISTORY,
                 Bound::Included(&(key, 0)),
@@ -34,11 +34,20 @@ impl Store {
                     if entries.len() >= limit {
                         return Ok(false);
                     }
-                    entries.push(decode(&bytes)?);
+                    entries.push(decode::<ConnectionHistoryEntry>(&bytes)?);
                     Ok(true)
                 },
-            )
-        })?;
+            )?;
+            Ok(entries)
+        };
+        let mut entries = self.read(newest)?;
+        // Shared: the registration's events are in the shared tables, what
+        // this replica saw of the server in its own file.
+        if self.is_shared() {
+            entries.extend(self.read_file(newest)?);
+            entries.sort_by_key(|entry| std::cmp::Reverse(entry.timestamp));
+            entries.truncate(limit.min(HISTORY_PER_SERVER as usize));
+        }
         entries.reverse();
         Ok(entries)
     }

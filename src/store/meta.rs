@@ -27,8 +27,15 @@ impl Store {
 
     /// A counter bumped by every write that changes what the derived indexes
     /// reflect; they record it to know when to rebuild.
+    /// Shared: the shared counter plus this replica's own (its statuses
+    /// move it), so it moves when either does.
     pub fn generation(&self) -> Result<u64, StoreError> {
-        self.meta(META_GENERATION)
+        let generation = self.meta(META_GENERATION)?;
+        if !self.is_shared() {
+            return Ok(generation);
+        }
+        let own = self.read_file(|txn| txn.get(META, &META_GENERATION.to_owned()))?;
+        Ok(generation + own.unwrap_or(0))
     }
 
     /// A counter bumped by every write that changes the tools table: what

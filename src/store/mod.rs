@@ -35,6 +35,7 @@ pub mod postgres;
 mod profiles;
 mod recover;
 mod reopen;
+mod runtime;
 mod secrets;
 mod servers;
 mod skills;

@@ -199,21 +199,24 @@ impl Store {
     }
 
     pub fn get_server(&self, id: ServerId) -> Result<Option<ServerRecord>, StoreError> {
-        self.read(|txn| self.server_in(txn, id.as_u128()))
+        let stored = self.read(|txn| self.server_in(txn, id.as_u128()))?;
+        self.with_own_runtime_of(stored)
     }
 
     pub fn get_server_by_name(&self, name: &str) -> Result<Option<ServerRecord>, StoreError> {
-        self.read(|txn| {
+        let stored = self.read(|txn| {
             let Some(id) = txn.get(SERVER_NAMES, &name.to_owned())? else {
                 return Ok(None);
             };
             self.server_in(txn, id)
-        })
+        })?;
+        self.with_own_runtime_of(stored)
     }
 
     /// Every registration, ordered by name.
     pub fn list_servers(&self) -> Result<Vec<ServerRecord>, StoreError> {
-        self.read(|txn| self.list_servers_in(txn))
+        let stored = self.read(|txn| self.list_servers_in(txn))?;
+        self.with_own_runtime(stored)
     }
 
     fn list_servers_in(&self, txn: &impl Reads) -> Result<Vec<ServerRecord>, StoreError> {

@@ -563,9 +563,38 @@ impl super::Store {
             txn.into_inner().commit()?;
             return Ok(out);
         }
+        self.read_file(work)
+    }
+
+    /// `read` on the file whatever holds the shared tables: what this
+    /// process keeps for itself.
+    pub(super) fn read_file<T>(
+        &self,
+        work: impl FnOnce(&Reader<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let db = self.db()?;
         let txn = redb::ReadableDatabase::begin_read(db.as_ref())?;
         work(&Reader::Redb(&txn))
+    }
+
+    /// `write` on the file whatever holds the shared tables.
+    pub(super) fn write_file<T>(
+        &self,
+        work: impl FnOnce(&Writer<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let db = self.db_for_write()?;
+        let txn = db.begin_write()?;
+        let out = work(&Writer::Redb(&txn))?;
+        txn.commit()?;
+        Ok(out)
+    }
+
+    /// Whether the tables are shared with other replicas.
+    pub(super) fn is_shared(&self) -> bool {
+        #[cfg(feature = "postgres")]
+        return self.shared.is_some();
+        #[cfg(not(feature = "postgres"))]
+        false
     }
 
     /// Runs `work` in the write transaction and commits what it wrote if
@@ -581,10 +610,6 @@ impl super::Store {
             txn.into_inner().commit()?;
             return Ok(out);
         }
-        let db = self.db_for_write()?;
-        let txn = db.begin_write()?;
-        let out = work(&Writer::Redb(&txn))?;
-        txn.commit()?;
-        Ok(out)
+        self.write_file(work)
     }
 }

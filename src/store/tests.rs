@@ -74,6 +74,90 @@ fn a_removal_that_cannot_read_what_it_removes_removes_nothing(engine: Engine) {
 
 #[cfg(feature = "postgres")]
 #[test]
+fn each_replica_keeps_its_own_statuses_and_history_and_shares_the_audit() {
+    use super::postgres::{PgTables, PgTarget};
+    let Some(a) = TestStore::open(Engine::Postgres, "replica statuses") else {
+        return;
+    };
+    let Some(cluster) = a.cluster.as_ref() else {
+        unreachable!("a PostgreSQL store has its cluster")
+    };
+    // A second replica: its own data dir, the same key, the same database.
+    let dir_b = tempfile::tempdir().unwrap();
+    std::fs::copy(a._dir.path().join(KEY_FILE), dir_b.path().join(KEY_FILE)).unwrap();
+    let target = PgTarget::new(&cluster.url(), None).unwrap();
+    let b = Store::open_shared(dir_b.path(), PgTables::connect(target, "b").unwrap()).unwrap();
+
+    let server = record("alpha");
+    a.insert_server(&server, "test").unwrap();
+    let step = |store: &Store, to, trigger| {
+        store
+            .transition_server(server.id, to, trigger, None, |r| {
+                if to == ServerStatus::Error {
+                    r.error_message = Some("refused".into());
+                }
+            })
+            .unwrap()
+    };
+    step(&a, ServerStatus::Connecting, StatusTrigger::Connect);
+    step(&a, ServerStatus::Connected, StatusTrigger::ConnectSucceeded);
+    let status = |store: &Store| store.get_server(server.id).unwrap().unwrap().status;
+    assert_eq!(status(&a), ServerStatus::Connected);
+    assert_eq!(
+        status(&b),
+        ServerStatus::Disconnected,
+        "b never connected it"
+    );
+    assert_eq!(
+        b.get_server_by_name("alpha")
+            .unwrap()
+            .unwrap()
+            .transport
+            .secrets()["TOKEN"],
+        "s3cret-value",
+        "b opens what a sealed: they share the key"
+    );
+
+    step(&b, ServerStatus::Connecting, StatusTrigger::Connect);
+    let failed = step(&b, ServerStatus::Error, StatusTrigger::ConnectFailed);
+    assert_eq!(failed.error_message.as_deref(), Some("refused"));
+    assert_eq!(b.list_servers().unwrap()[0].status, ServerStatus::Error);
+    assert_eq!(a.list_servers().unwrap()[0].status, ServerStatus::Connected);
+    assert_eq!(
+        a.get_server(server.id).unwrap().unwrap().error_message,
+        None
+    );
+
+    let events = |store: &Store| -> Vec<String> {
+        store
+            .history(server.id, 100)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.event_type)
+            .collect()
+    };
+    assert_eq!(events(&a), ["REGISTERED", "CONNECTING", "CONNECTED"]);
+    assert_eq!(events(&b), ["REGISTERED", "CONNECTING", "ERROR"]);
+    let statuses = a
+        .audit(100, None, &Default::default())
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "status")
+        .count();
+    assert_eq!(statuses, 4, "one audit trail, both replicas' changes in it");
+
+    assert_eq!(b.reset_statuses_after_restart().unwrap(), 1);
+    assert_eq!(status(&b), ServerStatus::Disconnected);
+    assert_eq!(
+        status(&a),
+        ServerStatus::Connected,
+        "a's sessions did not restart"
+    );
+    assert_eq!(b.reset_statuses_after_restart().unwrap(), 0);
+}
+
+#[cfg(feature = "postgres")]
+#[test]
 fn a_shared_store_that_is_down_refuses_writes_as_a_storage_failure_and_works_once_back() {
     let Some(store) = TestStore::open(Engine::Postgres, "shared store outage") else {
         return;
