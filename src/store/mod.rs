@@ -134,7 +134,10 @@ impl StoreError {
             StoreError::Damaged { .. }
                 | StoreError::Emptied { .. }
                 | StoreError::NewerSchema { .. }
-                | StoreError::Secrets(secrets::SecretError::BadKey { .. })
+                | StoreError::Secrets(
+                    secrets::SecretError::BadKey { .. }
+                        | secrets::SecretError::OtherReplicasKey { .. }
+                )
         )
     }
 

@@ -70,7 +70,36 @@ impl Store {
     ) -> Result<Store, StoreError> {
         let mut store = Store::open(data_dir)?;
         store.shared = Some(shared);
+        store.check_shared_key(&data_dir.join(KEY_FILE))?;
         Ok(store)
+    }
+
+    /// Refuses a replica whose key cannot open what the others sealed (it
+    /// would serve registrations it cannot connect): a known text sealed
+    /// by the first replica is opened by every later one.
+    #[cfg(feature = "postgres")]
+    fn check_shared_key(&self, key_file: &Path) -> Result<(), StoreError> {
+        use super::tables::Reads as _;
+        const KEY_CHECK: super::tables::Table<String, String> =
+            super::tables::Table::new("key_check");
+        const SEALED_TEXT: &str = "mcp-aggregator replicas share this key";
+        let name = "sealed".to_owned();
+        let sealed = self.write(|txn| match txn.get(KEY_CHECK, &name)? {
+            Some(sealed) => Ok(sealed),
+            None => {
+                let sealed = self.cipher.seal(SEALED_TEXT);
+                txn.insert(KEY_CHECK, &name, &sealed)?;
+                Ok(sealed)
+            }
+        })?;
+        if self.cipher.open(&sealed).as_deref() == Some(SEALED_TEXT) {
+            Ok(())
+        } else {
+            Err(super::secrets::SecretError::OtherReplicasKey {
+                path: key_file.display().to_string(),
+            }
+            .into())
+        }
     }
 
     /// Brings an older layout up to `SCHEMA_VERSION`, one step at a time.

@@ -23,6 +23,10 @@ pub enum SecretError {
         "the secret key {path} is not {KEY_LEN} bytes; restore it from a backup or remove it (stored secrets will then have to be re-entered)"
     )]
     BadKey { path: String },
+    #[error(
+        "the secret key {path} is not the one the shared store's secrets were sealed with: every replica needs the same key; copy secret.key from a replica that runs into this data dir"
+    )]
+    OtherReplicasKey { path: String },
 }
 
 /// Seals and opens secret strings.

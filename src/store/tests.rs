@@ -154,6 +154,17 @@ fn each_replica_keeps_its_own_statuses_and_history_and_shares_the_audit() {
         "a's sessions did not restart"
     );
     assert_eq!(b.reset_statuses_after_restart().unwrap(), 0);
+
+    // A third replica with a key of its own is refused, saying why.
+    let dir_c = tempfile::tempdir().unwrap();
+    let target = PgTarget::new(&cluster.url(), None).unwrap();
+    let err = Store::open_shared(dir_c.path(), PgTables::connect(target, "c").unwrap())
+        .err()
+        .expect("another key is refused");
+    assert!(
+        err.to_string().contains("every replica needs the same key"),
+        "{err}"
+    );
 }
 
 #[cfg(feature = "postgres")]
