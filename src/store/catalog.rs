@@ -9,7 +9,7 @@ use sha2::{Digest as _, Sha256};
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;
 
-use super::codec::{decode, decode_borrowed, encode};
+use super::codec::{decode, decode_borrowed, decoded_between, encode};
 use super::meta::{META_LAST_SYNC_MS, bump_catalog_generation, bump_generation, set_meta};
 use super::tables::{Order, Reader, Reads as _, Table, Writer, server_range};
 use super::{Store, StoreError};
@@ -584,18 +584,7 @@ fn server_entries<T: serde::de::DeserializeOwned>(
     key: u128,
 ) -> Result<Vec<T>, StoreError> {
     let (from, to) = server_range(key);
-    let mut out = Vec::new();
-    txn.for_each(
-        table,
-        from.as_ref(),
-        to.as_ref(),
-        Order::Ascending,
-        |_, bytes| {
-            out.push(decode(&bytes)?);
-            Ok(true)
-        },
-    )?;
-    Ok(out)
+    decoded_between(txn, table, from.as_ref(), to.as_ref())
 }
 
 /// Deletes everything a server owns in the catalog tables.

@@ -28,17 +28,22 @@ pub(super) fn all_decoded<K: Field, T: serde::de::DeserializeOwned>(
     txn: &Reader<'_>,
     table: Table<K, Vec<u8>>,
 ) -> Result<Vec<T>, StoreError> {
+    decoded_between(txn, table, Bound::Unbounded, Bound::Unbounded)
+}
+
+/// The records of a table with keys between the bounds, decoded, in key
+/// order.
+pub(super) fn decoded_between<K: Field, T: serde::de::DeserializeOwned>(
+    txn: &Reader<'_>,
+    table: Table<K, Vec<u8>>,
+    from: Bound<&K>,
+    to: Bound<&K>,
+) -> Result<Vec<T>, StoreError> {
     let mut out = Vec::new();
-    txn.for_each(
-        table,
-        Bound::Unbounded,
-        Bound::Unbounded,
-        Order::Ascending,
-        |_, bytes| {
-            out.push(decode(&bytes)?);
-            Ok(true)
-        },
-    )?;
+    txn.for_each(table, from, to, Order::Ascending, |_, bytes| {
+        out.push(decode(&bytes)?);
+        Ok(true)
+    })?;
     Ok(out)
 }
 

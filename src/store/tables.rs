@@ -37,37 +37,27 @@ fn text(bytes: &[u8]) -> Result<String, StoreError> {
     String::from_utf8(bytes.to_vec()).map_err(|err| StoreError::Corrupt(err.to_string()))
 }
 
-impl Field for u64 {
-    type Redb = u64;
-    fn to_redb(&self) -> u64 {
-        *self
-    }
-    fn from_redb(value: u64) -> Self {
-        value
-    }
-    fn to_bytes(&self) -> Vec<u8> {
-        self.to_be_bytes().to_vec()
-    }
-    fn from_bytes(bytes: &[u8]) -> Result<Self, StoreError> {
-        Ok(u64::from_be_bytes(fixed(bytes)?))
-    }
+/// Numbers: big-endian bytes sort as the numbers do.
+macro_rules! number_field {
+    ($($ty:ty),*) => {$(
+        impl Field for $ty {
+            type Redb = $ty;
+            fn to_redb(&self) -> $ty {
+                *self
+            }
+            fn from_redb(value: $ty) -> Self {
+                value
+            }
+            fn to_bytes(&self) -> Vec<u8> {
+                self.to_be_bytes().to_vec()
+            }
+            fn from_bytes(bytes: &[u8]) -> Result<Self, StoreError> {
+                Ok(<$ty>::from_be_bytes(fixed(bytes)?))
+            }
+        }
+    )*};
 }
-
-impl Field for u128 {
-    type Redb = u128;
-    fn to_redb(&self) -> u128 {
-        *self
-    }
-    fn from_redb(value: u128) -> Self {
-        value
-    }
-    fn to_bytes(&self) -> Vec<u8> {
-        self.to_be_bytes().to_vec()
-    }
-    fn from_bytes(bytes: &[u8]) -> Result<Self, StoreError> {
-        Ok(u128::from_be_bytes(fixed(bytes)?))
-    }
-}
+number_field!(u64, u128);
 
 impl Field for String {
     type Redb = &'static str;
