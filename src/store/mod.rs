@@ -129,6 +129,10 @@ impl StoreError {
     /// A damaged or emptied store (or one of a newer version): the daemon
     /// cannot run on it, and starting it again does not help.
     pub fn is_unusable(&self) -> bool {
+        #[cfg(feature = "postgres")]
+        if let StoreError::Postgres(postgres::PgError::NewerSchema { .. }) = self {
+            return true;
+        }
         matches!(
             self,
             StoreError::Damaged { .. }
@@ -212,6 +216,10 @@ pub struct Store {
     /// either way: each replica builds its own.
     #[cfg(feature = "postgres")]
     shared: Option<postgres::PgTables>,
+    /// A fingerprint of the registrations last copied into the file (see
+    /// `runtime::MIRROR`).
+    #[cfg(feature = "postgres")]
+    mirrored: std::sync::Mutex<Option<u64>>,
 }
 
 impl Store {

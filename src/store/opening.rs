@@ -54,6 +54,8 @@ impl Store {
             audit_max_bytes: AUDIT_MAX_BYTES,
             #[cfg(feature = "postgres")]
             shared: None,
+            #[cfg(feature = "postgres")]
+            mirrored: std::sync::Mutex::new(None),
         };
         guard_damage(&store.path, || store.migrate())?;
         Ok(store)

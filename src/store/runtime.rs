@@ -18,6 +18,11 @@ use crate::model::{ServerRecord, ServerStatus};
 
 /// Server id -> `Runtime`, in the replica's file.
 pub(super) const RUNTIME: Table<u128, Vec<u8>> = Table::new("replica_runtime");
+/// Server id -> the shared registration (secrets sealed) as this replica
+/// last listed it, in its file: while the shared store cannot be reached,
+/// registrations are read from here, so the replica goes on showing what
+/// it serves.
+const MIRROR: Table<u128, Vec<u8>> = Table::new("replica_registrations");
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(super) struct Runtime {
@@ -67,6 +72,67 @@ impl Runtime {
 }
 
 impl Store {
+    /// Keeps a copy of `records`, the shared registrations just listed, in
+    /// the file when they differ from the last copy. Best effort: a copy
+    /// that cannot be written is only older.
+    pub(super) fn mirror_servers(&self, records: &[ServerRecord]) {
+        #[cfg(feature = "postgres")]
+        {
+            use std::hash::{Hash as _, Hasher as _};
+            if !self.is_shared() {
+                return;
+            }
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            for record in records {
+                serde_json::to_vec(record)
+                    .unwrap_or_default()
+                    .hash(&mut hasher);
+            }
+            let fingerprint = hasher.finish();
+            let mut mirrored = self
+                .mirrored
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if *mirrored == Some(fingerprint) {
+                return;
+            }
+            let copied = self.write_file(|txn| {
+                txn.remove_range(MIRROR, Bound::Unbounded, Bound::Unbounded)?;
+                for record in records {
+                    txn.insert(MIRROR, &record.id.as_u128(), &self.encode_server(record)?)?;
+                }
+                Ok(())
+            });
+            match copied {
+                Ok(()) => *mirrored = Some(fingerprint),
+                Err(err) => tracing::debug!("the registrations' copy was not updated: {err}"),
+            }
+        }
+        #[cfg(not(feature = "postgres"))]
+        let _ = records;
+    }
+
+    /// The registrations as last copied, ordered by name; `unreachable`
+    /// (why the shared store was not read) when there is no copy.
+    pub(super) fn mirrored_servers(
+        &self,
+        unreachable: StoreError,
+    ) -> Result<Vec<ServerRecord>, StoreError> {
+        let mut records = self
+            .read_file(|txn| {
+                txn.entries(MIRROR, Bound::Unbounded, Bound::Unbounded, Order::Ascending)
+            })
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(_, bytes)| self.decode_server(&bytes).ok())
+            .collect::<Vec<_>>();
+        if records.is_empty() {
+            return Err(unreachable);
+        }
+        records.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(records)
+    }
+
     /// Registrations as this replica sees them (as stored, unless shared).
     pub(super) fn with_own_runtime(
         &self,

@@ -112,20 +112,7 @@ impl Store {
                         ..current.clone()
                     } == merged;
                     // The same but for what no session runs on.
-                    let retuned = || {
-                        let mut trust = merged.trust.clone();
-                        trust.limits = current.trust.limits.clone();
-                        trust.validate_arguments = current.trust.validate_arguments;
-                        ServerRecord {
-                            error_message: merged.error_message.clone(),
-                            ..current.clone()
-                        } == ServerRecord {
-                            description: current.description.clone(),
-                            priority: current.priority,
-                            trust,
-                            ..merged.clone()
-                        }
-                    };
+                    let retuned = || merged.session_view() == current.session_view();
                     if unchanged {
                         UpsertOutcome::Unchanged
                     } else {
@@ -199,7 +186,13 @@ impl Store {
     }
 
     pub fn get_server(&self, id: ServerId) -> Result<Option<ServerRecord>, StoreError> {
-        let stored = self.read(|txn| self.server_in(txn, id.as_u128()))?;
+        let stored = match self.read(|txn| self.server_in(txn, id.as_u128())) {
+            Err(err) if self.is_shared() && err.is_storage_failure() => self
+                .mirrored_servers(err)?
+                .into_iter()
+                .find(|record| record.id == id),
+            other => other?,
+        };
         self.with_own_runtime_of(stored)
     }
 
@@ -209,13 +202,30 @@ impl Store {
                 return Ok(None);
             };
             self.server_in(txn, id)
-        })?;
+        });
+        let stored = match stored {
+            Err(err) if self.is_shared() && err.is_storage_failure() => self
+                .mirrored_servers(err)?
+                .into_iter()
+                .find(|record| record.name == name),
+            other => other?,
+        };
         self.with_own_runtime_of(stored)
     }
 
-    /// Every registration, ordered by name.
+    /// Every registration, ordered by name. With shared tables that cannot
+    /// be reached, the registrations as this replica last read them.
     pub fn list_servers(&self) -> Result<Vec<ServerRecord>, StoreError> {
-        let stored = self.read(|txn| self.list_servers_in(txn))?;
+        let stored = match self.read(|txn| self.list_servers_in(txn)) {
+            Ok(stored) => {
+                self.mirror_servers(&stored);
+                stored
+            }
+            Err(err) if self.is_shared() && err.is_storage_failure() => {
+                self.mirrored_servers(err)?
+            }
+            Err(err) => return Err(err),
+        };
         self.with_own_runtime(stored)
     }
 

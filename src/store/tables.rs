@@ -579,6 +579,13 @@ impl super::Store {
         Ok(out)
     }
 
+    /// The tables shared with other replicas, if they are: their
+    /// announcements and heartbeats.
+    #[cfg(feature = "postgres")]
+    pub fn shared(&self) -> Option<&super::postgres::PgTables> {
+        self.shared.as_ref()
+    }
+
     /// Whether the tables are shared with other replicas.
     pub(super) fn is_shared(&self) -> bool {
         #[cfg(feature = "postgres")]

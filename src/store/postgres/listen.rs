@@ -53,7 +53,7 @@ impl Changes {
         let mut client = target
             .config
             .connect(NoTls)
-            .map_err(|err| target.unreachable(err))?;
+            .map_err(|err| target.unreachable(super::describe(&err)))?;
         client.batch_execute(&format!("LISTEN {CHANGES_CHANNEL}"))?;
         Ok(Changes { client })
     }

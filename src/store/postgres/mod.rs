@@ -102,11 +102,30 @@ pub enum PgError {
 fn describe(err: &postgres::Error) -> String {
     match err.as_db_error() {
         Some(db) => format!("{} ({})", db.message(), db.code().code()),
-        None => err.to_string(),
+        // "error connecting to server" alone hides why: the causes follow.
+        None => {
+            let mut text = err.to_string();
+            let mut cause = std::error::Error::source(err);
+            while let Some(inner) = cause {
+                text.push_str(": ");
+                text.push_str(&inner.to_string());
+                cause = inner.source();
+            }
+            text
+        }
     }
 }
 
 impl PgError {
+    /// A mistake in how the store was named (its URL, the password's
+    /// source): the command line is to be fixed, trying again will not do.
+    pub fn is_bad_setting(&self) -> bool {
+        matches!(
+            self,
+            PgError::BadUrl(_) | PgError::PasswordInUrl | PgError::PasswordFile { .. }
+        )
+    }
+
     /// The database is not there (down, unreachable, the connection lost):
     /// reads can go on from what a replica has, writes must wait.
     pub fn is_unavailable(&self) -> bool {
@@ -176,6 +195,11 @@ impl PgTarget {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
+        // The server's notices (a table that already exists) are not the
+        // daemon's news.
+        if config.get_options().is_none() {
+            config.options("-c client_min_messages=warning");
+        }
         if config.get_application_name().is_none() {
             config.application_name("mcp-aggregator");
         }
@@ -196,11 +220,26 @@ impl PgTarget {
 type Pool = r2d2::Pool<PostgresConnectionManager<NoTls>>;
 type Connection = r2d2::PooledConnection<PostgresConnectionManager<NoTls>>;
 
+/// Since when the database could not be reached, and when it was last
+/// tried.
+#[derive(Debug, Clone, Copy)]
+struct Outage {
+    since: std::time::Instant,
+    probed: std::time::Instant,
+}
+
+/// How often, during an outage, a request tries the database again.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+/// How long that try waits for a connection.
+const PROBE_WAIT: Duration = Duration::from_millis(500);
+
 /// The tables on one PostgreSQL database.
 pub struct PgTables {
     pool: Pool,
     target: PgTarget,
     writers: Arc<WriterGate>,
+    /// `Some` while the database cannot be reached.
+    outage: Mutex<Option<Outage>>,
     /// Who this is in the changes announced (a replica's id), so a replica
     /// can tell its own commits from the others'.
     origin: String,
@@ -218,30 +257,93 @@ impl PgTables {
     /// Connects and brings the schema to this build's version; `origin`
     /// names this process in the changes it announces. Blocking.
     pub fn connect(target: PgTarget, origin: &str) -> Result<PgTables, PgError> {
+        // One connection first, for its own error: the pool's says only
+        // that it timed out.
+        target
+            .config
+            .connect(NoTls)
+            .map_err(|err| target.unreachable(describe(&err)))?;
         let manager = PostgresConnectionManager::new(target.config.clone(), NoTls);
         let pool = r2d2::Pool::builder()
             .max_size(POOL_SIZE)
             // One connection is kept; the others open when reads overlap.
             .min_idle(Some(1))
             .connection_timeout(CONNECT_TIMEOUT)
+            // Its failures reach the caller as errors; logged as well, an
+            // outage would print one line per attempt.
+            .error_handler(Box::new(r2d2::NopErrorHandler))
             .build(manager)
             .map_err(|err| target.unreachable(err))?;
         let tables = PgTables {
             pool,
             target,
             writers: Arc::default(),
+            outage: Mutex::default(),
             origin: origin.to_owned(),
         };
         tables.migrate()?;
         Ok(tables)
     }
 
+    /// Who this is in the changes announced.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
     pub fn target(&self) -> &PgTarget {
         &self.target
     }
 
+    /// A pooled connection. While the database is known to be down, a
+    /// request fails at once instead of waiting out the pool's timeout;
+    /// one every `PROBE_EVERY` tries again, briefly, and finds it back.
     fn connection(&self) -> Result<Connection, PgError> {
-        self.pool.get().map_err(|err| self.target.unreachable(err))
+        let wait = {
+            let mut outage = self.outage.lock().unwrap_or_else(PoisonError::into_inner);
+            match outage.as_mut() {
+                None => CONNECT_TIMEOUT,
+                Some(outage) if outage.probed.elapsed() < PROBE_EVERY => {
+                    return Err(self.target.unreachable(format!(
+                        "down since {} s ago (tried again every {PROBE_EVERY:?})",
+                        outage.since.elapsed().as_secs()
+                    )));
+                }
+                Some(outage) => {
+                    outage.probed = std::time::Instant::now();
+                    PROBE_WAIT
+                }
+            }
+        };
+        match self.pool.get_timeout(wait) {
+            Ok(conn) => {
+                let ended = self
+                    .outage
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                if let Some(outage) = ended {
+                    tracing::info!(
+                        "PostgreSQL is back after {} s",
+                        outage.since.elapsed().as_secs()
+                    );
+                }
+                Ok(conn)
+            }
+            Err(err) => {
+                let mut outage = self.outage.lock().unwrap_or_else(PoisonError::into_inner);
+                if outage.is_none() {
+                    tracing::warn!(
+                        "PostgreSQL cannot be reached ({err}); writes are refused until it is back"
+                    );
+                    let now = std::time::Instant::now();
+                    *outage = Some(Outage {
+                        since: now,
+                        probed: now,
+                    });
+                }
+                Err(self.target.unreachable(err))
+            }
+        }
     }
 
     /// Applies the migrations this database lacks, one at a time in one
@@ -324,7 +426,13 @@ impl PgTables {
     /// Commits announced from now on (each with the tables it wrote), on
     /// a connection of its own.
     pub fn listen(&self) -> Result<Changes, PgError> {
-        Changes::start(&self.target)
+        let changes = Changes::start(&self.target)?;
+        // The database is back: requests need not wait for their probe.
+        self.outage
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        Ok(changes)
     }
 
     /// Records that replica `id` (reachable at `address`) is alive now.
