@@ -11,7 +11,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use std::sync::LazyLock;
+use std::borrow::Cow;
+use std::sync::{LazyLock, OnceLock};
 
 /// The `server` label of per-server series.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -64,7 +65,8 @@ fn latency_buckets() -> Histogram {
 
 impl Metrics {
     fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("mcp_aggregator");
+        RECORDING.store(true, std::sync::atomic::Ordering::SeqCst);
+        let mut registry = registry();
         let calls = Family::<ServerLabel, Counter>::default();
         let call_errors = Family::<ServerLabel, Counter>::default();
         let call_seconds: Seconds = Family::new_with_constructor(latency_buckets);
@@ -195,6 +197,32 @@ impl Metrics {
 
 static GLOBAL: LazyLock<Metrics> = LazyLock::new(Metrics::new);
 
+/// Set once the process's figures exist (labelled as they were then).
+static RECORDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The replica's id when several share one store (`serve --store`).
+static REPLICA: OnceLock<String> = OnceLock::new();
+
+/// Labels every figure with `replica="ID"` (one of several replicas
+/// behind a load balancer: their scrapes stay apart). Only before the
+/// first figure is recorded: `false` when it came too late for some.
+pub fn set_replica(id: &str) -> bool {
+    let first = REPLICA.set(id.to_owned()).is_ok();
+    first && !RECORDING.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// A registry of the process's figures: named `mcp_aggregator_*`, and
+/// labelled with the replica when there are several.
+fn registry() -> Registry {
+    match REPLICA.get() {
+        Some(id) => Registry::with_prefix_and_labels(
+            "mcp_aggregator",
+            [(Cow::Borrowed("replica"), Cow::Owned(id.clone()))].into_iter(),
+        ),
+        None => Registry::with_prefix("mcp_aggregator"),
+    }
+}
+
 /// The process's metrics.
 pub fn global() -> &'static Metrics {
     &GLOBAL
@@ -269,8 +297,15 @@ fn children_of(pid: u32) -> Vec<u32> {
 
 /// The text exposition: every recorded series, then the scraped figures.
 pub fn render(snapshot: &Snapshot) -> String {
-    let mut scraped = Registry::with_prefix("mcp_aggregator");
+    let mut scraped = registry();
     let gauge = |v: u64| ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX));
+    if REPLICA.get().is_some() {
+        scraped.register(
+            "replica_info",
+            "1: this process is the replica of its label, one of several sharing a store",
+            gauge(1),
+        );
+    }
     scraped.register(
         "catalog_tools",
         "Tools in the catalog",

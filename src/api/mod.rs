@@ -54,6 +54,8 @@ pub struct AppState {
     /// Which `Host` and `Origin` values the listener accepts.
     pub hosts: guard::HostPolicy,
     pub started: Instant,
+    /// This replica's id, when several share one store.
+    pub replica: Option<Arc<str>>,
     /// The config files the daemon keeps applied, as they stand.
     pub config_files: tokio::sync::watch::Receiver<Vec<crate::registry::ConfigFileStatus>>,
 }
@@ -190,6 +192,9 @@ pub struct Health {
     status: &'static str,
     version: &'static str,
     uptime_seconds: u64,
+    /// This replica's id, when several share one store (`serve --store`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replica: Option<String>,
     /// The store's disk: `ok`, or `failing` with the error and since when.
     #[schema(value_type = Object)]
     storage: crate::model::StorageStatus,
@@ -208,6 +213,7 @@ async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
         status: if failing { "degraded" } else { "ok" },
         version: env!("CARGO_PKG_VERSION"),
         uptime_seconds: state.started.elapsed().as_secs(),
+        replica: state.replica.as_deref().map(str::to_owned),
         storage,
     };
     let status = if failing {

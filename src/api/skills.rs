@@ -27,6 +27,11 @@ impl From<SkillsError> for HttpError {
             }
             SkillsError::NotFound(_) | SkillsError::SuggestionNotFound(_) => StatusCode::NOT_FOUND,
             SkillsError::Exists(_) => StatusCode::CONFLICT,
+            // As for every other resource: nothing wrong with the request.
+            SkillsError::Store(store) if store.is_disk_full() => StatusCode::INSUFFICIENT_STORAGE,
+            SkillsError::Store(store) if store.is_storage_failure() => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             SkillsError::Store(_) | SkillsError::Index(_) | SkillsError::Task(_) => {
                 tracing::error!(error = %err, "skills request failed");
                 StatusCode::INTERNAL_SERVER_ERROR

@@ -36,6 +36,14 @@ impl Tokens {
         tokens
     }
 
+    /// Puts the stored tokens in place of those held (another replica
+    /// created or revoked one).
+    pub fn replace_all(&self, stored: Vec<NamedToken>) {
+        if let Ok(mut map) = self.by_hash.write() {
+            *map = stored.into_iter().map(|t| (t.hash.clone(), t)).collect();
+        }
+    }
+
     /// The token whose secret this is.
     pub fn find(&self, secret: &str) -> Option<NamedToken> {
         let hash = token_hash(secret);

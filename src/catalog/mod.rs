@@ -12,7 +12,9 @@ use crate::store::{Store, StoreError};
 /// A server's catalog changed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CatalogChanged {
-    pub server_id: ServerId,
+    /// `None`: another replica changed the shared catalog (which servers'
+    /// entries, its announcement does not say).
+    pub server_id: Option<ServerId>,
     pub kind: Option<CatalogKind>,
 }
 
@@ -46,6 +48,16 @@ impl Catalog {
         self.events.subscribe()
     }
 
+    /// Another replica wrote the shared catalog (tools, resources,
+    /// prompts, or the pins that decide what is offered): whatever follows
+    /// this catalog looks again.
+    pub fn changed_elsewhere(&self) {
+        let _ = self.events.send(CatalogChanged {
+            server_id: None,
+            kind: None,
+        });
+    }
+
     pub fn rules(&self) -> &WireNameRules {
         &self.rules
     }
@@ -69,7 +81,7 @@ impl Catalog {
         .map_err(|err| CatalogError::Task(err.to_string()))??;
         if diff.changed() {
             let _ = self.events.send(CatalogChanged {
-                server_id,
+                server_id: Some(server_id),
                 kind: None,
             });
         }
@@ -93,7 +105,7 @@ impl Catalog {
         .map_err(|err| CatalogError::Task(err.to_string()))??;
         if diff.changed() {
             let _ = self.events.send(CatalogChanged {
-                server_id,
+                server_id: Some(server_id),
                 kind: Some(kind),
             });
         }

@@ -494,6 +494,34 @@ pub(super) struct RecoverArgs {
     pub(super) replace: bool,
 }
 
+/// `cluster …`: replicas sharing one PostgreSQL store.
+#[derive(Debug, Subcommand)]
+pub(super) enum ClusterCommand {
+    /// The replicas whose heartbeat (every 5 s) the shared store saw recently.
+    #[command(after_help = "Examples:\n  \
+mcp-aggregator cluster status --store postgres://aggregator@db/aggregator\n  \
+PGPASSWORD=… mcp-aggregator cluster status --within 60 --json\n\n\
+Reads the shared store itself, so it answers while every replica is down. Exit code 0 when at \
+least one replica was seen, 1 when none was, 2 when the store cannot be reached or named.")]
+    Status(ClusterStatusArgs),
+}
+
+#[derive(Debug, Args)]
+pub(super) struct ClusterStatusArgs {
+    /// The shared store, as given to `serve --store` (no password in it).
+    #[arg(long, env = "MCP_AGGREGATOR_STORE", value_name = "URL")]
+    pub(super) store: String,
+    /// File whose first line is the PostgreSQL password (read instead of PGPASSWORD).
+    #[arg(long, env = "MCP_AGGREGATOR_STORE_PASSWORD_FILE", value_name = "FILE")]
+    pub(super) store_password_file: Option<std::path::PathBuf>,
+    /// Seconds since a replica's last heartbeat within which it is listed.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub(super) within: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
 /// `tokens …`: named API tokens with scopes.
 #[derive(Debug, Subcommand)]
 pub(super) enum TokensCommand {

@@ -4,8 +4,8 @@
 use clap::{Parser, Subcommand};
 
 use super::admin_args::{
-    AuditArgs, CallArgs, ClientArgs, ClientCommand, ImportArgs, ProfilesCommand, SearchArgs,
-    ServersCommand, SkillsCommand, StoreCommand, TokensCommand, ToolsArgs,
+    AuditArgs, CallArgs, ClientArgs, ClientCommand, ClusterCommand, ImportArgs, ProfilesCommand,
+    SearchArgs, ServersCommand, SkillsCommand, StoreCommand, TokensCommand, ToolsArgs,
 };
 use super::daemon_args::{ServeArgs, StdioArgs};
 use crate::logging::LogFormat;
@@ -114,6 +114,9 @@ and rebuilds there. Cached embeddings are reused; only texts never embedded befo
     /// Check a store file for damage, and recover what can be read of a damaged one.
     #[command(subcommand)]
     Store(StoreCommand),
+    /// Replicas sharing one PostgreSQL store (`serve --store`): which are alive.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
     /// Log in to a server that asks for it (OAuth): prints the URL to open, opens a browser when
     /// there is one, and waits until the server is logged in.
     #[command(after_help = "Examples:\n  \

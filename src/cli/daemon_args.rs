@@ -5,7 +5,7 @@ use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use super::parse::{duration, http_url, pin_selector, seconds};
+use super::parse::{duration, http_url, pin_selector, replica_id, seconds};
 use crate::daemon::{self, DEFAULT_LISTEN, LISTEN_ENV};
 use crate::mcp::meta::{DEFAULT_EXPOSE_THRESHOLD, Expose, ExposeMode};
 use crate::model::pinned_tools::PinnedTools;
@@ -26,6 +26,8 @@ pub(super) struct ServeArgs {
     pub(super) config: Option<PathBuf>,
     #[command(flatten)]
     pub(super) data_dir: DataDirArg,
+    #[command(flatten)]
+    pub(super) shared: SharedStoreArgs,
     /// Address of the HTTP listener. Beyond loopback, a bearer token is required.
     #[arg(long, env = LISTEN_ENV, value_name = "ADDR:PORT", default_value = DEFAULT_LISTEN)]
     pub(super) listen: SocketAddr,
@@ -61,6 +63,44 @@ pub(super) struct ServeArgs {
     /// Started by a `stdio` client: a taken --listen port falls back to a free loopback port.
     #[arg(long, hide = true)]
     pub(super) started_by_client: bool,
+}
+
+/// Several replicas on one PostgreSQL.
+#[derive(Debug, Args)]
+pub(super) struct SharedStoreArgs {
+    /// Keep registrations, the catalog, skills, profiles, tokens, logins and the audit trail in a
+    /// PostgreSQL database shared by several replicas, e.g. `postgres://aggregator@db/aggregator`
+    /// (no password in it: PGPASSWORD or --store-password-file). The data dir still holds this
+    /// replica's own state and its secret.key, which every replica must have a copy of. Needs a
+    /// build with the `postgres` feature. Default: everything in the data dir.
+    #[arg(long, env = "MCP_AGGREGATOR_STORE", value_name = "URL")]
+    pub(super) store: Option<String>,
+    /// File whose first line is the PostgreSQL password (read instead of PGPASSWORD).
+    #[arg(
+        long,
+        env = "MCP_AGGREGATOR_STORE_PASSWORD_FILE",
+        value_name = "FILE",
+        requires = "store"
+    )]
+    pub(super) store_password_file: Option<PathBuf>,
+    /// This replica's id (letters, digits, `.`, `_`, `:`, `-`; at most 64) in `cluster status`,
+    /// `/healthz` and the `replica` label of `/metrics`. Default: HOST:PORT of --listen.
+    #[arg(long, env = "MCP_AGGREGATOR_REPLICA_ID", value_name = "ID", requires = "store", value_parser = replica_id)]
+    pub(super) replica_id: Option<String>,
+}
+
+impl SharedStoreArgs {
+    pub(super) fn shared(&self, listen: SocketAddr) -> Option<daemon::SharedStore> {
+        let url = self.store.clone()?;
+        Some(daemon::SharedStore {
+            url,
+            password_file: self.store_password_file.clone(),
+            replica_id: self
+                .replica_id
+                .clone()
+                .unwrap_or_else(|| daemon::default_replica_id(listen)),
+        })
+    }
 }
 
 /// Bounds on what a client or server can make the aggregator hold or wait for.

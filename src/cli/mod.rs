@@ -12,6 +12,7 @@ mod args;
 mod audit;
 mod client;
 mod clients;
+mod cluster;
 mod daemon_args;
 mod error;
 mod generated;
@@ -160,6 +161,7 @@ async fn admin(command: Command) -> Result<ExitCode, CliError> {
         Command::Profiles(command) => profiles::run(command).await,
         Command::Tokens(command) => tokens::run(command).await,
         Command::Store(command) => store::run(command).await,
+        Command::Cluster(command) => cluster::run(command).await,
         Command::Login(args) => login::login(args).await,
         Command::Logout(args) => login::logout(args).await,
         Command::Completions(args) => generated::completions(args),
@@ -304,6 +306,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
     let options = ServeOptions {
         config: args.config,
         data_dir,
+        shared: args.shared.shared(args.listen),
         listen: args.listen,
         require_token: args.require_token,
         allowed_hosts: args.allow_hosts,

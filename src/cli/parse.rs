@@ -19,6 +19,19 @@ pub(super) fn pin_selector(text: &str) -> Result<String, String> {
     crate::model::pinned_tools::PinnedTools::parse(&[text.to_owned()]).map(|_| text.to_owned())
 }
 
+/// A replica's id: 1 to 64 letters, digits, `.`, `_`, `:` or `-` (it is
+/// a metrics label and part of log lines).
+pub(super) fn replica_id(text: &str) -> Result<String, String> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
+    if (1..=64).contains(&text.len()) && text.chars().all(allowed) {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "{text:?} is not a replica id: use 1 to 64 letters, digits, `.`, `_`, `:` or `-` (e.g. edge-1)"
+        ))
+    }
+}
+
 /// Seconds as a decimal number (`0.5`, `30`), at least 10 ms.
 pub(super) fn seconds(text: &str) -> Result<std::time::Duration, String> {
     let value: f64 = text

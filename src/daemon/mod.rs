@@ -6,6 +6,8 @@
 
 mod config_files;
 mod local;
+#[cfg(feature = "postgres")]
+mod replicas;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -61,6 +63,9 @@ pub enum DaemonError {
     Serve(std::io::Error),
     #[error("{0}")]
     Profile(String),
+    /// `--store` names a store this build cannot use, or names it wrongly.
+    #[error("--store: {0}")]
+    SharedStore(String),
     #[error(
         "{TOKEN_ENV} cannot be used as a token: {0} (use up to 512 visible ASCII characters, e.g. `openssl rand -hex 32`)"
     )]
@@ -80,6 +85,7 @@ impl DaemonError {
             DaemonError::Config(_)
             | DaemonError::Registry(RegistryError::Invalid(_))
             | DaemonError::Profile(_)
+            | DaemonError::SharedStore(_)
             | DaemonError::BadToken(_) => 2,
             DaemonError::Store(err) | DaemonError::Registry(RegistryError::Store(err))
                 if err.is_unusable() =>
@@ -158,11 +164,34 @@ async fn store_damaged(data_dir: &Path) -> DaemonError {
     DaemonError::Store(err)
 }
 
+/// A store shared with other replicas (`serve --store postgres://…`).
+#[derive(Debug, Clone)]
+pub struct SharedStore {
+    /// A `postgres://` URL (or `key=value` pairs) without a password.
+    pub url: String,
+    /// The password's file (its first line); else `PGPASSWORD`, if set.
+    pub password_file: Option<PathBuf>,
+    /// This replica's id among the others (`--replica-id`).
+    pub replica_id: String,
+}
+
+/// The id a replica takes when not given one: the host's name and the
+/// port it listens on.
+pub fn default_replica_id(listen: SocketAddr) -> String {
+    let uname = rustix::system::uname();
+    let host = uname.nodename().to_string_lossy();
+    let host = if host.is_empty() { "localhost" } else { &host };
+    format!("{host}:{}", listen.port())
+}
+
 /// What `serve` needs to run.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub config: Option<PathBuf>,
     pub data_dir: PathBuf,
+    /// The tables on a PostgreSQL shared with other replicas; `None`: all
+    /// in the data dir's file.
+    pub shared: Option<SharedStore>,
     pub listen: SocketAddr,
     /// Require the bearer token even on a loopback address (shared hosts).
     pub require_token: bool,
@@ -252,14 +281,15 @@ impl Stack {
     /// file, and starts the routing table. Nothing connects yet.
     pub async fn open(
         data_dir: &Path,
+        shared: Option<&SharedStore>,
         config: Option<(&Path, config::LoadedConfig)>,
         front_door: FrontDoorOptions,
     ) -> Result<Stack, DaemonError> {
         // This process runs the servers: their orphans are ours to end.
         crate::reaper::become_subreaper();
         crate::reaper::spawn_orphan_reaper();
-        let dir = data_dir.to_path_buf();
-        let store = tokio::task::spawn_blocking(move || Store::open(&dir))
+        let (dir, shared_store) = (data_dir.to_path_buf(), shared.cloned());
+        let store = tokio::task::spawn_blocking(move || open_store(&dir, shared_store.as_ref()))
             .await
             .map_err(|err| DaemonError::from_task(err, data_dir))??;
         let store = Arc::new(store);
@@ -406,6 +436,51 @@ impl Stack {
     }
 }
 
+/// The data dir's store, its tables on a shared PostgreSQL when `shared`
+/// names one. Blocking.
+fn open_store(data_dir: &Path, shared: Option<&SharedStore>) -> Result<Store, DaemonError> {
+    match shared {
+        None => Ok(Store::open(data_dir)?),
+        #[cfg(feature = "postgres")]
+        Some(shared) => replicas::open_store(data_dir, shared),
+        #[cfg(not(feature = "postgres"))]
+        Some(_) => Err(no_postgres()),
+    }
+}
+
+/// A replica as `cluster status` shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReplicaStatus {
+    pub id: String,
+    /// Where it is reached (its listener's URL).
+    pub address: String,
+    pub version: String,
+    pub up_seconds: u64,
+    pub seen_seconds_ago: u64,
+}
+
+/// `cluster status`: the replicas of the shared store at `shared.url`
+/// whose heartbeat is at most `within` old. Blocking.
+pub fn cluster_status(
+    shared: &SharedStore,
+    within: Duration,
+) -> Result<Vec<ReplicaStatus>, DaemonError> {
+    #[cfg(feature = "postgres")]
+    return replicas::seen(shared, within);
+    #[cfg(not(feature = "postgres"))]
+    {
+        let _ = (shared, within);
+        Err(no_postgres())
+    }
+}
+
+#[cfg(not(feature = "postgres"))]
+fn no_postgres() -> DaemonError {
+    DaemonError::SharedStore(
+        "this build cannot use a PostgreSQL store: it was built without the `postgres` feature (cargo build --release --features postgres)".to_owned(),
+    )
+}
+
 /// What `store check` and `store recover` found.
 use crate::store::RecoveryReport;
 
@@ -438,6 +513,9 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     let loaded = options.config.as_deref().map(config::load).transpose()?;
     let config = options.config.as_deref().zip(loaded);
     let listener = bind_listener(&options).await?;
+    if let Some(shared) = &options.shared {
+        crate::metrics::set_replica(&shared.replica_id);
+    }
     let first_config = config
         .as_ref()
         .map(|(path, loaded)| (path.to_path_buf(), loaded.servers.len()));
@@ -452,6 +530,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     }
 
     let token = admin_token(&options)?;
+    let named_tokens = api::tokens::Tokens::new(stack.registry.tokens().await?);
     let state = AppState {
         registry: stack.registry.clone(),
         router: stack.router.clone(),
@@ -459,12 +538,20 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         skills: stack.skills.clone(),
         token: token.map(Arc::from),
         page_sessions: api::page::Sessions::default(),
-        tokens: api::tokens::Tokens::new(stack.registry.tokens().await?),
+        tokens: named_tokens.clone(),
         hosts: host_policy(&options),
+        replica: options
+            .shared
+            .as_ref()
+            .map(|s| Arc::from(s.replica_id.as_str())),
         started,
         config_files: config_files.status(),
     };
-    let mcp_http = McpHttp::new(Arc::clone(&stack.mcp), options.mcp_sessions);
+    let mcp_http = McpHttp::new(
+        Arc::clone(&stack.mcp),
+        options.mcp_sessions,
+        options.shared.as_ref().map(|s| s.replica_id.as_str()),
+    );
     mcp_http.spawn_expiry(shutdown.clone());
     let app = api::router(state, Some(mcp::http::routes(mcp_http)));
 
@@ -481,6 +568,21 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         local.exit_when_idle(idle, shutdown.clone());
     }
     let bound = listener.local_addr().map_err(DaemonError::Serve)?;
+    #[cfg(feature = "postgres")]
+    if let Some(shared) = &options.shared {
+        replicas::spawn(
+            Arc::clone(&stack.store),
+            replicas::Follower {
+                registry: stack.registry.clone(),
+                router: stack.router.clone(),
+                skills: stack.skills.clone(),
+                tokens: named_tokens,
+            },
+            shared.replica_id.clone(),
+            format!("http://{bound}"),
+            shutdown.clone(),
+        );
+    }
     if let Some(oauth) = stack.sessions.oauth() {
         oauth.set_listener(bound);
     }
@@ -545,7 +647,14 @@ async fn open_when_free(
         let attempt = config
             .as_ref()
             .map(|(path, loaded)| (*path, loaded.clone()));
-        match Stack::open(&options.data_dir, attempt, options.front_door.clone()).await {
+        match Stack::open(
+            &options.data_dir,
+            options.shared.as_ref(),
+            attempt,
+            options.front_door.clone(),
+        )
+        .await
+        {
             Err(DaemonError::Store(StoreError::AlreadyOpen { .. }))
                 if options.started_by_client && Instant::now() < until =>
             {
@@ -591,7 +700,7 @@ pub async fn stdio_in_process(
 ) -> Result<(), DaemonError> {
     let loaded = config_path.as_deref().map(config::load).transpose()?;
     let config = config_path.as_deref().zip(loaded);
-    let stack = Stack::open(&data_dir, config, front_door).await?;
+    let stack = Stack::open(&data_dir, None, config, front_door).await?;
     if let Some(name) = &profile
         && let Err(err) = stack.router.check_profile(name).await
     {

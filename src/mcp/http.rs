@@ -63,11 +63,29 @@ pub struct McpHttp {
 }
 
 impl McpHttp {
-    pub fn new(server: Arc<FrontDoor>, limits: SessionLimits) -> McpHttp {
+    /// `replica`: this replica's id when several share a store (its
+    /// sessions' ids start with it).
+    pub fn new(server: Arc<FrontDoor>, limits: SessionLimits, replica: Option<&str>) -> McpHttp {
+        let table = SessionTable::new(limits);
+        let table = match replica {
+            Some(id) => table.of_replica(id),
+            None => table,
+        };
         McpHttp {
             server,
-            sessions: Arc::new(SessionTable::new(limits)),
+            sessions: Arc::new(table),
         }
+    }
+
+    /// The answer to a request for a session this process does not have:
+    /// 404, as the spec says (the client initializes again), saying which
+    /// replica has it when it is another's.
+    fn unknown_session(&self, id: &str) -> HttpError {
+        let detail = self
+            .sessions
+            .elsewhere(id)
+            .unwrap_or_else(|| "unknown or expired MCP session".to_owned());
+        HttpError::new(StatusCode::NOT_FOUND, detail)
     }
 
     /// Expires idle sessions until `shutdown`.
@@ -100,7 +118,7 @@ impl McpHttp {
         };
         self.sessions
             .get(id)
-            .ok_or_else(|| HttpError::new(StatusCode::NOT_FOUND, "unknown or expired MCP session"))
+            .ok_or_else(|| self.unknown_session(id))
     }
 
     fn open_session(
@@ -592,9 +610,7 @@ pub async fn delete(State(mcp): State<McpHttp>, headers: HeaderMap) -> Response 
     };
     match mcp.sessions.remove(id) {
         true => StatusCode::NO_CONTENT.into_response(),
-        false => {
-            HttpError::new(StatusCode::NOT_FOUND, "unknown or expired MCP session").into_response()
-        }
+        false => mcp.unknown_session(id).into_response(),
     }
 }
 

@@ -92,6 +92,9 @@ pub struct SessionTable<T> {
     entries: Mutex<HashMap<String, Entry<T>>>,
     limits: SessionLimits,
     epoch: Instant,
+    /// The replica whose sessions these are (several share a store): its
+    /// id starts each session's, `REPLICA.uuid`.
+    replica: Option<String>,
 }
 
 impl<T> SessionTable<T> {
@@ -100,7 +103,26 @@ impl<T> SessionTable<T> {
             entries: Mutex::new(HashMap::new()),
             limits,
             epoch: Instant::now(),
+            replica: None,
         }
+    }
+
+    /// Sessions of the replica `id`: their ids say so.
+    pub fn of_replica(mut self, id: &str) -> SessionTable<T> {
+        self.replica = Some(id.to_owned());
+        self
+    }
+
+    /// Why `id` is not here when it is another replica's session (its
+    /// requests reached the wrong replica); `None` otherwise.
+    pub fn elsewhere(&self, id: &str) -> Option<String> {
+        let mine = self.replica.as_deref()?;
+        let (owner, _) = id.rsplit_once('.')?;
+        (owner != mine).then(|| {
+            format!(
+                "unknown MCP session here: it was created by replica {owner}, this is {mine}. A load balancer must send every request of a 2025 session to the replica that created it (route on the Mcp-Session-Id header); or initialize again to start a session here"
+            )
+        })
     }
 
     pub fn limits(&self) -> SessionLimits {
@@ -146,7 +168,11 @@ impl<T> SessionTable<T> {
                 None => return Err(TableFull::Total(entries.len())),
             }
         }
-        let id = uuid::Uuid::new_v4().simple().to_string();
+        let fresh = uuid::Uuid::new_v4().simple();
+        let id = match &self.replica {
+            Some(replica) => format!("{replica}.{fresh}"),
+            None => fresh.to_string(),
+        };
         let activity = Arc::new(Activity {
             in_use: AtomicUsize::new(0),
             last_used: AtomicU64::new(millis_since(self.epoch, Instant::now())),
@@ -238,6 +264,26 @@ mod tests {
             max_sessions,
             max_per_client,
         })
+    }
+
+    #[test]
+    fn a_replicas_session_ids_name_it_and_another_replicas_are_told_apart() {
+        let r1 = table(10, 10).of_replica("edge-1.lan:8765");
+        let r2 = table(10, 10).of_replica("edge-2");
+        let (id, _in_use) = r1.insert(ip(1), Arc::new(1)).unwrap();
+        assert!(id.starts_with("edge-1.lan:8765."), "{id}");
+        assert!(r1.elsewhere(&id).is_none(), "its own");
+        let told = r2.elsewhere(&id).expect("another replica's session");
+        assert!(
+            told.contains("replica edge-1.lan:8765") && told.contains("this is edge-2"),
+            "{told}"
+        );
+        let (plain, _in_use) = table(10, 10).insert(ip(1), Arc::new(1)).unwrap();
+        assert_eq!(plain.len(), 32, "one daemon: a bare uuid");
+        assert!(
+            r2.elsewhere(&plain).is_none(),
+            "not a replica's: just unknown"
+        );
     }
 
     #[test]

@@ -222,6 +222,30 @@ impl OAuthClientSettings {
 }
 
 impl ServerRecord {
+    /// What a session runs on: the record without what is read per call
+    /// or per table (description, priority, call limits, argument checks)
+    /// and without what moves while it runs (status, error, times, tool
+    /// count, protocol revision). Two registrations with the same view
+    /// need no reconnect between them.
+    pub fn session_view(&self) -> ServerRecord {
+        let mut trust = self.trust.clone();
+        trust.limits = super::CallLimits::default();
+        trust.validate_arguments = None;
+        ServerRecord {
+            description: None,
+            priority: 0,
+            status: ServerStatus::Disconnected,
+            error_message: None,
+            tool_count: 0,
+            updated_at: self.registered_at,
+            connected_at: None,
+            last_health_check: None,
+            protocol_version: None,
+            trust,
+            ..self.clone()
+        }
+    }
+
     /// A new registration in its first state: DISCONNECTED, no tools yet,
     /// auto-connect on, priority 0, a fresh id.
     pub fn new(

@@ -264,17 +264,11 @@ impl OAuth {
         if lock(&auth.inner).loaded {
             return;
         }
-        let store = Arc::clone(&self.store);
-        let id = auth.id;
-        let stored = tokio::task::spawn_blocking(move || store.oauth_grant(id))
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .flatten()
-            .and_then(|text| serde_json::from_str::<Grant>(&text).ok())
-            // Tokens issued for another URL (the server's was changed since)
-            // are never sent to this one: it logs in afresh.
-            .filter(|grant| discovery::resource_matches(&grant.resource, &auth.url));
+        // Not marked loaded when the store cannot be read (a shared store
+        // out of reach): the next use reads it again.
+        let Ok(stored) = self.stored_grant(auth).await else {
+            return;
+        };
         let mut inner = lock(&auth.inner);
         if !inner.loaded {
             inner.loaded = true;
@@ -282,6 +276,64 @@ impl OAuth {
                 inner.state = Some((AuthState::Authorized, None));
             }
             inner.grant = stored;
+        }
+    }
+
+    /// The grant the store holds for `auth`'s server; `Err` when the
+    /// store cannot be read.
+    async fn stored_grant(&self, auth: &ServerAuth) -> Result<Option<Grant>, ()> {
+        let store = Arc::clone(&self.store);
+        let id = auth.id;
+        let text = tokio::task::spawn_blocking(move || store.oauth_grant(id))
+            .await
+            .map_err(|_| ())?
+            .map_err(|_| ())?;
+        Ok(text
+            .and_then(|text| serde_json::from_str::<Grant>(&text).ok())
+            // Tokens issued for another URL (the server's was changed since)
+            // are never sent to this one: it logs in afresh.
+            .filter(|grant| discovery::resource_matches(&grant.resource, &auth.url)))
+    }
+
+    /// Reads again every grant held: another replica logged in or out, or
+    /// refreshed a token (a refresh token it spent is spent here too). A
+    /// server that waits here for a login made there reconnects.
+    pub async fn reload_grants(&self) {
+        let held: Vec<Arc<ServerAuth>> = lock(&self.servers).values().cloned().collect();
+        for auth in held {
+            let Ok(stored) = self.stored_grant(&auth).await else {
+                continue;
+            };
+            let _flight = auth.single_flight.lock().await;
+            let logged_in = {
+                let mut inner = lock(&auth.inner);
+                let same = match (&inner.grant, &stored) {
+                    (Some(held), Some(stored)) => {
+                        held.access_token == stored.access_token
+                            && held.refresh_token == stored.refresh_token
+                    }
+                    (None, None) => true,
+                    _ => false,
+                };
+                inner.loaded = true;
+                if same {
+                    continue;
+                }
+                let logged_in = stored.is_some();
+                inner.grant = stored;
+                logged_in
+            };
+            if logged_in {
+                if auth.needs_login() {
+                    tracing::info!(server = %auth.name, "logged in on another replica");
+                }
+                auth.set_state(AuthState::Authorized, None, None);
+                auth.logins.send_modify(|n| *n += 1);
+            } else {
+                let mut inner = lock(&auth.inner);
+                inner.state = None;
+                inner.authorization_url = None;
+            }
         }
     }
 

@@ -160,6 +160,12 @@ impl Registry {
         self.events.subscribe()
     }
 
+    /// Tells this process's followers of a change another replica made
+    /// to the shared registrations, as if it had been made here.
+    pub fn announce(&self, event: RegistryEvent) {
+        let _ = self.events.send(event);
+    }
+
     /// Registers a new server (status `DISCONNECTED`); `Conflict` when the name
     /// is taken, even when two registrations race. Refusals are audited too.
     pub async fn register(

@@ -26,6 +26,12 @@ impl Router {
         Ok(self.sessions.disconnect(id, force).await?)
     }
 
+    /// Another replica changed the shared catalog: the table and the
+    /// index look at it again.
+    pub fn catalog_changed_elsewhere(&self) {
+        self.sessions.catalog().changed_elsewhere();
+    }
+
     /// Stops a server's supervisor before its registration is removed.
     pub async fn stop(&self, id: ServerId) {
         self.sessions.stop(id).await;

@@ -131,6 +131,12 @@ impl Skills {
         })
     }
 
+    /// Runs a pass soon: another replica changed the taxonomy, whose
+    /// tools this replica classifies too.
+    pub fn wake(&self) {
+        self.inner.wake.notify_one();
+    }
+
     /// Stops a running pass at its next batch.
     pub fn stop(&self) {
         self.inner.stopping.store(true, Ordering::SeqCst);
