@@ -22,6 +22,7 @@ pub(super) const AUDIT: Table<u64, Vec<u8>> = Table::new("audit_log");
 
 const META_AUDIT_SEQ: &str = "audit_seq";
 const META_AUDIT_BYTES: &str = "audit_bytes";
+const META_AUDIT_COUNT: &str = "audit_count";
 
 impl Store {
     /// The newest `limit` audit entries older than `before` (a `seq`; all
@@ -85,17 +86,15 @@ impl Store {
         if entries.is_empty() {
             return Ok(());
         }
-        self.write(|txn| {
-            for mut entry in entries {
-                entry.actor = bounded_field(&entry.actor);
-                entry.action = bounded_field(&entry.action);
-                entry.server = bounded_field(&entry.server);
-                entry.result = bounded_field(&entry.result);
-                entry.details = entry.details.as_deref().map(bounded_field);
-                append_audit(txn, self.audit_max_bytes, entry)?;
-            }
-            Ok(())
-        })
+        let entries = entries.into_iter().map(|mut entry| {
+            entry.actor = bounded_field(&entry.actor);
+            entry.action = bounded_field(&entry.action);
+            entry.server = bounded_field(&entry.server);
+            entry.result = bounded_field(&entry.result);
+            entry.details = entry.details.as_deref().map(bounded_field);
+            entry
+        });
+        self.write(|txn| append_audit_batch(txn, self.audit_max_bytes, entries))
     }
 
     #[cfg(test)]
@@ -127,14 +126,23 @@ pub(super) fn bounded_field(value: &str) -> String {
 pub(super) fn append_audit(
     txn: &Writer<'_>,
     max_bytes: u64,
-    mut entry: AuditEntry,
+    entry: AuditEntry,
 ) -> Result<(), StoreError> {
-    let seq = meta_in(txn, META_AUDIT_SEQ)? + 1;
-    set_meta(txn, META_AUDIT_SEQ, seq)?;
-    entry.seq = seq;
-    let bytes = encode(&entry)?;
-    // The byte count is kept beside the log; a store from before it existed
-    // counts once.
+    append_audit_batch(txn, max_bytes, [entry])
+}
+
+/// Appends `entries` and trims the oldest past the bounds. The counters
+/// are read and written once per batch, and the trim is one range: a
+/// second's calls cost a shared store a handful of statements, not a
+/// handful per call.
+pub(super) fn append_audit_batch(
+    txn: &Writer<'_>,
+    max_bytes: u64,
+    entries: impl IntoIterator<Item = AuditEntry>,
+) -> Result<(), StoreError> {
+    let mut seq = meta_in(txn, META_AUDIT_SEQ)?;
+    // The byte count and the entry count are kept beside the log; a store
+    // from before they existed counts once.
     let mut total = match txn.get(META, &META_AUDIT_BYTES.to_owned())? {
         Some(total) => total,
         None => {
@@ -152,15 +160,40 @@ pub(super) fn append_audit(
             sum
         }
     };
-    txn.insert(AUDIT, &seq, &bytes)?;
-    total += bytes.len() as u64;
-    let mut kept = txn.len(AUDIT)?;
-    while kept > AUDIT_LIMIT || (total > max_bytes && kept > 1) {
-        let Some((_, oldest)) = txn.pop_first(AUDIT)? else {
-            break;
-        };
-        kept -= 1;
-        total = total.saturating_sub(oldest.len() as u64);
+    let mut kept = match txn.get(META, &META_AUDIT_COUNT.to_owned())? {
+        Some(count) => count,
+        None => txn.len(AUDIT)?,
+    };
+    for mut entry in entries {
+        seq += 1;
+        entry.seq = seq;
+        let bytes = encode(&entry)?;
+        txn.insert(AUDIT, &seq, &bytes)?;
+        total += bytes.len() as u64;
+        kept += 1;
     }
+    if kept > AUDIT_LIMIT || (total > max_bytes && kept > 1) {
+        let mut last_dropped = None;
+        txn.for_each(
+            AUDIT,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Order::Ascending,
+            |key, value: Vec<u8>| {
+                if kept <= AUDIT_LIMIT && (total <= max_bytes || kept <= 1) {
+                    return Ok(false);
+                }
+                kept -= 1;
+                total = total.saturating_sub(value.len() as u64);
+                last_dropped = Some(key);
+                Ok(true)
+            },
+        )?;
+        if let Some(last) = last_dropped {
+            txn.remove_range(AUDIT, Bound::Unbounded, Bound::Included(&last))?;
+        }
+    }
+    set_meta(txn, META_AUDIT_SEQ, seq)?;
+    set_meta(txn, META_AUDIT_COUNT, kept)?;
     set_meta(txn, META_AUDIT_BYTES, total)
 }

@@ -3,7 +3,9 @@
 
 use super::meta::{META, META_SCHEMA_VERSION};
 use super::*;
-use crate::model::{ServerRecord, ServerSource, ServerStatus, StatusTrigger, Transport};
+use crate::model::{
+    AuditEntry, ServerRecord, ServerSource, ServerStatus, StatusTrigger, Transport,
+};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
@@ -612,6 +614,32 @@ fn the_audit_log_is_bounded_in_bytes_and_each_entry_in_size(engine: Engine) {
     assert_eq!(
         page.iter().map(|e| e.seq).collect::<Vec<_>>(),
         vec![199, 198, 197]
+    );
+
+    // A batch (a second of calls) is bounded the same way, trimmed at once.
+    let batch: Vec<AuditEntry> = (0..50)
+        .map(|n| AuditEntry {
+            seq: 0,
+            timestamp: chrono::Utc::now(),
+            actor: "mcp".into(),
+            action: "call".into(),
+            server: huge.clone(),
+            result: format!("ok {n}"),
+            details: None,
+        })
+        .collect();
+    store.append_audits(batch).unwrap();
+    let all = store.audit(usize::MAX, None, &Default::default()).unwrap();
+    let bytes: usize = all
+        .iter()
+        .map(|e| serde_json::to_vec(e).unwrap().len())
+        .sum();
+    assert!(bytes <= 64 * 1024, "{bytes} bytes kept after a batch");
+    assert_eq!(all[0].seq, 250, "numbered on: {:?}", all[0]);
+    assert_eq!(all[0].result, "ok 49");
+    assert!(
+        all.windows(2).all(|w| w[0].seq == w[1].seq + 1),
+        "what is kept has no gap"
     );
 }
 

@@ -279,6 +279,10 @@ fn every_commit_is_announced_with_its_origin_and_tables() {
     let mut read = writer.begin_read().unwrap();
     read.get("servers", b"x").unwrap();
     read.commit().unwrap();
+    let mut audit_only = writer.begin_write().unwrap();
+    audit_only.insert("audit_log", b"1", b"a call").unwrap();
+    audit_only.insert("meta", b"audit_seq", b"1").unwrap();
+    audit_only.commit().unwrap();
     let mut txn = writer.begin_write().unwrap();
     txn.insert("servers", b"1", b"one").unwrap();
     txn.insert("audit", b"1", b"registered").unwrap();
@@ -298,7 +302,7 @@ fn every_commit_is_announced_with_its_origin_and_tables() {
             origin: "replica-a".into(),
             tables: vec!["audit".into(), "servers".into()],
         },
-        "the first announcement is the committed write: the rolled-back one and the read sent none"
+        "the first announcement is the committed write: the rolled-back one, the read and the calls' audit sent none"
     );
     assert_eq!(
         changes.next_within(Duration::from_millis(100)).unwrap(),
