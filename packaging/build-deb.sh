@@ -15,7 +15,7 @@ Builds OUT/mcp-aggregator_VERSION-REVISION_ARCH.deb and prints its path.
 
   --binary PATH   package this binary (its debug info is stripped, as the
                   release profile does); default: build it with
-                  `cargo build --release --locked`
+                  `cargo build --release --locked --features postgres`
   --out DIR       where the .deb goes (default: dist/)
   --revision N    Debian revision (default: 1)
   -h, --help      show this help
@@ -90,8 +90,8 @@ if [[ -n $binary ]]; then
   [[ -f $binary && -x $binary ]] || usage_error "--binary $binary: not an executable file"
 else
   command -v cargo >/dev/null 2>&1 || die "cargo is not on PATH: give --binary PATH"
-  echo "$prog: building the release binary (cargo build --release --locked)" >&2
-  (cd "$repo" && cargo build --release --locked)
+  echo "$prog: building the release binary (cargo build --release --locked --features postgres)" >&2
+  (cd "$repo" && cargo build --release --locked --features postgres)
   target_dir=${CARGO_TARGET_DIR:-target}
   [[ $target_dir == /* ]] || target_dir=$repo/$target_dir
   binary=$target_dir/release/mcp-aggregator

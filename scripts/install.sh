@@ -31,7 +31,7 @@ Options:
   --prefix DIR    where to install (default: ~/.local, or /usr/local as root)
   --binary PATH   install this binary; default: the mcp-aggregator beside
                   this script (release tarball), else built from the
-                  repository with `cargo build --release --locked`
+                  repository with `cargo build --release --locked --features postgres`
   --no-config     do not create the default config
   -h, --help      show this help
 
@@ -112,8 +112,8 @@ elif [[ -f $here/../Cargo.toml && -d $here/../src ]]; then
   repo=$(cd "$here/.." && pwd)
   command -v cargo >/dev/null 2>&1 ||
     die "cargo is not on PATH: install Rust with rustup, or give --binary PATH"
-  echo "$prog: building the release binary (cargo build --release --locked) in $repo"
-  (cd "$repo" && cargo build --release --locked)
+  echo "$prog: building the release binary (cargo build --release --locked --features postgres) in $repo"
+  (cd "$repo" && cargo build --release --locked --features postgres)
   target_dir=${CARGO_TARGET_DIR:-target}
   [[ $target_dir == /* ]] || target_dir=$repo/$target_dir
   binary=$target_dir/release/mcp-aggregator

@@ -13,7 +13,7 @@ usage() {
   cat <<'EOF'
 Usage: scripts/release.sh [--binary PATH] [--out DIR]
 
-Builds the release binary (cargo build --release --locked), then writes
+Builds the release binary (cargo build --release --locked --features postgres), then writes
 into OUT (default: dist/) the tarball mcp-aggregator-VERSION-ARCH-linux.tar.gz,
 the .deb and SHA256SUMS.
 
@@ -90,8 +90,8 @@ if [[ -n $binary ]]; then
   [[ -f $binary && -x $binary ]] || usage_error "--binary $binary: not an executable file"
 else
   command -v cargo >/dev/null 2>&1 || die "cargo is not on PATH: give --binary PATH"
-  echo "$prog: building the release binary (cargo build --release --locked)"
-  (cd "$repo" && cargo build --release --locked)
+  echo "$prog: building the release binary (cargo build --release --locked --features postgres)"
+  (cd "$repo" && cargo build --release --locked --features postgres)
   target_dir=${CARGO_TARGET_DIR:-target}
   [[ $target_dir == /* ]] || target_dir=$repo/$target_dir
   binary=$target_dir/release/mcp-aggregator

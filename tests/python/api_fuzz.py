@@ -44,7 +44,9 @@ def main():
         env = {"PATH": empty_path, "HOME": temp, "RUST_LOG": "warn"}
         daemon = subprocess.Popen(
             [binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", data,
-             "--connect-timeout", "2", "--request-timeout", "5"],
+             "--connect-timeout", "2", "--request-timeout", "5",
+             # A replica's options (a shared store), when the test gives them.
+             *json.loads(os.environ.get("FUZZ_SERVE_ARGS", "[]"))],
             env=env, cwd=temp, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
         )
         try:
