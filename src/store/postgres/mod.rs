@@ -601,14 +601,16 @@ impl PgTxn {
         value: &[u8],
     ) -> Result<Option<Vec<u8>>, PgError> {
         self.wrote(table);
-        // Under the writer lock nothing else writes between the two.
-        let old = self.get(table, key)?;
-        self.conn.execute(
-            "INSERT INTO mcp_aggregator_kv (tbl, k, v) VALUES ($1, $2, $3)
-             ON CONFLICT (tbl, k) DO UPDATE SET v = EXCLUDED.v",
+        // One round trip: the statement's snapshot is from before its
+        // own write, so `old` reads the value it replaces.
+        let row = self.conn.query_opt(
+            "WITH old AS (SELECT v FROM mcp_aggregator_kv WHERE tbl = $1 AND k = $2),
+                  put AS (INSERT INTO mcp_aggregator_kv (tbl, k, v) VALUES ($1, $2, $3)
+                          ON CONFLICT (tbl, k) DO UPDATE SET v = EXCLUDED.v)
+             SELECT v FROM old",
             &[&table, &key, &value],
         )?;
-        Ok(old)
+        Ok(row.map(|row| row.get(0)))
     }
 
     /// Removes `key`; the value it had, if any.
