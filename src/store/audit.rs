@@ -164,14 +164,16 @@ pub(super) fn append_audit_batch(
         Some(count) => count,
         None => txn.len(AUDIT)?,
     };
+    let mut appended = Vec::new();
     for mut entry in entries {
         seq += 1;
         entry.seq = seq;
         let bytes = encode(&entry)?;
-        txn.insert(AUDIT, &seq, &bytes)?;
         total += bytes.len() as u64;
         kept += 1;
+        appended.push((seq, bytes));
     }
+    txn.insert_all(AUDIT, &appended)?;
     if kept > AUDIT_LIMIT || (total > max_bytes && kept > 1) {
         let mut last_dropped = None;
         txn.for_each(

@@ -386,6 +386,32 @@ impl Writer<'_> {
         }
     }
 
+    /// Inserts (or replaces) every entry, without reading what they
+    /// replace: on PostgreSQL one statement for them all.
+    pub(super) fn insert_all<K: Field, V: Field>(
+        &self,
+        table: Table<K, V>,
+        entries: &[(K, V)],
+    ) -> Result<(), StoreError> {
+        match self {
+            Writer::Redb(txn) => {
+                let mut opened = txn.open_table(table.redb())?;
+                for (key, value) in entries {
+                    opened.insert(key.to_redb(), value.to_redb())?;
+                }
+                Ok(())
+            }
+            #[cfg(feature = "postgres")]
+            Writer::Pg(txn) => {
+                let encoded: Vec<(Vec<u8>, Vec<u8>)> = entries
+                    .iter()
+                    .map(|(key, value)| (key.to_bytes(), value.to_bytes()))
+                    .collect();
+                Ok(txn.borrow_mut().insert_all(table.name, &encoded)?)
+            }
+        }
+    }
+
     /// Removes `key`; the value it had.
     pub(super) fn remove<K: Field, V: Field>(
         &self,

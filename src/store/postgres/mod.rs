@@ -613,6 +613,26 @@ impl PgTxn {
         Ok(row.map(|row| row.get(0)))
     }
 
+    /// Inserts (or replaces) every key and value, in one statement: a
+    /// batch of audit entries costs one round trip, not one per entry.
+    pub fn insert_all(&mut self, table: &str, entries: &[Entry]) -> Result<(), PgError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.wrote(table);
+        let (keys, values): (Vec<&[u8]>, Vec<&[u8]>) = entries
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_slice()))
+            .unzip();
+        self.conn.execute(
+            "INSERT INTO mcp_aggregator_kv (tbl, k, v)
+             SELECT $1, k, v FROM unnest($2::bytea[], $3::bytea[]) AS entry(k, v)
+             ON CONFLICT (tbl, k) DO UPDATE SET v = EXCLUDED.v",
+            &[&table, &keys, &values],
+        )?;
+        Ok(())
+    }
+
     /// Removes `key`; the value it had, if any.
     pub fn remove(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, PgError> {
         self.wrote(table);
