@@ -120,7 +120,7 @@ async fn what_is_done_on_one_replica_is_seen_and_served_by_the_others() {
     };
     let url = cluster.url();
     let dirs = DataDirs::new(3);
-    let d = replicas(&dirs, &url, 3);
+    let mut d = replicas(&dirs, &url, 3);
 
     // Registered on the first: each of the others connects its own
     // session, lists it, searches it and routes a call to it.
@@ -240,6 +240,14 @@ async fn what_is_done_on_one_replica_is_seen_and_served_by_the_others() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+
+    // SIGTERM: a replica stops cleanly, its database connections closed.
+    let status = d[0]
+        .terminate(Duration::from_secs(30))
+        .expect("r1 did not stop within 30 s of SIGTERM");
+    let log = std::fs::read_to_string(common::log_path(dirs.path(0))).unwrap_or_default();
+    assert!(status.success(), "{status}:\n{log}");
+    assert!(!log.contains("panic"), "{log}");
 }
 
 /// A `tools/call` through the REST API that may fail (the replica killed

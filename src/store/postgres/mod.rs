@@ -241,7 +241,8 @@ const UNFOLLOWED: [&str; 2] = ["audit_log", "meta"];
 
 /// The tables on one PostgreSQL database.
 pub struct PgTables {
-    pool: Pool,
+    /// `None` only while it is dropped (see `Drop`).
+    pool: Option<Pool>,
     target: PgTarget,
     writers: Arc<WriterGate>,
     /// `Some` while the database cannot be reached.
@@ -281,7 +282,7 @@ impl PgTables {
             .build(manager)
             .map_err(|err| target.unreachable(err))?;
         let tables = PgTables {
-            pool,
+            pool: Some(pool),
             target,
             writers: Arc::default(),
             outage: Mutex::default(),
@@ -320,7 +321,10 @@ impl PgTables {
                 }
             }
         };
-        match self.pool.get_timeout(wait) {
+        let Some(pool) = &self.pool else {
+            return Err(self.target.unreachable("the store is closed"));
+        };
+        match pool.get_timeout(wait) {
             Ok(conn) => {
                 let ended = self
                     .outage
@@ -477,6 +481,26 @@ impl PgTables {
                 seen_ms_ago: row.get::<_, i64>(4).max(0) as u64,
             })
             .collect())
+    }
+}
+
+impl Drop for PgTables {
+    /// The blocking client closes a connection by running a small runtime
+    /// of its own, which panics on a thread that drives the daemon's (the
+    /// last holder of the store can be any task at shutdown): there, the
+    /// pool is let go on a thread of its own.
+    fn drop(&mut self) {
+        let Some(pool) = self.pool.take() else {
+            return;
+        };
+        if tokio::runtime::Handle::try_current().is_ok() {
+            let closing = std::thread::Builder::new()
+                .name("pg-close".to_owned())
+                .spawn(move || drop(pool));
+            if let Ok(closing) = closing {
+                let _ = closing.join();
+            }
+        }
     }
 }
 
