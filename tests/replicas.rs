@@ -28,8 +28,9 @@ fn fixture(name: &str, args: &[&str]) -> Value {
     })
 }
 
-/// The replicas' data dirs: the first one's sealing keys copied into the
-/// others, as the README says to.
+/// The replicas' data dirs: the first one's `secret.key` copied into the
+/// others, as the README says to (the key sealing clients' states comes
+/// from the shared store).
 struct DataDirs(Vec<tempfile::TempDir>);
 
 impl DataDirs {
@@ -43,12 +44,8 @@ impl DataDirs {
 
     fn share_keys_of_first(&self) {
         for other in &self.0[1..] {
-            for key in ["secret.key", "state.key"] {
-                let from = self.0[0].path().join(key);
-                if from.exists() {
-                    std::fs::copy(&from, other.path().join(key)).unwrap();
-                }
-            }
+            let key = "secret.key";
+            std::fs::copy(self.0[0].path().join(key), other.path().join(key)).unwrap();
         }
     }
 }

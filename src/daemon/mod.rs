@@ -388,6 +388,13 @@ impl Stack {
                     .ok_or_else(|| data_file(std::io::Error::other("not a 32-byte key")))?
             }
         };
+        // Replicas share one, so a client's retry may reach any of them.
+        let state_key = {
+            let store = Arc::clone(&store);
+            tokio::task::spawn_blocking(move || store.shared_state_key(state_key))
+                .await
+                .map_err(|err| DaemonError::from_task(err, data_dir))??
+        };
         let mcp = FrontDoor::new(
             router.clone(),
             search.clone(),

@@ -23,6 +23,12 @@ use super::{
 /// path reads the store, so a small cache costs nothing there.
 const STORE_CACHE_BYTES: usize = 32 * 1024 * 1024;
 
+/// Texts sealed by the first replica of a shared store, which the others
+/// must open: a known text (is this replica's key the same?) and the key
+/// sealing clients' states.
+#[cfg(feature = "postgres")]
+const KEY_CHECK: super::tables::Table<String, String> = super::tables::Table::new("key_check");
+
 impl Store {
     /// Opens (creating if needed) the store in `data_dir`. Fails with
     /// `AlreadyOpen` when another process holds it, `Emptied` when it was
@@ -82,8 +88,6 @@ impl Store {
     #[cfg(feature = "postgres")]
     fn check_shared_key(&self, key_file: &Path) -> Result<(), StoreError> {
         use super::tables::Reads as _;
-        const KEY_CHECK: super::tables::Table<String, String> =
-            super::tables::Table::new("key_check");
         const SEALED_TEXT: &str = "mcp-aggregator replicas share this key";
         let name = "sealed".to_owned();
         let sealed = self.write(|txn| match txn.get(KEY_CHECK, &name)? {
@@ -102,6 +106,38 @@ impl Store {
             }
             .into())
         }
+    }
+
+    /// The key that seals the states handed to clients (input-required
+    /// retries): with shared tables, the first replica's for all of them,
+    /// kept sealed in the shared store, so a client's retry may reach any
+    /// replica and only `secret.key` has to be copied; `local` (this data
+    /// dir's) otherwise.
+    pub fn shared_state_key(&self, local: [u8; 32]) -> Result<[u8; 32], StoreError> {
+        #[cfg(feature = "postgres")]
+        if self.is_shared() {
+            use super::tables::Reads as _;
+            use base64::Engine as _;
+            let engine = base64::engine::general_purpose::STANDARD;
+            let name = "state_key".to_owned();
+            let sealed = self.write(|txn| match txn.get(KEY_CHECK, &name)? {
+                Some(sealed) => Ok(sealed),
+                None => {
+                    let sealed = self.cipher.seal(&engine.encode(local));
+                    txn.insert(KEY_CHECK, &name, &sealed)?;
+                    Ok(sealed)
+                }
+            })?;
+            let shared = self
+                .cipher
+                .open(&sealed)
+                .and_then(|text| engine.decode(text).ok())
+                .and_then(|bytes| <[u8; 32]>::try_from(bytes.as_slice()).ok());
+            return shared.ok_or_else(|| {
+                StoreError::Corrupt("the shared state key cannot be opened".to_owned())
+            });
+        }
+        Ok(local)
     }
 
     /// Brings an older layout up to `SCHEMA_VERSION`, one step at a time.

@@ -119,6 +119,11 @@ fn each_replica_keeps_its_own_statuses_and_history_and_shares_the_audit() {
         "s3cret-value",
         "b opens what a sealed: they share the key"
     );
+    // The key sealing clients' states: a's for both, whatever b's file has.
+    let (key_a, key_b) = ([1u8; 32], [2u8; 32]);
+    assert_eq!(a.shared_state_key(key_a).unwrap(), key_a);
+    assert_eq!(b.shared_state_key(key_b).unwrap(), key_a);
+    assert_eq!(a.shared_state_key(key_b).unwrap(), key_a, "kept");
 
     step(&b, ServerStatus::Connecting, StatusTrigger::Connect);
     let failed = step(&b, ServerStatus::Error, StatusTrigger::ConnectFailed);
