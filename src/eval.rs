@@ -241,6 +241,148 @@ pub fn reciprocal_rank_fusion(rankings: &[Vec<String>]) -> Vec<String> {
     fused.into_iter().map(|(id, _)| id.to_owned()).collect()
 }
 
+/// Textbook baselines: what someone without our tuned sides would run
+/// beside us. Okapi BM25 (k1 1.2, b 0.75, Lucene's idf) over each tool's
+/// name and description as lower-case words (no stemming, no stop words,
+/// names not split into words), the model over one text per tool
+/// ("name: description", cosine), and their reciprocal rank fusion. Rows
+/// in that order, labelled "(textbook)".
+pub fn textbook_baselines(
+    index: &SearchIndex,
+    requests: &[Request],
+) -> Result<Vec<(String, IntentMetrics)>, EvalError> {
+    let mut tools = index.store().all_tools()?;
+    // Ties break by position: the same order on every run.
+    tools.sort_by(|a, b| a.id.cmp(&b.id));
+    let texts: Vec<String> = tools
+        .iter()
+        .map(|t| {
+            format!(
+                "{}: {}",
+                t.original_name,
+                t.description.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    let queries: Vec<String> = requests.iter().map(|(q, _)| q.clone()).collect();
+    let ids = |ranked: Vec<usize>| -> Vec<String> {
+        ranked
+            .into_iter()
+            .map(|doc| tools[doc].id.clone())
+            .collect()
+    };
+    let bm25 = TextbookBm25::new(&texts);
+    let keyword: Vec<Vec<String>> = queries.iter().map(|q| ids(bm25.top(q))).collect();
+    let tool_vectors = index.embed_texts(&texts)?;
+    let query_vectors = index.embed_texts(&queries)?;
+    let dense: Vec<Vec<String>> = query_vectors
+        .iter()
+        .map(|q| {
+            let cosines = tool_vectors
+                .iter()
+                .map(|t| f64::from(crate::index::similarity::dot(q, t)))
+                .collect();
+            ids(best(cosines, f64::NEG_INFINITY))
+        })
+        .collect();
+    let fused: Vec<Vec<String>> = keyword
+        .iter()
+        .zip(&dense)
+        .map(|(k, d)| reciprocal_rank_fusion(&[k.clone(), d.clone()]))
+        .collect();
+    let score = |rankings: &[Vec<String>]| {
+        intent_metrics(
+            requests
+                .iter()
+                .zip(rankings)
+                .map(|((_, wanted), ranked)| (wanted.as_slice(), ranked.as_slice())),
+        )
+    };
+    Ok(vec![
+        ("BM25 (textbook)".to_owned(), score(&keyword)),
+        (
+            "MiniLM, one text per tool (textbook)".to_owned(),
+            score(&dense),
+        ),
+        ("RRF of both (textbook)".to_owned(), score(&fused)),
+    ])
+}
+
+/// Okapi BM25 as textbooks give it (k1 1.2, b 0.75, Lucene's idf) over
+/// lower-case words, with an inverted index: term -> (document, term
+/// frequency).
+struct TextbookBm25 {
+    postings: std::collections::HashMap<String, Vec<(usize, f64)>>,
+    lengths: Vec<f64>,
+    average: f64,
+}
+
+impl TextbookBm25 {
+    const K1: f64 = 1.2;
+    const B: f64 = 0.75;
+
+    fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+    }
+
+    fn new(documents: &[String]) -> TextbookBm25 {
+        let mut postings: std::collections::HashMap<String, Vec<(usize, f64)>> =
+            std::collections::HashMap::new();
+        let mut lengths = Vec::with_capacity(documents.len());
+        for (doc, text) in documents.iter().enumerate() {
+            let mut counts: std::collections::HashMap<String, f64> =
+                std::collections::HashMap::new();
+            let mut length = 0.0;
+            for term in Self::words(text) {
+                *counts.entry(term).or_default() += 1.0;
+                length += 1.0;
+            }
+            lengths.push(length);
+            for (term, tf) in counts {
+                postings.entry(term).or_default().push((doc, tf));
+            }
+        }
+        let average = lengths.iter().sum::<f64>() / (lengths.len().max(1) as f64);
+        TextbookBm25 {
+            postings,
+            lengths,
+            average,
+        }
+    }
+
+    /// The best 100 documents sharing a word with `query`, best first.
+    fn top(&self, query: &str) -> Vec<usize> {
+        let n = self.lengths.len() as f64;
+        let mut scores = vec![0.0f64; self.lengths.len()];
+        for term in Self::words(query) {
+            let Some(list) = self.postings.get(&term) else {
+                continue;
+            };
+            let df = list.len() as f64;
+            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+            for (doc, tf) in list {
+                let norm = Self::K1 * (1.0 - Self::B + Self::B * self.lengths[*doc] / self.average);
+                scores[*doc] += idf * tf * (Self::K1 + 1.0) / (tf + norm);
+            }
+        }
+        best(scores, 0.0)
+    }
+}
+
+/// The best 100 of `scores` above `floor`, as positions, best first (ties
+/// by position).
+fn best(scores: Vec<f64>, floor: f64) -> Vec<usize> {
+    let mut ranked: Vec<(usize, f64)> = scores
+        .into_iter()
+        .enumerate()
+        .filter(|(_, s)| *s > floor)
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    ranked.into_iter().take(100).map(|(doc, _)| doc).collect()
+}
+
 pub fn load_compound(path: &Path) -> Result<Vec<CompoundCase>, EvalError> {
     load_lines(path)
 }
@@ -368,4 +510,31 @@ pub fn metrics<'a>(results: impl IntoIterator<Item = &'a CaseResult>) -> Metrics
         m.mrr_at_10 /= n;
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn textbook_bm25_ranks_by_shared_rare_words_and_leaves_out_the_rest() {
+        let documents: Vec<String> = [
+            "read_file: Read a file from disk",
+            "write_file: Write a file to disk",
+            "get_weather: Current weather for a city",
+            "list_files: List files in a folder",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let bm25 = TextbookBm25::new(&documents);
+        // "weather" is in one document only: it wins; no other shares a word.
+        assert_eq!(bm25.top("Weather of Paris?"), vec![2]);
+        // "read" is rarer than "file", so the reader leads the writer.
+        let ranked = bm25.top("read the file");
+        assert_eq!(ranked[0], 0);
+        assert!(ranked.contains(&1));
+        assert!(!ranked.contains(&2));
+        assert!(bm25.top("nothing shared").is_empty());
+    }
 }
