@@ -148,6 +148,16 @@ pub fn intent_metrics<'a>(
     m
 }
 
+/// Intent figures of one ranking per request, in the requests' order.
+fn scored(requests: &[Request], rankings: &[Vec<String>]) -> IntentMetrics {
+    intent_metrics(
+        requests
+            .iter()
+            .zip(rankings)
+            .map(|((_, wanted), ranked)| (wanted.as_slice(), ranked.as_slice())),
+    )
+}
+
 /// The tool ids `index` ranks for `query`, best first.
 pub fn ranking(
     index: &SearchIndex,
@@ -183,14 +193,7 @@ pub fn against_baselines(
     requests: &[Request],
     levers: &[(&str, crate::index::Levers)],
 ) -> Result<Vec<(String, IntentMetrics)>, EvalError> {
-    let score = |rankings: &[Vec<String>]| {
-        intent_metrics(
-            requests
-                .iter()
-                .zip(rankings)
-                .map(|((_, wanted), ranked)| (wanted.as_slice(), ranked.as_slice())),
-        )
-    };
+    let score = |rankings: &[Vec<String>]| scored(requests, rankings);
     let rankings = |mode: SearchMode, limit: usize| -> Result<Vec<Vec<String>>, EvalError> {
         requests
             .iter()
@@ -290,14 +293,7 @@ pub fn textbook_baselines(
         .zip(&dense)
         .map(|(k, d)| reciprocal_rank_fusion(&[k.clone(), d.clone()]))
         .collect();
-    let score = |rankings: &[Vec<String>]| {
-        intent_metrics(
-            requests
-                .iter()
-                .zip(rankings)
-                .map(|((_, wanted), ranked)| (wanted.as_slice(), ranked.as_slice())),
-        )
-    };
+    let score = |rankings: &[Vec<String>]| scored(requests, rankings);
     Ok(vec![
         ("BM25 (textbook)".to_owned(), score(&keyword)),
         (
