@@ -4,8 +4,10 @@
 //! model: sentences, enumerations and list items, connectives ("also",
 //! "then", "as well as"), and "and" or a comma before a request verb.
 //! A piece too small to be a request of its own stays with its neighbour,
-//! and a sentence that only sets the scene ("I run a small bakery") is no
-//! intent; a request with fewer than two intents is left whole.
+//! a later sentence that opens no request ("Use port 5432.", "Today is
+//! Monday.") stays with the one it adds to, and a sentence that only sets
+//! the scene ("I run a small bakery") is no intent; a request with fewer
+//! than two intents is left whole.
 
 use regex::Regex;
 use std::sync::LazyLock;
@@ -17,11 +19,9 @@ pub const MAX_INTENTS: usize = 4;
 /// given) when it asks for one thing.
 pub fn intents(query: &str) -> Vec<String> {
     let mut pieces: Vec<String> = Vec::new();
-    for item in list_items(query) {
-        for sentence in sentences(&item) {
-            for clause in at_connectives(&sentence) {
-                pieces.extend(at_request_verbs(&clause));
-            }
+    for sentence in with_details(list_items(query)) {
+        for clause in at_connectives(&sentence) {
+            pieces.extend(at_request_verbs(&clause));
         }
     }
     let pieces = merge_small(pieces);
@@ -42,9 +42,85 @@ pub fn intents(query: &str) -> Vec<String> {
     requests
 }
 
+/// The request's sentences, each later one that does not open a request
+/// of its own ("Use port 5432.", "Today is Monday.", "I want max 50
+/// results.") joined to the one before: it says more about that one. An
+/// enumerated or bulleted item opens a request whatever its words.
+fn with_details(items: ListItems) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for item in items.lines {
+        for (position, sentence) in sentences(&item).into_iter().enumerate() {
+            let listed = position == 0 && items.enumerated;
+            match out.last_mut() {
+                // After a semicolon comes the next of a list's items; "Thanks!"
+                // is left to be dropped.
+                Some(before)
+                    if !listed
+                        && !before.ends_with(';')
+                        && has_substance(&sentence)
+                        && !opens_request(&sentence) =>
+                {
+                    before.push(' ');
+                    before.push_str(sentence.trim());
+                }
+                _ => out.push(sentence),
+            }
+        }
+    }
+    out
+}
+
+/// Words a request may open with before its verb ("Could you please
+/// list …", "I'd like to book …").
+const POLITE_OPENINGS: &[&str] = &[
+    "and", "but", "so", "ok", "okay", "now", "next", "lastly", "please", "kindly", "can", "could",
+    "would", "will", "you", "help", "me", "i", "i'd", "we", "we'd", "like", "want", "need", "to",
+    "let's", "let", "us",
+];
+
+/// Words that number a request ("First, …", "Secondly, …").
+const ORDINALS: &[&str] = &[
+    "first", "firstly", "second", "secondly", "third", "thirdly", "fourth", "fourthly", "fifth",
+    "last", "lastly",
+];
+
+/// A sentence that asks for something: an ordinal, a request verb or a
+/// question word first (the verb may follow polite openings), or a
+/// connective ("also", "then") anywhere.
+fn opens_request(sentence: &str) -> bool {
+    static CONNECTIVE_WORD: LazyLock<Regex> = LazyLock::new(|| {
+        let alternatives = CONNECTIVES
+            .iter()
+            .map(|c| c.replace(' ', r"\s+"))
+            .collect::<Vec<_>>()
+            .join("|");
+        Regex::new(&format!(r"(?i)\b(?:{alternatives})\b"))
+            .unwrap_or_else(|err| unreachable!("a fixed pattern compiles: {err}"))
+    });
+    if CONNECTIVE_WORD.is_match(sentence) {
+        return true;
+    }
+    if words(sentence)
+        .next()
+        .is_some_and(|w| ORDINALS.contains(&w.as_str()) || REQUEST_VERBS.contains(&w.as_str()))
+    {
+        return true;
+    }
+    words(sentence)
+        .find(|w| !POLITE_OPENINGS.contains(&w.as_str()))
+        .is_some_and(|w| REQUEST_VERBS.contains(&w.as_str()))
+}
+
+/// A request's lines, and whether they were an enumeration or bullets
+/// (items that each open a request) rather than plain line breaks.
+struct ListItems {
+    lines: Vec<String>,
+    enumerated: bool,
+}
+
 /// Enumerations ("1) … 2) …", "(a) … (b) …") and bullet lines become
 /// lines; then the text is cut at line breaks.
-fn list_items(text: &str) -> Vec<String> {
+fn list_items(text: &str) -> ListItems {
     static MARKER: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"(?m)(?:^|\s)(?:\(?(\d{1,2})[.)]|\(([a-h])\)|([a-h])\))\s+")
             .unwrap_or_else(|err| unreachable!("a fixed pattern compiles: {err}"))
@@ -58,7 +134,8 @@ fn list_items(text: &str) -> Vec<String> {
         .filter_map(|c| c.get(0).map(|m| (m.start(), m.end())))
         .collect();
     // Two markers at least, or "version 2. Then" would be a list.
-    let text = if markers.len() >= 2 {
+    let numbered = markers.len() >= 2;
+    let text = if numbered {
         let mut out = String::with_capacity(text.len() + markers.len());
         let mut at = 0;
         for (start, end) in markers {
@@ -71,12 +148,17 @@ fn list_items(text: &str) -> Vec<String> {
     } else {
         text.to_owned()
     };
+    let enumerated = numbered || BULLET.is_match(&text);
     let text = BULLET.replace_all(&text, "\n");
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_owned)
-        .collect()
+    ListItems {
+        lines: text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        enumerated,
+    }
 }
 
 /// Words after which a full stop does not end a sentence.
@@ -498,6 +580,37 @@ mod tests {
             [
                 "Get the coordinates of 10 Downing Street",
                 "what's the elevation there?"
+            ]
+        );
+    }
+
+    #[test]
+    fn sentences_that_open_no_request_stay_with_the_one_before() {
+        for query in [
+            "Retrieve the latest sensor readings of my organization. Use the network ID L_579. \
+             Today is March 6, 2024. I want 100 entries per page.",
+            "I need to set up a new Postgres server. The nickname is 'ProjectDB', the host \
+             'foo.com' and the port 5432.",
+            "Could you tell me the weather in Yosemite? For temperature, Celsius.",
+        ] {
+            assert_eq!(intents(query), vec![query.to_owned()], "{query}");
+        }
+        // A numbered, questioning or connected sentence still opens one.
+        assert_eq!(
+            intents(
+                "Can you help me with this? First, I want to know the \
+                 rewards of Call of Duty. Second, I am curious about the scores of FIFA."
+            ),
+            [
+                "First, I want to know the rewards of Call of Duty",
+                "Second, I am curious about the scores of FIFA"
+            ]
+        );
+        assert_eq!(
+            intents("Book a table for two in Lyon. The time is 8pm. What is the weather there?"),
+            [
+                "Book a table for two in Lyon. The time is 8pm",
+                "What is the weather there?"
             ]
         );
     }
