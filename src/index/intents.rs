@@ -89,20 +89,13 @@ const ORDINALS: &[&str] = &[
 /// connective ("also", "then") anywhere.
 fn opens_request(sentence: &str) -> bool {
     static CONNECTIVE_WORD: LazyLock<Regex> = LazyLock::new(|| {
-        let alternatives = CONNECTIVES
-            .iter()
-            .map(|c| c.replace(' ', r"\s+"))
-            .collect::<Vec<_>>()
-            .join("|");
-        Regex::new(&format!(r"(?i)\b(?:{alternatives})\b"))
+        Regex::new(&format!(r"(?i)\b(?:{})\b", connectives_pattern()))
             .unwrap_or_else(|err| unreachable!("a fixed pattern compiles: {err}"))
     });
-    if CONNECTIVE_WORD.is_match(sentence) {
-        return true;
-    }
-    if words(sentence)
-        .next()
-        .is_some_and(|w| ORDINALS.contains(&w.as_str()) || REQUEST_VERBS.contains(&w.as_str()))
+    if CONNECTIVE_WORD.is_match(sentence)
+        || words(sentence)
+            .next()
+            .is_some_and(|w| ORDINALS.contains(&w.as_str()))
     {
         return true;
     }
@@ -222,13 +215,19 @@ const CONNECTIVES: &[&str] = &[
     "plus",
 ];
 
+/// The connectives as alternatives of a regex, any run of spaces between
+/// their words.
+fn connectives_pattern() -> String {
+    CONNECTIVES
+        .iter()
+        .map(|c| c.replace(' ', r"\s+"))
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
 fn at_connectives(text: &str) -> Vec<String> {
     static CONNECTIVE: LazyLock<Regex> = LazyLock::new(|| {
-        let alternatives = CONNECTIVES
-            .iter()
-            .map(|c| c.replace(' ', r"\s+"))
-            .collect::<Vec<_>>()
-            .join("|");
+        let alternatives = connectives_pattern();
         Regex::new(&format!(r"(?i)(?:^|[\s,;:]+)(?:{alternatives})\b[\s,:]*"))
             .unwrap_or_else(|err| unreachable!("a fixed pattern compiles: {err}"))
     });
