@@ -159,7 +159,11 @@ install -d -m 755 "$doc"
 # package, default features), with the license each declares.
 list_crates() {
   command -v cargo >/dev/null 2>&1 && command -v python3 >/dev/null 2>&1 || return 0
-  (cd "$repo" && cargo metadata --format-version 1 --locked --offline 2>/dev/null) | python3 -c '
+  local host
+  host=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p')
+  # Without a platform filter cargo wants every target's crates (android_system_properties, …),
+  # which an offline build host does not have; the .deb ships one platform's build anyway.
+  (cd "$repo" && cargo metadata --format-version 1 --locked --offline ${host:+--filter-platform "$host"} 2>/dev/null) | python3 -c '
 import json, sys
 meta = json.load(sys.stdin)
 packages = {p["id"]: p for p in meta["packages"]}
