@@ -562,7 +562,16 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     mcp_http.spawn_expiry(shutdown.clone());
     let app = api::router(state, Some(mcp::http::routes(mcp_http)));
 
-    let local = local::LocalSocket::bind(
+    let bound = listener.local_addr().map_err(DaemonError::Serve)?;
+    if let Some(oauth) = stack.sessions.oauth() {
+        oauth.set_listener(bound);
+    }
+    // Before anything can find us (the local socket, the daemon file): a
+    // client's first list must see the auto-connect servers as starting,
+    // not an empty catalog with nothing to wait for.
+    stack.connect_in_background().await;
+
+    let local = match local::LocalSocket::bind(
         &options.data_dir,
         local::LocalServices {
             mcp: Arc::clone(&stack.mcp),
@@ -570,11 +579,17 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
             registry: stack.registry.clone(),
         },
         shutdown.clone(),
-    )?;
+    ) {
+        Ok(local) => local,
+        Err(err) => {
+            // The servers already starting are ended, not left behind.
+            stack.shutdown().await;
+            return Err(err);
+        }
+    };
     if let Some(idle) = options.idle_exit {
         local.exit_when_idle(idle, shutdown.clone());
     }
-    let bound = listener.local_addr().map_err(DaemonError::Serve)?;
     #[cfg(feature = "postgres")]
     if let Some(shared) = &options.shared {
         replicas::spawn(
@@ -589,9 +604,6 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
             format!("http://{bound}"),
             shutdown.clone(),
         );
-    }
-    if let Some(oauth) = stack.sessions.oauth() {
-        oauth.set_listener(bound);
     }
     let info = DaemonInfo {
         pid: std::process::id(),
@@ -616,8 +628,6 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         info.url,
         local.path().display()
     );
-    stack.connect_in_background().await;
-
     let server = crate::listener::serve(listener, app, options.listener, shutdown.clone());
     let result = tokio::select! {
         () = server => Ok(()),
