@@ -337,6 +337,9 @@ struct ColdDaemon {
     first_pass: Option<Duration>,
     /// From its start to every text embedded and the index settled.
     indexed: Duration,
+    /// The daemon's CPU time (user and system) by then, in seconds: how
+    /// much of the two cores the build kept busy.
+    cpu_indexed: f64,
     /// The daemon's largest RSS sampled while it indexed, and its RSS once
     /// idle after the classification, in KiB.
     peak_rss_kib: u64,
@@ -356,6 +359,11 @@ impl ColdDaemon {
             "| the daemon's cold indexing with searches running, both passes (from its start, discovery included) | {:.1} s = {:.0} tools/s |",
             self.indexed.as_secs_f64(),
             total as f64 / self.indexed.as_secs_f64()
+        );
+        println!(
+            "| the daemon's CPU time until both passes were done (user + system) | {:.1} s = {:.2} cores busy on average |",
+            self.cpu_indexed,
+            self.cpu_indexed / self.indexed.as_secs_f64()
         );
         println!(
             "| the daemon's RSS during the cold build, largest sampled / once idle after it | {:.0} MiB / {:.0} MiB |",
@@ -414,7 +422,7 @@ async fn rest_searches(
     let mut asked = queries.iter().cycle();
     let mut first_pass = None;
     let mut peak_rss_kib = 0;
-    let indexed = loop {
+    let (indexed, cpu_indexed) = loop {
         peak_rss_kib = peak_rss_kib.max(rss_kib(pid));
         let status: Value = client
             .get(format!("{base}/status"))
@@ -426,7 +434,7 @@ async fn rest_searches(
             .expect("status json");
         let indexed = status["indexed_tools"].as_u64().unwrap_or(0) as usize;
         if status["semantic"] == true && status["syncing"] == false && indexed == total {
-            break began.elapsed();
+            break (began.elapsed(), common::cpu_seconds(pid));
         }
         if first_pass.is_none() && status["semantic"] == true && indexed == total {
             first_pass = Some(began.elapsed());
@@ -478,6 +486,7 @@ async fn rest_searches(
         classified,
         first_pass,
         indexed,
+        cpu_indexed,
         peak_rss_kib,
         settled_rss_kib,
     }
