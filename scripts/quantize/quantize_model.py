@@ -34,11 +34,13 @@ Usage: python3 scripts/quantize/quantize_model.py SOURCE.onnx OUT
 with onnxruntime==1.31.1 onnx==1.23.2 numpy==2.4.6 ml_dtypes==0.7.0
 protobuf==7.36.2 packaging==26.4 flatbuffers==25.12.19
 typing_extensions==4.16.0 (pip --no-deps; tokenizers==0.23.3 too to
-calibrate); those give the same bytes every time (sha256 6bf8a0ae…). The smoothing scales are
-read from smoothing_scales.json: measuring the activations runs the model,
-whose float sums differ in their last bits from one CPU to another, so
-they were measured once (`--calibrate SOURCE.onnx assets/tokenizer.json`
-writes the file again) and everything left is exact arithmetic.
+calibrate); those give the same bytes every time (sha256 6bf8a0ae…).
+
+The smoothing scales are read from smoothing_scales.json: measuring the
+activations runs the model, whose float sums differ in their last bits
+from one CPU to another, so they were measured once (`--calibrate
+SOURCE.onnx assets/tokenizer.json` writes the file again) and everything
+left is exact arithmetic.
 """
 
 import base64
