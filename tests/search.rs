@@ -445,6 +445,11 @@ impl StdioClient {
     async fn request(&mut self, id: i64, method: &str, params: Value) -> Value {
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await;
+        self.answer(id).await
+    }
+
+    /// The result of request `id` (messages before it are dropped).
+    async fn answer(&mut self, id: i64) -> Value {
         loop {
             let line = tokio::time::timeout(UP, self.lines.next_line())
                 .await
@@ -1069,4 +1074,74 @@ async fn compound_requests_and_pinned_tools_through_both_front_doors() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("unknown kind \"servr\""), "{stderr}");
+}
+
+/// A client offered only the meta-tools may search the moment it starts:
+/// that search waits, as a first list does, for a server still starting,
+/// then for the index to take its tools — through /mcp and through stdio.
+#[tokio::test]
+async fn a_search_made_at_start_finds_a_server_still_starting() {
+    let temp = tempfile::tempdir().unwrap();
+    let gate = temp.path().join("gate");
+    let pids = temp.path().join("pids");
+    let config = temp.path().join("servers.json");
+    let (gate_arg, pids_arg) = (gate.display().to_string(), pids.display().to_string());
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"slow": {"command": "python3",
+            "args": [common::hostile_py(), "--wait-for", gate_arg, "--pid-file", pids_arg]}}})
+        .to_string(),
+    )
+    .unwrap();
+    // A start-up wait longer than any machine needs: the test must not
+    // depend on how fast the server comes up or the index takes it.
+    let args = [
+        "--expose",
+        "search",
+        "--startup-wait",
+        "600",
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    let query = json!({"query": "answer with an SSE event that never ends", "limit": 3});
+    let wanted = "slow__endless_event";
+    // The server is running and held at its gate; only now may it start.
+    let open_gate = || async {
+        let end = Instant::now() + UP;
+        while common::pids_in(&pids).is_empty() {
+            assert!(Instant::now() < end, "the server never started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        std::fs::write(&gate, "").unwrap();
+    };
+
+    let d = Daemon::start_in(&temp.path().join("http"), &args);
+    let session = mcp_session(&d).await;
+    let asked = mcp_call(
+        &d,
+        &session,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "search_tools", "arguments": query}}),
+    );
+    let (answer, ()) = tokio::join!(asked, open_gate());
+    let found = found_names(&answer["result"]);
+    assert!(found.iter().any(|n| n == wanted), "{answer}");
+    drop(d);
+    std::fs::remove_file(&gate).unwrap();
+    std::fs::remove_file(&pids).unwrap();
+
+    let data = temp.path().join("stdio");
+    let mut stdio_args = vec!["stdio", "--data-dir", data.to_str().unwrap()];
+    stdio_args.extend(args);
+    let mut client = StdioClient::start(&stdio_args).await;
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": "search_tools", "arguments": query}}))
+        .await;
+    open_gate().await;
+    let result = client.answer(4).await;
+    let found = found_names(&result);
+    assert!(found.iter().any(|n| n == wanted), "{result}");
+    drop(client.stdin);
+    let _ = tokio::time::timeout(UP, client.child.wait()).await;
 }

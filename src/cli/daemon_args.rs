@@ -123,7 +123,7 @@ pub(super) struct LimitArgs {
     /// Seconds a server gets to answer a request (a tool call) before the caller gets a timeout.
     #[arg(long, env = "MCP_AGGREGATOR_REQUEST_TIMEOUT", value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub(super) request_timeout: u64,
-    /// Seconds a client's list (or call to a tool nobody offers yet) waits, right after start, for auto-connect servers still connecting — for clients that list once and ignore list_changed. 0 answers at once.
+    /// Seconds a client's list, search_tools (or call to a tool nobody offers yet) waits, right after start, for auto-connect servers still connecting — for clients that list once and ignore list_changed. 0 answers at once.
     #[arg(long, env = "MCP_AGGREGATOR_STARTUP_WAIT", value_name = "SECONDS", default_value_t = crate::router::STARTUP_WAIT.as_secs(), value_parser = clap::value_parser!(u64).range(0..=3600))]
     pub(super) startup_wait: u64,
 }

@@ -12,7 +12,7 @@ use super::keyword::KeywordDoc;
 use super::text::tool_texts;
 use super::tool_doc::ToolDoc;
 use super::vector_upkeep::open_saved_vectors;
-use super::{IndexError, IndexProgress, SearchIndex, VectorIndex};
+use super::{IndexError, IndexProgress, SearchIndex, SearchSetting, VectorIndex};
 use crate::model::{ServerId, ToolRecord};
 use crate::store::embedding_key;
 
@@ -38,9 +38,32 @@ impl SearchIndex {
         self.inner.progress.send_modify(|current| {
             *current = IndexProgress {
                 synced: current.synced || !progress.syncing,
+                findable_generation: current
+                    .findable_generation
+                    .max(progress.findable_generation),
                 ..progress
             }
         });
+    }
+
+    /// Waits (at most `limit`) until every tool the store holds now is
+    /// findable, by keyword at least. True if it is.
+    pub async fn wait_findable(&self, limit: std::time::Duration) -> bool {
+        if self.inner.setting == SearchSetting::Off {
+            return true;
+        }
+        let Ok(generation) = self.inner.store.catalog_generation() else {
+            return false;
+        };
+        let mut progress = self.inner.progress.subscribe();
+        matches!(
+            tokio::time::timeout(
+                limit,
+                progress.wait_for(|p| p.findable_generation >= generation)
+            )
+            .await,
+            Ok(Ok(_))
+        )
     }
 
     /// Brings both indexes in line with the store: tools removed since are
@@ -248,6 +271,10 @@ impl SearchIndex {
         if !changed.is_empty() {
             inner.keyword.commit_with(PARTIAL)?;
         }
+        // Findable by name now; a search made at start-up waits for this.
+        inner.progress.send_modify(|p| {
+            p.findable_generation = p.findable_generation.max(generation);
+        });
         // Vectors in two passes: first each tool's short text (name, server,
         // description lead), so every tool is findable by meaning at twice
         // the speed; then the text with parameter names, the second vector

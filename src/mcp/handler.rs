@@ -115,6 +115,26 @@ impl FrontDoor {
             .map_err(|err| RpcFailure::new(INTERNAL_ERROR, err.to_string()))
     }
 
+    /// A client with only the meta-tools may search the moment it starts:
+    /// like its first list, that search waits (bounded) for the servers
+    /// still starting, and then for the index to take their tools (by
+    /// keyword: milliseconds once a sync reaches them). After the first
+    /// search made once start-up is over, searches never wait: a catalog
+    /// changing later is indexed as it comes, as before.
+    async fn settle_search(&self) {
+        use std::sync::atomic::Ordering;
+        let servers_were_starting = self.router.settle_startup().await;
+        if !servers_were_starting && self.search_settled.load(Ordering::Relaxed) {
+            return;
+        }
+        if !self.search.wait_findable(self.router.startup_wait()).await {
+            tracing::debug!("a search at start-up answered before the index took every tool");
+        }
+        if !self.router.is_starting() {
+            self.search_settled.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// `tools/call`: the aggregator's own meta-tools, or a call routed to
     /// the server that owns the tool.
     async fn call_tool(
@@ -134,6 +154,7 @@ impl FrontDoor {
             None => params.get_mut("arguments").map(Value::take).map(Json::Tree),
         };
         if name == super::meta::SEARCH_TOOLS {
+            self.settle_search().await;
             let (search, table) = (self.search.clone(), self.router.table());
             let arguments = arguments.as_ref().map(Json::to_tree);
             let only = client.profile().map(|profile| {

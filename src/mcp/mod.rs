@@ -65,6 +65,9 @@ pub struct FrontDoor {
     /// Requests parked while a 2026-07-28 client answers a server's
     /// questions.
     relay: relay::Relay,
+    /// Start-up is over and the index has taken its tools once: searches
+    /// no longer wait for it (see `settle_search`).
+    search_settled: std::sync::atomic::AtomicBool,
     /// Itself, for work that outlives the request that started it.
     me: std::sync::Weak<FrontDoor>,
 }
@@ -88,6 +91,7 @@ impl FrontDoor {
             subscriptions: Default::default(),
             single_client: std::sync::atomic::AtomicBool::new(false),
             relay: relay::Relay::with_key(state_key),
+            search_settled: std::sync::atomic::AtomicBool::new(false),
             me: me.clone(),
         });
         server

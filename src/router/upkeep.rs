@@ -47,14 +47,22 @@ impl Router {
     /// while `auto_connect` servers are still on their first attempt, wait
     /// for them (bounded) and answer from a table that includes them. Once
     /// start-up is over it costs one read of the store's generation.
-    pub async fn settle_startup(&self) {
+    /// True if servers were starting.
+    pub async fn settle_startup(&self) -> bool {
         if self.sessions.wait_started(self.startup_wait).await {
             self.rebuild().await;
+            true
         } else {
             // A server that just finished starting has stored its lists a
             // moment before the table that shows them is rebuilt.
             self.catch_up().await;
+            false
         }
+    }
+
+    /// How long a request made at start-up waits for servers still starting.
+    pub fn startup_wait(&self) -> Duration {
+        self.startup_wait
     }
 
     /// Rebuilds the table from the store.
