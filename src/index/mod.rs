@@ -77,10 +77,6 @@ pub struct IndexProgress {
     /// read the whole catalog at once.
     pub synced: bool,
     pub semantic: bool,
-    /// The store's catalog generation whose tools are all findable (by
-    /// keyword at least; vectors follow): what a search made at start-up
-    /// waits for.
-    pub findable_generation: u64,
 }
 
 /// How much search a daemon does (`--search`).

@@ -38,16 +38,14 @@ impl SearchIndex {
         self.inner.progress.send_modify(|current| {
             *current = IndexProgress {
                 synced: current.synced || !progress.syncing,
-                findable_generation: current
-                    .findable_generation
-                    .max(progress.findable_generation),
                 ..progress
             }
         });
     }
 
     /// Waits (at most `limit`) until every tool the store holds now is
-    /// findable, by keyword at least. True if it is.
+    /// findable by keyword and by its first vector (by keyword alone within
+    /// milliseconds of a sync's start). True if it is.
     pub async fn wait_findable(&self, limit: std::time::Duration) -> bool {
         if self.inner.setting == SearchSetting::Off {
             return true;
@@ -59,7 +57,8 @@ impl SearchIndex {
         matches!(
             tokio::time::timeout(
                 limit,
-                progress.wait_for(|p| p.findable_generation >= generation)
+                progress
+                    .wait_for(|p| p.generation >= generation && p.indexed_tools >= p.total_tools)
             )
             .await,
             Ok(Ok(_))
@@ -271,10 +270,6 @@ impl SearchIndex {
         if !changed.is_empty() {
             inner.keyword.commit_with(PARTIAL)?;
         }
-        // Findable by name now; a search made at start-up waits for this.
-        inner.progress.send_modify(|p| {
-            p.findable_generation = p.findable_generation.max(generation);
-        });
         // Vectors in two passes: first each tool's short text (name, server,
         // description lead), so every tool is findable by meaning at twice
         // the speed; then the text with parameter names, the second vector

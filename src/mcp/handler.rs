@@ -117,10 +117,11 @@ impl FrontDoor {
 
     /// A client with only the meta-tools may search the moment it starts:
     /// like its first list, that search waits (bounded) for the servers
-    /// still starting, and then for the index to take their tools (by
-    /// keyword: milliseconds once a sync reaches them). After the first
-    /// search made once start-up is over, searches never wait: a catalog
-    /// changing later is indexed as it comes, as before.
+    /// still starting, and then (as long again at most) for the index to
+    /// take their tools: by keyword at once, by meaning within a second for
+    /// a few dozen tools. After the first search made once start-up is
+    /// over, searches never wait: a catalog changing later is indexed as
+    /// it comes.
     async fn settle_search(&self) {
         use std::sync::atomic::Ordering;
         let servers_were_starting = self.router.settle_startup().await;
