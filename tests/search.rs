@@ -630,7 +630,7 @@ async fn mcp_call(d: &Daemon, session: &str, message: Value) -> Value {
 }
 
 #[tokio::test]
-async fn sigterm_during_a_long_indexing_stops_within_seconds() {
+async fn sigterm_during_a_long_indexing_stops_within_seconds_and_closes_the_store() {
     let temp = tempfile::tempdir().unwrap();
     let mut d = Daemon::start_in(temp.path(), &[]);
     register(&d, fixture("fx", &["--tools", "5000"])).await;
@@ -645,6 +645,12 @@ async fn sigterm_during_a_long_indexing_stops_within_seconds() {
     }
     let exit = d.terminate(Duration::from_secs(10));
     assert!(exit.is_some_and(|s| s.success()), "{exit:?}");
+    // The sync let go of the store before the process left, so the file
+    // was closed cleanly: the next start does not check and repair it.
+    let again = Daemon::start_in(temp.path(), &[]);
+    let log = std::fs::read_to_string(common::log_path(temp.path())).unwrap();
+    assert!(!log.contains("not closed cleanly"), "{log}");
+    drop(again);
 }
 
 #[tokio::test]

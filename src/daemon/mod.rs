@@ -274,6 +274,9 @@ pub struct Stack {
     pub skills: Skills,
     /// Stops the search index's background work.
     background: CancellationToken,
+    /// The index's and the classifier's workers, each ending its running
+    /// job before it returns (see `index::let_go`).
+    workers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Stack {
@@ -357,7 +360,7 @@ impl Stack {
         };
         router.use_index(search.clone());
         let background = CancellationToken::new();
-        search.spawn_maintenance(
+        let maintenance = search.spawn_maintenance(
             sessions.catalog().subscribe(),
             registry.subscribe(),
             background.clone(),
@@ -367,7 +370,7 @@ impl Stack {
             search.clone(),
             front_door.skills.clone(),
         );
-        skills.spawn_worker(background.clone());
+        let classifier = skills.spawn_worker(background.clone());
         let key_path = data_dir.join(crate::paths::STATE_KEY_FILE);
         let data_file = |source| DaemonError::DataFile {
             path: key_path.clone(),
@@ -410,6 +413,7 @@ impl Stack {
             search,
             skills,
             background,
+            workers: std::sync::Mutex::new(vec![maintenance, classifier]),
         })
     }
 
@@ -427,8 +431,9 @@ impl Stack {
     }
 
     /// Closes every session (child processes terminated and reaped). A
-    /// sync under way stops at its next batch; the runtime's shutdown
-    /// gives it the time to let go of the store, which then closes. Only
+    /// sync or classification under way stops at its next batch and is
+    /// waited for (bounded): it holds the store, which closes cleanly only
+    /// once nothing does (else the next start checks and repairs it). Only
     /// before the process exits (the vectors are not freed).
     pub async fn shutdown(&self) {
         self.background.cancel();
@@ -436,6 +441,17 @@ impl Stack {
         self.search.abandon_at_exit();
         self.skills.stop();
         self.sessions.shutdown(SESSIONS_GRACE).await;
+        // Their jobs hold the store; it closes cleanly once they are done.
+        let workers = self
+            .workers
+            .lock()
+            .map(|mut w| std::mem::take(&mut *w))
+            .unwrap_or_default();
+        let _ = tokio::time::timeout(
+            crate::index::LET_GO_WAIT,
+            futures_util::future::join_all(workers),
+        )
+        .await;
         self.router.abandon_table_at_exit();
         // Whatever a server left that its session's end did not (a
         // session cut short by the grace, an orphan of unknown origin).

@@ -4,6 +4,7 @@
 //! sync stops at its next batch and what the index holds is let go.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
@@ -33,9 +34,15 @@ impl SearchIndex {
             loop {
                 let syncing = index.clone();
                 let starting_over = std::mem::take(&mut rebuild);
+                let mut running =
+                    in_background("search-index", move || syncing.sync(starting_over));
                 let result = tokio::select! {
-                    result = in_background("search-index", move || syncing.sync(starting_over)) => result,
-                    () = shutdown.cancelled() => return,
+                    result = &mut running => result,
+                    () = shutdown.cancelled() => {
+                        index.stop();
+                        let_go(running).await;
+                        return;
+                    }
                 };
                 // Also when the sync failed part way, which leaves its
                 // last progress saying it still runs.
@@ -106,6 +113,22 @@ impl SearchIndex {
         if let Ok(mut vectors) = self.inner.vectors.try_write() {
             std::mem::forget(std::mem::take(&mut *vectors));
         }
+    }
+}
+
+/// The most a shutdown waits for background work to end (it stops at its
+/// next batch: well under a second).
+pub const LET_GO_WAIT: Duration = Duration::from_secs(3);
+
+/// Waits (at most `LET_GO_WAIT`) for background work told to stop. Its
+/// thread holds the store, which closes cleanly only once nothing holds
+/// it: a process that exits first leaves the file marked open, and the
+/// next start checks and repairs all of it (seconds at 100,000 tools).
+pub async fn let_go<T>(running: tokio::sync::oneshot::Receiver<T>) {
+    if tokio::time::timeout(LET_GO_WAIT, running).await.is_err() {
+        tracing::warn!(
+            "background work did not stop within {LET_GO_WAIT:?}; exiting without it (the next start checks the store)"
+        );
     }
 }
 

@@ -35,7 +35,7 @@ use keyword::{KeywordError, KeywordIndex};
 use model::ModelState;
 use tool_doc::Docs;
 
-pub use maintenance::in_background;
+pub use maintenance::{LET_GO_WAIT, in_background, let_go};
 pub use rank::{Normalisation, SearchMode, Weights};
 pub use search::{Levers, SearchHit, SearchOutcome, SearchRequest};
 pub use tool_doc::ToolDoc;

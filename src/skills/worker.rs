@@ -82,9 +82,15 @@ impl Skills {
             }
             loop {
                 let pass = skills.clone();
+                let mut running =
+                    crate::index::in_background("skills", move || pass.classify_pending());
                 let result = tokio::select! {
-                    result = crate::index::in_background("skills", move || pass.classify_pending()) => result,
-                    () = shutdown.cancelled() => return,
+                    result = &mut running => result,
+                    () = shutdown.cancelled() => {
+                        skills.stop();
+                        crate::index::let_go(running).await;
+                        return;
+                    }
                 };
                 let mut retry_at = None;
                 match result {
