@@ -57,7 +57,7 @@ fn main() {
     let embedder = Embedder::load().expect("model");
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let bases = embedder
-        .embed_in_background(&refs, true)
+        .embed_in_background(&refs, true, &std::sync::atomic::AtomicBool::new(false))
         .expect("embed tools");
     let refs: Vec<&str> = queries.iter().map(String::as_str).collect();
     let queries = embedder.embed(&refs).expect("embed queries");

@@ -40,6 +40,8 @@ pub enum EmbedError {
     Unavailable(String),
     #[error("embedding failed: {0}")]
     Failed(String),
+    #[error("embedding stopped: the aggregator is shutting down")]
+    Stopped,
 }
 
 /// The loaded model: one ONNX session always, and during a bulk pass of
@@ -161,10 +163,14 @@ impl Embedder {
     /// taken only when no query waits. With `bulk`, helper sessions are
     /// loaded (once, until `end_bulk`) and the turns run side by side.
     /// Blocking.
+    /// `stop`, once set, ends the call after the runs in flight (a
+    /// shutdown must not wait for a whole batch on a busy machine, where
+    /// this low-priority work gets little of the cores).
     pub fn embed_in_background(
         &self,
         texts: &[&str],
         bulk: bool,
+        stop: &AtomicBool,
     ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let runs: Vec<&[&str]> = texts.chunks(EMBED_BATCH).collect();
         let helpers = if bulk && runs.len() > 1 && !self.helpers_failed.load(Ordering::SeqCst) {
@@ -176,7 +182,7 @@ impl Embedder {
         let next_run = AtomicUsize::new(0);
         let failed = AtomicBool::new(false);
         let worker = |first_error: &mut Option<EmbedError>| {
-            while !failed.load(Ordering::SeqCst) {
+            while !failed.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst) {
                 let i = next_run.fetch_add(1, Ordering::SeqCst);
                 let Some(texts) = runs.get(i) else {
                     return;
@@ -229,7 +235,13 @@ impl Embedder {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut vectors = Vec::with_capacity(texts.len());
         for run in results {
-            vectors.extend(run.ok_or_else(|| EmbedError::Failed("a run was lost".into()))?);
+            vectors.extend(run.ok_or_else(|| {
+                if stop.load(Ordering::SeqCst) {
+                    EmbedError::Stopped
+                } else {
+                    EmbedError::Failed("a run was lost".into())
+                }
+            })?);
         }
         Ok(vectors)
     }
@@ -594,6 +606,7 @@ mod tests {
                     text,
                 ],
                 false,
+                &AtomicBool::new(false),
             )
             .expect("the indexer's way");
         assert_eq!(alone[0], background[1]);
@@ -637,7 +650,9 @@ mod tests {
         let indexing = Arc::clone(&embedder);
         let indexer = std::thread::spawn(move || {
             let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-            indexing.embed_in_background(&texts, true).map(|v| v.len())
+            indexing
+                .embed_in_background(&texts, true, &AtomicBool::new(false))
+                .map(|v| v.len())
         });
         // The indexer is under way (its first turn done).
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
@@ -666,6 +681,45 @@ mod tests {
         assert_eq!(indexer.join().expect("indexer").expect("indexed"), TEXTS);
     }
 
+    /// A shutdown's stop ends the indexer's call after the runs in flight,
+    /// not after the whole batch.
+    #[test]
+    fn a_stop_ends_the_indexers_call_after_the_runs_in_flight() {
+        // Far more than are embedded before the stop, on any machine.
+        const TEXTS: usize = 5000;
+        let embedder = Arc::new(Embedder::load_with_sessions(1).expect("the model loads"));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (indexing, stopping) = (Arc::clone(&embedder), Arc::clone(&stop));
+        let indexer = std::thread::spawn(move || {
+            let texts: Vec<String> = (0..TEXTS)
+                .map(|i| format!("tool number {i}: reads, writes and lists the files"))
+                .collect();
+            let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+            indexing.embed_in_background(&texts, false, &stopping)
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while embedder.background_texts() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the indexer never started"
+            );
+            std::thread::yield_now();
+        }
+        stop.store(true, Ordering::SeqCst);
+        let stopped_at = embedder.background_texts();
+        let outcome = indexer.join().expect("indexer");
+        assert!(
+            matches!(outcome, Err(EmbedError::Stopped)),
+            "{:?}",
+            outcome.map(|v| v.len())
+        );
+        assert!(
+            embedder.background_texts() <= stopped_at + EMBED_BATCH as u64,
+            "{} texts embedded after the stop",
+            embedder.background_texts() - stopped_at
+        );
+    }
+
     /// A bulk pass loads a helper session, spreads its runs over both and
     /// keeps the order; the helper goes when the pass ends.
     #[test]
@@ -681,11 +735,11 @@ mod tests {
             .collect();
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         let one_by_one = embedder
-            .embed_in_background(&texts, false)
+            .embed_in_background(&texts, false, &AtomicBool::new(false))
             .expect("embedded on one session");
         assert_eq!(embedder.sessions_alive(), 1);
         let side_by_side = embedder
-            .embed_in_background(&texts, true)
+            .embed_in_background(&texts, true, &AtomicBool::new(false))
             .expect("embedded on two sessions");
         assert_eq!(
             embedder.sessions_alive(),

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::embedder::{self, Embedder};
+use super::embedder::{self, EmbedError, Embedder};
 use super::{IndexError, SearchIndex};
 use crate::store::embedding_key;
 
@@ -130,7 +130,12 @@ impl SearchIndex {
             let embedder = self.embedder().map_err(IndexError::ModelUnavailable)?;
             order.sort_by_key(|i| flat[*i].len());
             let inputs: Vec<&str> = order.iter().map(|i| flat[*i]).collect();
-            let fresh = embedder.embed_in_background(&inputs, bulk)?;
+            let fresh = embedder
+                .embed_in_background(&inputs, bulk, &self.inner.stopping)
+                .map_err(|err| match err {
+                    EmbedError::Stopped => IndexError::Cancelled,
+                    err => err.into(),
+                })?;
             let entries: Vec<([u8; 32], &[f32])> = order
                 .iter()
                 .zip(&fresh)
