@@ -583,6 +583,19 @@ mod tests {
         a.iter().zip(b).map(|(x, y)| x * y).sum()
     }
 
+    /// Until the indexer running beside the test is under way (its first
+    /// run done).
+    fn wait_for_the_indexers_first_run(embedder: &Embedder) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while embedder.background_texts() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the indexer never started"
+            );
+            std::thread::yield_now();
+        }
+    }
+
     /// The int8 model scales a run's activations together: a text's vector
     /// must not depend on the texts asked with it (a query's intents, a
     /// sync's neighbours).
@@ -654,15 +667,7 @@ mod tests {
                 .embed_in_background(&texts, true, &AtomicBool::new(false))
                 .map(|v| v.len())
         });
-        // The indexer is under way (its first turn done).
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-        while embedder.background_texts() == 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the indexer never started"
-            );
-            std::thread::yield_now();
-        }
+        wait_for_the_indexers_first_run(&embedder);
         let before = embedder.background_texts();
         let answer = embedder.embed(&["find my calendar"]).expect("the query");
         let after = embedder.background_texts();
@@ -697,14 +702,7 @@ mod tests {
             let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
             indexing.embed_in_background(&texts, false, &stopping)
         });
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-        while embedder.background_texts() == 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the indexer never started"
-            );
-            std::thread::yield_now();
-        }
+        wait_for_the_indexers_first_run(&embedder);
         stop.store(true, Ordering::SeqCst);
         let stopped_at = embedder.background_texts();
         let outcome = indexer.join().expect("indexer");
