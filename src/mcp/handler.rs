@@ -116,24 +116,22 @@ impl FrontDoor {
     }
 
     /// A client with only the meta-tools may search the moment it starts:
-    /// like its first list, that search waits (bounded) for the servers
-    /// still starting, and then (as long again at most) for the index to
-    /// take their tools: by keyword at once, by meaning within a second for
-    /// a few dozen tools. After the first search made once start-up is
-    /// over, searches never wait: a catalog changing later is indexed as
-    /// it comes.
+    /// like its first list, its first search waits (bounded) for the
+    /// servers still starting, and then (as long again at most) for the
+    /// index to take their tools: by keyword at once, by meaning within a
+    /// second for a few dozen tools. Only once: agents search again and
+    /// again, and a server stuck in its start must not cost every search
+    /// the wait; a catalog changing later is indexed as it comes.
     async fn settle_search(&self) {
         use std::sync::atomic::Ordering;
-        let servers_were_starting = self.router.settle_startup().await;
-        if !servers_were_starting && self.search_settled.load(Ordering::Relaxed) {
+        if self.search_settled.load(Ordering::Relaxed) {
             return;
         }
+        self.router.settle_startup().await;
         if !self.search.wait_findable(self.router.startup_wait()).await {
             tracing::debug!("a search at start-up answered before the index took every tool");
         }
-        if !self.router.is_starting() {
-            self.search_settled.store(true, Ordering::Relaxed);
-        }
+        self.search_settled.store(true, Ordering::Relaxed);
     }
 
     /// `tools/call`: the aggregator's own meta-tools, or a call routed to

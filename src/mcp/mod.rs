@@ -65,8 +65,8 @@ pub struct FrontDoor {
     /// Requests parked while a 2026-07-28 client answers a server's
     /// questions.
     relay: relay::Relay,
-    /// Start-up is over and the index has taken its tools once: searches
-    /// no longer wait for it (see `settle_search`).
+    /// A search has waited for start-up once: later ones do not (see
+    /// `settle_search`).
     search_settled: std::sync::atomic::AtomicBool,
     /// Itself, for work that outlives the request that started it.
     me: std::sync::Weak<FrontDoor>,

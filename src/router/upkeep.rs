@@ -47,16 +47,13 @@ impl Router {
     /// while `auto_connect` servers are still on their first attempt, wait
     /// for them (bounded) and answer from a table that includes them. Once
     /// start-up is over it costs one read of the store's generation.
-    /// True if servers were starting.
-    pub async fn settle_startup(&self) -> bool {
+    pub async fn settle_startup(&self) {
         if self.sessions.wait_started(self.startup_wait).await {
             self.rebuild().await;
-            true
         } else {
             // A server that just finished starting has stored its lists a
             // moment before the table that shows them is rebuilt.
             self.catch_up().await;
-            false
         }
     }
 
