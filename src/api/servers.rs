@@ -165,6 +165,7 @@ pub async fn list_servers(
     for record in &records {
         let mut view = ServerView::new(record)
             .with_health(state.router.health(record.id))
+            .with_discovering(state.router.is_discovering(record.id))
             .with_auth(state.router.auth_view(record).await);
         if query.include_tools {
             let tools = state.registry.tools(&record.id.to_string()).await?;
@@ -195,6 +196,7 @@ pub async fn get_server(
     Ok(Json(
         ServerView::new(&record)
             .with_health(state.router.health(record.id))
+            .with_discovering(state.router.is_discovering(record.id))
             .with_auth(auth),
     ))
 }

@@ -30,6 +30,10 @@ pub struct ServerView {
     pub auto_connect: bool,
     pub priority: i32,
     pub tool_count: u32,
+    /// Present (`true`) while a server that just connected is being listed:
+    /// `tool_count` is about to change.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub discovering: bool,
     /// When the server was last checked, actively or by answering a call.
     pub last_health_check: Option<DateTime<Utc>>,
     /// Response times, failures, error rate and uptime since the aggregator
@@ -153,6 +157,7 @@ impl ServerView {
             auto_connect: record.auto_connect,
             priority: record.priority,
             tool_count: record.tool_count,
+            discovering: false,
             last_health_check: record.last_health_check,
             health: None,
             registered_at: record.registered_at,
@@ -170,6 +175,12 @@ impl ServerView {
     /// Adds where its login stands.
     pub fn with_auth(mut self, auth: Option<crate::oauth::AuthView>) -> ServerView {
         self.auth = auth;
+        self
+    }
+
+    /// Marks a connected server whose lists are still being discovered.
+    pub fn with_discovering(mut self, discovering: bool) -> ServerView {
+        self.discovering = discovering && self.status.is_available();
         self
     }
 

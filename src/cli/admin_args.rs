@@ -64,7 +64,7 @@ Names are ^[a-z][a-z0-9_-]*$. Env and header values are stored encrypted and nev
 pub(super) struct ConnectArgs {
     /// Server name or id.
     pub(super) name: String,
-    /// Wait until the server is CONNECTED (or ERROR), up to 60 s.
+    /// Wait until the server is CONNECTED with its tools listed (or ERROR), up to 60 s.
     #[arg(long)]
     pub(super) wait: bool,
     #[command(flatten)]

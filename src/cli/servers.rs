@@ -164,7 +164,13 @@ async fn servers_connect(args: ConnectArgs) -> Result<ExitCode, CliError> {
     loop {
         let server: Value = client.get(&format!("{SERVERS_PATH}/{segment}")).await?;
         let status = field(&server, "status");
-        let settled = matches!(status.as_str(), "CONNECTED" | "DEGRADED" | "ERROR");
+        // Connected is settled once its first listing is stored, so the
+        // tool count printed is the server's.
+        let settled = match status.as_str() {
+            "CONNECTED" | "DEGRADED" => server["discovering"] != Value::Bool(true),
+            "ERROR" => true,
+            _ => false,
+        };
         if settled || std::time::Instant::now() > deadline {
             if args.client.json {
                 println!("{server}");

@@ -60,6 +60,12 @@ impl Router {
         self.sessions.is_starting()
     }
 
+    /// Whether a connected server's lists are still being discovered: its
+    /// tools are about to be stored.
+    pub fn is_discovering(&self, id: ServerId) -> bool {
+        self.sessions.is_discovering(id)
+    }
+
     /// Whether the server may ask its client for input inside a result
     /// (an input-required result), as its revision does.
     pub fn asks_in_results(&self, id: ServerId) -> bool {

@@ -307,6 +307,12 @@ impl SessionManager {
         !self.shared.starting.borrow().is_empty()
     }
 
+    /// Whether this server just connected and its lists are still being
+    /// discovered (or it is on its first attempt at start-up).
+    pub fn is_discovering(&self, id: ServerId) -> bool {
+        self.shared.starting.borrow().contains(&id)
+    }
+
     /// Waits, at most `limit`, until every `auto_connect` server's first
     /// attempt is over — connected with its lists discovered, or failed —
     /// and every server that just connected has its lists.
