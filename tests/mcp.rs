@@ -2210,3 +2210,80 @@ async fn a_call_result_passes_through_byte_for_byte() {
     let parsed: Value = serde_json::from_str(&answer).unwrap();
     assert_eq!(parsed["result"]["content"][0]["text"], written, "{answer}");
 }
+
+/// A 2025 client whose notification stream dropped opens another: the
+/// new GET takes over (the old stream ends, even if the server never
+/// noticed its connection go), and notifications reach the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_get_stream_takes_over_from_one_that_dropped() {
+    let d = Daemon::start();
+    register(
+        &d,
+        json!({"name": "fx", "transport_type": "STDIO", "connection_config": {"command": FIXTURE}, "trust": {"pinning": "warn"}}),
+    )
+    .await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    let session = common::mcp_session_with(&d, json!({})).await;
+    let open_stream = || {
+        http()
+            .get(d.api("/mcp"))
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &session)
+            .send()
+    };
+    // Reads the stream until it holds `needle`, ends, or a minute passes.
+    #[derive(Debug, PartialEq)]
+    enum Read {
+        Seen,
+        Ended,
+        TimedOut,
+    }
+    async fn read_until(stream: &mut reqwest::Response, needle: &str) -> Read {
+        let end = Instant::now() + Duration::from_secs(60);
+        let mut seen = String::new();
+        while Instant::now() < end {
+            match tokio::time::timeout(Duration::from_secs(5), stream.chunk()).await {
+                Ok(Ok(Some(chunk))) => {
+                    seen.push_str(&String::from_utf8_lossy(&chunk));
+                    if seen.contains(needle) {
+                        return Read::Seen;
+                    }
+                }
+                Ok(_) => return Read::Ended,
+                Err(_) => {}
+            }
+        }
+        Read::TimedOut
+    }
+    let add_tool = |id: i64, name: &str| {
+        http()
+            .post(d.api("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &session)
+            .json(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "fx__add_tool", "arguments": {"name": name}}}))
+            .send()
+    };
+
+    let mut first = open_stream().await.unwrap();
+    assert_eq!(first.status(), 200);
+    // The first stays open (its client gone quiet); a second takes over.
+    let mut second = open_stream().await.unwrap();
+    assert_eq!(second.status(), 200, "{:?}", second.text().await);
+    assert_eq!(read_until(&mut first, "list_changed").await, Read::Ended);
+    assert_eq!(add_tool(2, "fresh").await.unwrap().status(), 200);
+    assert_eq!(
+        read_until(&mut second, "notifications/tools/list_changed").await,
+        Read::Seen
+    );
+
+    // Dropped: the next GET gets the notifications back.
+    drop(second);
+    let mut third = open_stream().await.unwrap();
+    assert_eq!(third.status(), 200);
+    assert_eq!(add_tool(3, "fresher").await.unwrap().status(), 200);
+    assert_eq!(
+        read_until(&mut third, "notifications/tools/list_changed").await,
+        Read::Seen
+    );
+}

@@ -12,11 +12,15 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt as _;
 use serde_json::Value;
+use std::future::Future as _;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
 
 use super::incoming::Incoming;
 use super::outbound::Outbound;
@@ -29,11 +33,59 @@ pub const SESSION_HEADER: &str = "mcp-session-id";
 /// One HTTP client session.
 struct HttpSession {
     connection: Arc<ClientConnection>,
-    /// Notifications waiting for a GET stream (taken by the first GET);
-    /// bounded, so a client that never opens one costs a bounded queue.
+    /// Notifications waiting for a GET stream, lent to the open one and
+    /// back here when it ends; bounded, so a client that never opens one
+    /// costs a bounded queue.
     notifications: Mutex<Option<mpsc::Receiver<Outgoing>>>,
+    /// Ends the open GET stream: a client whose stream dropped opens a new
+    /// one, and the server may not have noticed the old one is gone.
+    open_stream: Mutex<Option<CancellationToken>>,
+    /// Told when a stream gives the notifications back.
+    stream_ended: Notify,
     notifier: tokio::task::AbortHandle,
 }
+
+/// The session's notifications, lent to its GET stream. Given back when
+/// the stream ends (its connection closed, or a newer GET took over), so
+/// no notification is lost in between and the client can open another.
+struct LentNotifications {
+    receiver: Option<mpsc::Receiver<Outgoing>>,
+    session: Weak<HttpSession>,
+    superseded: Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
+    _open: InUse,
+}
+
+impl futures_util::Stream for LentNotifications {
+    type Item = Outgoing;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Outgoing>> {
+        if self.superseded.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        match self.receiver.as_mut() {
+            Some(receiver) => receiver.poll_recv(cx),
+            None => Poll::Ready(None),
+        }
+    }
+}
+
+impl Drop for LentNotifications {
+    fn drop(&mut self) {
+        let Some(session) = self.session.upgrade() else {
+            return;
+        };
+        // Nothing we send reaches the client until it opens a stream again.
+        session.connection.set_accepts_requests(false);
+        if let Ok(mut slot) = session.notifications.lock() {
+            *slot = self.receiver.take();
+        }
+        session.stream_ended.notify_waiters();
+    }
+}
+
+/// How long a new GET waits for the stream it replaces to give the
+/// notifications back.
+const STREAM_HANDOVER: Duration = Duration::from_secs(5);
 
 impl Drop for HttpSession {
     fn drop(&mut self) {
@@ -140,6 +192,8 @@ impl McpHttp {
         let session = Arc::new(HttpSession {
             connection,
             notifications: Mutex::new(Some(notifications)),
+            open_stream: Mutex::new(None),
+            stream_ended: Notify::new(),
             notifier: notifier.abort_handle(),
         });
         match self.sessions.insert(remote, Arc::clone(&session)) {
@@ -574,22 +628,26 @@ pub async fn get(
     if let Err(err) = picked.check_session(&session.connection) {
         return err.into_response();
     }
-    let Some(receiver) = session
-        .notifications
-        .lock()
-        .ok()
-        .and_then(|mut slot| slot.take())
-    else {
+    let Some(receiver) = take_notifications(&session).await else {
         return HttpError::new(
             StatusCode::CONFLICT,
-            "this session already has a notification stream",
+            "this session's notification stream did not end in time for a new one; try again",
         )
         .into_response();
     };
+    let superseded = CancellationToken::new();
+    if let Ok(mut open) = session.open_stream.lock() {
+        *open = Some(superseded.clone());
+    }
     session.connection.set_accepts_requests(true);
-    // An open stream keeps the session alive.
-    let events = ReceiverStream::new(receiver).map(move |message| {
-        let _open = &in_use;
+    let lent = LentNotifications {
+        receiver: Some(receiver),
+        session: Arc::downgrade(&session),
+        superseded: Box::pin(superseded.cancelled_owned()),
+        // An open stream keeps the session alive.
+        _open: in_use,
+    };
+    let events = lent.map(|message| {
         Ok::<_, std::convert::Infallible>(
             Event::default().event("message").data(message.to_string()),
         )
@@ -597,6 +655,37 @@ pub async fn get(
     Sse::new(events)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
+}
+
+/// The session's notifications for a new GET stream: at once when no
+/// stream is open, else after the open one is ended and gives them back
+/// (`None` if it does not within `STREAM_HANDOVER`).
+async fn take_notifications(session: &HttpSession) -> Option<mpsc::Receiver<Outgoing>> {
+    let take = || {
+        session
+            .notifications
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take())
+    };
+    if let Some(receiver) = take() {
+        return Some(receiver);
+    }
+    if let Some(open) = session.open_stream.lock().ok().and_then(|mut o| o.take()) {
+        open.cancel();
+    }
+    tokio::time::timeout(STREAM_HANDOVER, async {
+        loop {
+            // Registered before the check, so a hand-back in between is seen.
+            let ended = session.stream_ended.notified();
+            if let Some(receiver) = take() {
+                return receiver;
+            }
+            ended.await;
+        }
+    })
+    .await
+    .ok()
 }
 
 /// `DELETE /mcp`: ends the session.
