@@ -560,3 +560,71 @@ async fn every_other_file_of_the_data_dir_damaged_is_survived_or_named() {
     assert!(log.contains("secret.key"), "{log}");
     assert!(!log.contains("panicked"), "{log}");
 }
+
+/// A full disk while the search index is rebuilt: the rebuild fails, and
+/// once space returns the index comes back by itself (tantivy's writer
+/// does not survive a failed write; a new one is opened and the rebuild
+/// tried again), with no restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_comes_back_by_itself_after_a_full_disk_broke_a_rebuild() {
+    const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
+    let temp = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(&temp.path().join("disk"), "16m") else {
+        return;
+    };
+    let data = disk.mount.join("data");
+    let log = temp.path().join("daemon.log");
+    let (mut child, url) = serve_on(&data, &log, &["--search", "keyword"]);
+    let body = json!({"name": "fx", "transport_type": "STDIO",
+        "connection_config": {"command": FIXTURE, "args": ["--tools", "40"]}});
+    let response = http()
+        .post(format!("{url}/api/v1/aggregator/servers"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let finds = async || {
+        let found: Value = post_json(
+            &format!("{url}/api/v1/search"),
+            &json!({"query": "generated tool number 7", "limit": 3}),
+        )
+        .await;
+        found.to_string().contains("fx.tool_0007")
+    };
+    let end = Instant::now() + UP;
+    while !finds().await {
+        assert!(Instant::now() < end, "search never found the tool");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let filler = disk.fill();
+    let response = http()
+        .post(format!("{url}/api/v1/search/reindex"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202);
+    let end = Instant::now() + UP;
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("search indexing failed")
+    {
+        assert!(
+            Instant::now() < end,
+            "the rebuild did not fail on a full disk"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    std::fs::remove_file(filler).unwrap();
+    let end = Instant::now() + Duration::from_secs(120);
+    while !finds().await {
+        assert!(
+            Instant::now() < end,
+            "search never came back: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(stop(&mut child).success());
+}

@@ -135,13 +135,16 @@ pub async fn index_status(State(state): State<AppState>) -> Json<IndexStatus> {
 )]
 pub async fn reindex(State(state): State<AppState>) -> Response {
     let index = state.search.clone();
-    tokio::spawn(async move {
-        match tokio::task::spawn_blocking(move || index.sync(true)).await {
-            Ok(Ok(count)) => tracing::info!(tools = count, "search index rebuilt"),
-            Ok(Err(err)) => tracing::error!("search index rebuild failed: {err}"),
-            Err(err) => tracing::error!("search index rebuild task failed: {err}"),
-        }
-    });
+    // The daemon's maintenance task runs it (and tries again if it fails).
+    if !index.request_rebuild() {
+        tokio::spawn(async move {
+            match tokio::task::spawn_blocking(move || index.sync(true)).await {
+                Ok(Ok(count)) => tracing::info!(tools = count, "search index rebuilt"),
+                Ok(Err(err)) => tracing::error!("search index rebuild failed: {err}"),
+                Err(err) => tracing::error!("search index rebuild task failed: {err}"),
+            }
+        });
+    }
     let mut status = status_of(&state);
     status.syncing = true;
     (StatusCode::ACCEPTED, Json(status)).into_response()

@@ -111,7 +111,10 @@ pub struct KeywordIndex {
     index: Index,
     fields: Fields,
     reader: IndexReader,
-    writer: Mutex<IndexWriter>,
+    /// `None` after a write failed: tantivy's writer does not survive a
+    /// failed write (a full disk kills its thread), so the next write
+    /// opens a new one instead of failing until a restart.
+    writer: Mutex<Option<IndexWriter>>,
     query_analyzer: Mutex<TextAnalyzer>,
 }
 
@@ -222,7 +225,7 @@ impl KeywordIndex {
                 index,
                 fields,
                 reader,
-                writer: Mutex::new(writer),
+                writer: Mutex::new(Some(writer)),
                 query_analyzer: Mutex::new(analyzer(QUERY_FILLER)),
             },
             generation,
@@ -251,11 +254,21 @@ impl KeywordIndex {
         &self,
         f: impl FnOnce(&mut IndexWriter) -> Result<T, KeywordError>,
     ) -> Result<T, KeywordError> {
-        let mut writer = self
+        let mut slot = self
             .writer
             .lock()
             .map_err(|_| tantivy::TantivyError::InternalError("writer lock poisoned".into()))?;
-        f(&mut writer)
+        let writer = match slot.as_mut() {
+            Some(writer) => writer,
+            None => slot.insert(self.index.writer_with_num_threads(1, WRITER_MEMORY)?),
+        };
+        let result = f(writer);
+        if result.is_err() {
+            // Its uncommitted changes go with it; the caller's sync fails
+            // and is run again (maintenance.rs).
+            *slot = None;
+        }
+        result
     }
 
     pub fn clear(&self) -> Result<(), KeywordError> {

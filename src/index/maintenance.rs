@@ -12,6 +12,11 @@ use super::{IndexError, SearchIndex, SearchSetting};
 use crate::catalog::CatalogChanged;
 use crate::registry::RegistryEvent;
 
+/// After a failed sync, the next try comes this much later, doubling up
+/// to `RETRY_MAX` while it keeps failing (a full disk, say).
+const RETRY_FIRST: Duration = Duration::from_secs(5);
+const RETRY_MAX: Duration = Duration::from_secs(300);
+
 impl SearchIndex {
     /// Keeps the index in line with the catalog until
     /// `shutdown`: one sync at start, then one after each burst of tool
@@ -29,11 +34,15 @@ impl SearchIndex {
                 return;
             }
             // A keyword index found damaged while running is started over
-            // once, at once; a second failure waits for the next change.
+            // once, at once; a second failure is tried again later (a full
+            // disk frees up), sooner if the tools change.
             let mut rebuild = false;
+            let mut retry: Option<Duration> = None;
+            index.inner.maintained.store(true, Ordering::SeqCst);
             loop {
                 let syncing = index.clone();
-                let starting_over = std::mem::take(&mut rebuild);
+                let starting_over = std::mem::take(&mut rebuild)
+                    | index.inner.rebuild_wanted.swap(false, Ordering::SeqCst);
                 let mut running =
                     in_background("search-index", move || syncing.sync(starting_over));
                 let result = tokio::select! {
@@ -53,11 +62,16 @@ impl SearchIndex {
                 // The sync's transient copies of the catalog are freed; hand
                 // the pages back rather than keep the peak for good.
                 crate::memory::release_freed();
+                let failed_after = |retry: Option<Duration>| {
+                    Some(retry.map_or(RETRY_FIRST, |after| (after * 2).min(RETRY_MAX)))
+                };
                 match result {
-                    Ok(Ok(changed)) if changed > 0 => {
-                        tracing::info!(changed, "search index updated")
+                    Ok(Ok(changed)) => {
+                        if changed > 0 {
+                            tracing::info!(changed, "search index updated");
+                        }
+                        retry = None;
                     }
-                    Ok(Ok(_)) => {}
                     Ok(Err(IndexError::Keyword(err))) if !starting_over => {
                         tracing::warn!(
                             "the keyword index failed ({err}); rebuilding it from the store"
@@ -65,11 +79,24 @@ impl SearchIndex {
                         rebuild = true;
                         continue;
                     }
-                    Ok(Err(err)) => tracing::error!("search indexing failed: {err}"),
-                    Err(err) => tracing::error!("search indexing task failed: {err}"),
+                    Ok(Err(err)) => {
+                        retry = failed_after(retry);
+                        // What the keyword index holds is unknown after a
+                        // failed write: the next try starts it over.
+                        rebuild = matches!(err, IndexError::Keyword(_));
+                        tracing::error!(
+                            "search indexing failed: {err}; trying again in {} s, or at the next change",
+                            retry.unwrap_or_default().as_secs()
+                        );
+                    }
+                    Err(err) => {
+                        retry = failed_after(retry);
+                        tracing::error!("search indexing task failed: {err}");
+                    }
                 }
                 // Wait for a change that touches tools; a lagging receiver
                 // means changes were missed, which a sync covers too.
+                let retry_at = retry.map(|after| tokio::time::Instant::now() + after);
                 loop {
                     let tools_changed = tokio::select! {
                         event = catalog.recv() => match event {
@@ -83,6 +110,8 @@ impl SearchIndex {
                             Err(broadcast::error::RecvError::Lagged(_)) => true,
                             Err(broadcast::error::RecvError::Closed) => return,
                         },
+                        () = tokio::time::sleep_until(retry_at.unwrap_or_else(tokio::time::Instant::now)), if retry_at.is_some() => true,
+                        () = index.inner.rebuild_asked.notified() => true,
                         () = shutdown.cancelled() => return,
                     };
                     if tools_changed {
@@ -94,6 +123,17 @@ impl SearchIndex {
                 while registry.try_recv().is_ok() {}
             }
         })
+    }
+
+    /// Asks the maintenance task to rebuild both indexes from the store
+    /// (after the sync running now, if any); false when no task runs.
+    pub fn request_rebuild(&self) -> bool {
+        if !self.inner.maintained.load(Ordering::SeqCst) {
+            return false;
+        }
+        self.inner.rebuild_wanted.store(true, Ordering::SeqCst);
+        self.inner.rebuild_asked.notify_one();
+        true
     }
 
     /// Stops a running sync at its next batch (shutdown must not wait for

@@ -119,6 +119,12 @@ struct Inner {
     synced_once: AtomicBool,
     /// Set at shutdown: a running sync stops at its next batch.
     stopping: AtomicBool,
+    /// A rebuild asked for (`reindex`), run by the maintenance task, which
+    /// also tries again when it fails.
+    rebuild_wanted: AtomicBool,
+    rebuild_asked: tokio::sync::Notify,
+    /// Whether a maintenance task runs to take such requests.
+    maintained: AtomicBool,
     progress: watch::Sender<IndexProgress>,
     /// Moves on whenever tools' skills may have changed (a sync, or a
     /// classification applied): views that filter by skill look again.
@@ -202,6 +208,9 @@ impl SearchIndex {
                 graph_from: AtomicUsize::new(vector::GRAPH_FROM),
                 synced_once: AtomicBool::new(false),
                 stopping: AtomicBool::new(false),
+                rebuild_wanted: AtomicBool::new(false),
+                rebuild_asked: tokio::sync::Notify::new(),
+                maintained: AtomicBool::new(false),
                 progress,
                 skills_moved: watch::channel(0).0,
             }),
