@@ -197,3 +197,28 @@ async fn a_deep_schema_or_a_bad_header_annotation_refuses_that_tool_alone() {
     let server: Value = get_json(&d.api("/api/v1/aggregator/servers/odd")).await;
     assert!(server["tool_count"].as_u64().unwrap_or(0) > 10, "{server}");
 }
+
+/// A server that answers a later tools/list with something that is not a
+/// list: its stored tools stay (a broken answer is no empty list).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_list_answer_keeps_the_stored_tools() {
+    let d = Daemon::start();
+    register(&d, hostile_server("odd", &[])).await;
+    wait_status(&d, "odd", "CONNECTED", UP).await;
+    let before = wait_tool(&d, "odd", "break_list").await.len();
+    let (status, body) = rest_call(&d, "odd.break_list", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let log = log_path(&d.data_dir);
+    let end = Instant::now() + UP;
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("has no `tools` array")
+    {
+        assert!(Instant::now() < end, "the broken list was never read");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let tools: Vec<Value> = get_json(&d.api("/api/v1/aggregator/servers/odd/tools")).await;
+    assert_eq!(tools.len(), before);
+    let (status, body) = rest_call(&d, "odd.echo", json!({"still": "here"})).await;
+    assert_eq!(status, 200, "{body}");
+}

@@ -118,13 +118,18 @@ pub async fn list_all(
         if first_page && let Some(ttl) = page.ttl_ms {
             session.note_list_ttl(method, ttl);
         }
-        for item in page.items(field) {
+        let items = page.items(field).ok_or_else(|| {
+            RpcError::Malformed(format!(
+                "the result of {method} has no `{field}` array; what is stored is kept"
+            ))
+        })?;
+        for item in items {
             match admit(item, key, max_definition) {
                 Ok(item) => listed.items.push(item),
                 Err(refused) => listed.refused.push(refused),
             }
         }
-        if listed.items.len() + listed.refused.len() >= MAX_ITEMS {
+        if listed.items.len() + listed.refused.len() > MAX_ITEMS {
             tracing::warn!(
                 server = session.server(),
                 method,
@@ -183,12 +188,13 @@ impl<'a> Page<'a> {
         })
     }
 
-    /// The list's items as they were written (none if it is not an array).
-    fn items(&self, field: &str) -> Vec<&RawValue> {
+    /// The list's items as they were written; `None` when the field is
+    /// missing or not an array (a broken answer, which must not empty the
+    /// stored list).
+    fn items(&self, field: &str) -> Option<Vec<&RawValue>> {
         self.members
             .get(field)
             .and_then(|items| serde_json::from_str(items.get()).ok())
-            .unwrap_or_default()
     }
 }
 

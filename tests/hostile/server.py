@@ -77,6 +77,7 @@ TOOLS = [
     ("malformed", "Write lines that are not JSON-RPC, then answer"),
     ("wrong_id", "Answer with an id that was never asked"),
     ("hang", "Never answer"),
+    ("break_list", "From now on answer tools/list with a `tools` that is not a list, and say the list changed"),
     ("exit", "Exit the process in the middle of the call"),
     ("grandchild", "Start a grandchild that ignores SIGTERM; answer its pid"),
     ("escape", "Start a process that leaves the process group (setsid, then a second fork), "
@@ -92,6 +93,9 @@ TOOLS = [
     ("resumable", "HTTP only: close the answer's event stream after a log event with an id and "
                   "`retry: 300`, and answer on the GET that resumes it (not sooner than asked)"),
 ]
+
+
+BROKEN_LIST = [False]
 
 
 def tool_list():
@@ -126,6 +130,8 @@ def tools_page(params):
     """The answer to tools/list: the tools, with --huge-pages after the
     first page, as JSON text."""
     cursor = params.get("cursor")
+    if BROKEN_LIST[0]:
+        return '{"tools": {"oops": 1}}'
     if ARGS.huge_pages and cursor is not None:
         page = int(cursor)
         tool = {"name": f"huge_{page}", "description": "h" * (ARGS.huge_mb * 1024 * 1024),
@@ -250,6 +256,10 @@ def call_tool(peer, rid, name, arguments, meta):
     token = (meta or {}).get("progressToken")
     if name == "echo":
         return text_result(json.dumps(arguments))
+    if name == "break_list":
+        BROKEN_LIST[0] = True
+        peer.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        return text_result("broken")
     if name == "fds":
         return text_result(json.dumps(FDS_AT_START))
     if name == "flood":
@@ -342,7 +352,7 @@ def handle(peer, message):
             time.sleep(0.02)
         result = {
             "protocolVersion": params.get("protocolVersion", "2025-06-18"),
-            "capabilities": {"tools": {}, "logging": {}},
+            "capabilities": {"tools": {"listChanged": True}, "logging": {}},
             "serverInfo": {"name": "hostile", "version": "1.0"},
         }
     elif method == "ping":
