@@ -628,3 +628,26 @@ async fn search_comes_back_by_itself_after_a_full_disk_broke_a_rebuild() {
     }
     assert!(stop(&mut child).success());
 }
+
+/// A store file whose header is gone (zeroed) or that holds another
+/// file's bytes is damage, refused with exit 65 like any other, not a
+/// disk that fails to write (exit 1, restarted in a loop).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_is_not_a_store_file_is_refused_as_damaged() {
+    let temp = tempfile::tempdir().unwrap();
+    let data = temp.path().join("data");
+    used_data_dir(&data).await;
+    let store = data.join("store.redb");
+    let mut bytes = std::fs::read(&store).unwrap();
+    bytes[..4096].fill(0);
+    std::fs::write(&store, &bytes).unwrap();
+    let (code, log) = serve_until_exit(&data);
+    assert_eq!(code, 65, "{log}");
+    assert!(log.contains("is damaged"), "{log}");
+    assert!(!log.contains("cannot be written"), "{log}");
+    std::fs::write(&store, b"hello, not a database\n").unwrap();
+    let _ = std::fs::remove_file(log_path(&data));
+    let (code, log) = serve_until_exit(&data);
+    assert_eq!(code, 65, "{log}");
+    assert!(log.contains("is damaged"), "{log}");
+}

@@ -169,6 +169,11 @@ impl From<redb::Error> for StoreError {
     /// doing: `Disk`, which the front doors answer with 507/503.
     fn from(err: redb::Error) -> Self {
         match err {
+            // Bytes that are not what redb wrote (another file, a zeroed
+            // header): damage, not a disk that fails.
+            redb::Error::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
+                StoreError::Db(redb::Error::Corrupted(io.to_string()))
+            }
             redb::Error::Io(io) => StoreError::Disk {
                 full: health::is_disk_full(&io),
                 reason: io.to_string(),

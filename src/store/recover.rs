@@ -96,6 +96,11 @@ impl std::fmt::Display for Report {
                 recovered.display()
             ),
             _ if self.sound() => write!(f, "the store is sound"),
+            // Nothing opens, so nothing can be copied out of it.
+            _ if self.open_error.is_some() && self.tables.is_empty() => write!(
+                f,
+                "nothing can be read from it (not a store file, or its header is gone): put a backup of store.redb in its place, or move it aside to start with an empty store"
+            ),
             _ => write!(
                 f,
                 "the store is damaged: `mcp-aggregator store recover` copies what can be read into a new store"
