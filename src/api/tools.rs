@@ -93,13 +93,31 @@ pub async fn call_tool(
                 routing_time_ms: outcome.routing.as_secs_f64() * 1000.0,
                 execution_time_ms: outcome.execution.as_secs_f64() * 1000.0,
             };
-            let mut body: Value = serde_json::from_str(outcome.result.get()).unwrap_or(Value::Null);
-            if let Value::Object(map) = &mut body {
-                map.insert("metadata".to_owned(), json!(metadata));
-            }
-            Json(body).into_response()
+            let body = with_metadata(outcome.result.get(), &json!(metadata));
+            (
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                body,
+            )
+                .into_response()
         }
         Err(err) => call_error(&state, err).await,
+    }
+}
+
+/// The server's result with `metadata` added. A result too deeply
+/// nested to read as a tree (serde_json stops at 128 levels) still goes
+/// out whole: the field is written into its text.
+fn with_metadata(result: &str, metadata: &Value) -> String {
+    if let Ok(mut body) = serde_json::from_str::<Value>(result) {
+        if let Value::Object(map) = &mut body {
+            map.insert("metadata".to_owned(), metadata.clone());
+        }
+        return body.to_string();
+    }
+    match result.trim_start().strip_prefix('{') {
+        Some(rest) if rest.trim_start().starts_with('}') => format!("{{\"metadata\":{metadata}}}"),
+        Some(rest) => format!("{{\"metadata\":{metadata},{rest}"),
+        None => result.to_owned(),
     }
 }
 
@@ -194,4 +212,32 @@ pub async fn conflicts(State(state): State<AppState>) -> Json<ConflictsView> {
 )]
 pub async fn cache_stats(State(state): State<AppState>) -> Json<crate::router::cache::CacheStats> {
     Json(state.router.cache_stats())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_joins_any_result_even_one_too_deep_to_read() {
+        let metadata = json!({"routed_to": "s"});
+        let plain: Value =
+            serde_json::from_str(&with_metadata(r#"{"content": []}"#, &metadata)).unwrap();
+        assert_eq!(
+            plain,
+            json!({"content": [], "metadata": {"routed_to": "s"}})
+        );
+        let empty: Value = serde_json::from_str(&with_metadata(" { } ", &metadata)).unwrap();
+        assert_eq!(empty, json!({"metadata": {"routed_to": "s"}}));
+        // 300 levels: more than serde_json reads as a tree.
+        let deep = format!(
+            r#"{{"structuredContent": {}1{}}}"#,
+            r#"{"a":"#.repeat(300),
+            "}".repeat(300)
+        );
+        assert!(serde_json::from_str::<Value>(&deep).is_err());
+        let out = with_metadata(&deep, &metadata);
+        assert!(out.starts_with(r#"{"metadata":{"routed_to":"s"},"structuredContent""#));
+        assert!(out.ends_with(&format!("1{}}}", "}".repeat(300))));
+    }
 }
