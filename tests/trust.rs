@@ -932,6 +932,30 @@ async fn arguments_are_checked_against_the_tools_schema_before_the_call_is_sent(
     assert_eq!(status, 422, "{body}");
     let (status, body) = rest_call(&d, "default__echo", json!({})).await;
     assert_eq!(status, 200, "{body}");
+    // Arguments that are no object are refused whatever the checks, before
+    // the server (whose error would count against its health) sees them.
+    for wrong in [json!([1]), json!("text"), json!(7)] {
+        let (status, body) = rest_call(&d, "default__echo", wrong.clone()).await;
+        assert_eq!(status, 422, "{wrong}: {body}");
+        assert!(
+            body["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("must be an object")),
+            "{body}"
+        );
+    }
+    let session = common::mcp_session_with(&d, json!({})).await;
+    let called = mcp(
+        &d,
+        &session,
+        2,
+        "tools/call",
+        json!({"name": "default__echo", "arguments": "notanobject"}),
+    )
+    .await;
+    assert_eq!(called["error"]["code"], -32602, "{called}");
+    let server: Value = get_json(&d.api("/api/v1/aggregator/servers/default")).await;
+    assert_eq!(server["status"], "CONNECTED", "{server}");
 }
 
 /// What a list method answers over MCP: the names (or URI templates) in

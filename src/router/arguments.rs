@@ -83,6 +83,24 @@ impl Router {
         called: &str,
         arguments: Option<&Json>,
     ) -> Result<(), CallError> {
+        // Whatever the checks: a tool's arguments are its parameters by
+        // name. Anything else is the caller's mistake, not the server's
+        // (which would answer an error and count as failing).
+        if let Some(kind) = arguments.and_then(not_an_object) {
+            return Err(CallError::InvalidArguments {
+                tool: called.to_owned(),
+                server: route.server_name.to_string(),
+                problems: vec![crate::trust::ArgumentProblem {
+                    path: String::new(),
+                    message: format!(
+                        "the arguments are {kind}; they must be an object (the tool's parameters by name)"
+                    ),
+                    keyword: "type".to_owned(),
+                    schema_path: String::new(),
+                    masked: format!("the arguments are {kind}, not an object"),
+                }],
+            });
+        }
         let wanted = table
             .server(route.server_id)
             .and_then(|server| server.validate_arguments)
@@ -164,5 +182,26 @@ impl Router {
         self.arguments
             .keep(&route.tool_id, key, Arc::clone(&schema));
         Some(schema)
+    }
+}
+
+/// What the arguments are when they are not an object (or null, read as
+/// none): "an array", "a string", …
+fn not_an_object(arguments: &Json) -> Option<&'static str> {
+    let kind = |first: Option<char>| match first {
+        Some('{') | None => None,
+        Some('[') => Some("an array"),
+        Some('"') => Some("a string"),
+        Some('t' | 'f') => Some("a boolean"),
+        Some('n') => None,
+        Some(_) => Some("a number"),
+    };
+    match arguments {
+        Json::Tree(Value::Object(_) | Value::Null) => None,
+        Json::Tree(Value::Array(_)) => Some("an array"),
+        Json::Tree(Value::String(_)) => Some("a string"),
+        Json::Tree(Value::Bool(_)) => Some("a boolean"),
+        Json::Tree(Value::Number(_)) => Some("a number"),
+        Json::Text(text) => kind(text.get().trim_start().chars().next()),
     }
 }
