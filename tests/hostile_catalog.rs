@@ -222,3 +222,53 @@ async fn a_broken_list_answer_keeps_the_stored_tools() {
     let (status, body) = rest_call(&d, "odd.echo", json!({"still": "here"})).await;
     assert_eq!(status, 200, "{body}");
 }
+
+/// A server that never answers tools/list (with an hour to answer each
+/// request): its disconnect and its removal are carried out at once, not
+/// after its listing gives up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_stuck_in_its_listing_is_disconnected_and_removed_at_once() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(&temp.path().join("data"), &["--request-timeout", "3600"]);
+    register(&d, hostile_server("stuck", &["--hang-list"])).await;
+    wait_status(&d, "stuck", "CONNECTED", UP).await;
+    let server: Value = get_json(&d.api("/api/v1/aggregator/servers/stuck")).await;
+    assert_eq!(server["discovering"], true, "{server}");
+    // Liveness, not speed: each answer comes long before the hour.
+    let disconnected = tokio::time::timeout(
+        UP,
+        http()
+            .post(d.api("/api/v1/aggregator/servers/stuck/disconnect"))
+            .json(&json!({}))
+            .send(),
+    )
+    .await
+    .expect("the disconnect waited for the listing")
+    .unwrap();
+    assert_eq!(disconnected.status(), 200);
+    wait_status(&d, "stuck", "DISCONNECTED", UP).await;
+    let connected = http()
+        .post(d.api("/api/v1/aggregator/servers/stuck/connect"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert!(connected.status().is_success(), "{connected:?}");
+    wait_status(&d, "stuck", "CONNECTED", UP).await;
+    let removed = tokio::time::timeout(
+        UP,
+        http()
+            .delete(d.api("/api/v1/aggregator/servers/stuck"))
+            .send(),
+    )
+    .await
+    .expect("the removal waited for the listing")
+    .unwrap();
+    assert!(removed.status().is_success(), "{removed:?}");
+    let gone = http()
+        .get(d.api("/api/v1/aggregator/servers/stuck"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404);
+}

@@ -196,9 +196,27 @@ pub(super) async fn run(
         tracing::info!(server = %name, protocol = session.protocol_version(), pid, "connected");
         publish.send_replace(Some(Arc::clone(&session)));
         // Always list right after connecting: a list_changed sent before we
-        // were listening would otherwise be lost.
-        discovery::discover(&session, id, &shared.catalog, What::Everything).await;
+        // were listening would otherwise be lost. A disconnect or stop that
+        // comes meanwhile is not kept waiting for a slow list.
+        let interrupted = discover_answering(
+            &shared,
+            id,
+            &mut commands,
+            discovery::discover(&session, id, &shared.catalog, What::Everything),
+        )
+        .await;
         shared.started(id);
+        if let Some(command) = interrupted
+            && let Some(outcome) = on_command(&shared, id, &name, &session, &publish, command).await
+        {
+            match outcome {
+                Connected::Stopped => return,
+                _ => {
+                    want = false;
+                    continue;
+                }
+            }
+        }
 
         // A server that cannot say its lists changed is listed again when
         // the lifetime it gave them ends (`ttlMs`).
@@ -228,25 +246,34 @@ pub(super) async fn run(
                     }
                 }
                 () = async { tokio::time::sleep_until(relist.unwrap_or_else(tokio::time::Instant::now)).await }, if relist.is_some() => {
-                    discovery::discover(&session, id, &shared.catalog, What::Everything).await;
+                    if let Some(command) = discover_answering(&shared, id, &mut commands, discovery::discover(&session, id, &shared.catalog, What::Everything)).await
+                        && let Some(outcome) = on_command(&shared, id, &name, &session, &publish, command).await
+                    {
+                        break outcome;
+                    }
                     relist = session.relist_after().map(|after| tokio::time::Instant::now() + after);
                 }
                 event = events.recv() => match event {
                     // Listed again, then announced: the router tells the
                     // clients, who list what we just stored.
-                    Some(SessionEvent::ToolsChanged) => {
-                        discovery::discover(&session, id, &shared.catalog, What::Tools).await;
-                        shared.announce(id, "notifications/tools/list_changed");
+                    Some(SessionEvent::ToolsChanged | SessionEvent::ResourcesChanged | SessionEvent::PromptsChanged | SessionEvent::EverythingChanged) => {
+                        let (what, announced) = match event {
+                            Some(SessionEvent::ToolsChanged) => (What::Tools, Some("notifications/tools/list_changed")),
+                            Some(SessionEvent::ResourcesChanged) => (What::Resources, Some("notifications/resources/list_changed")),
+                            Some(SessionEvent::PromptsChanged) => (What::Prompts, Some("notifications/prompts/list_changed")),
+                            _ => (What::Everything, None),
+                        };
+                        if let Some(command) = discover_answering(&shared, id, &mut commands, discovery::discover(&session, id, &shared.catalog, what)).await
+                            && let Some(outcome) = on_command(&shared, id, &name, &session, &publish, command).await
+                        {
+                            break outcome;
+                        }
+                        // Listed again, then announced: the router tells the
+                        // clients, who list what we just stored.
+                        if let Some(method) = announced {
+                            shared.announce(id, method);
+                        }
                     }
-                    Some(SessionEvent::ResourcesChanged) => {
-                        discovery::discover(&session, id, &shared.catalog, What::Resources).await;
-                        shared.announce(id, "notifications/resources/list_changed");
-                    }
-                    Some(SessionEvent::PromptsChanged) => {
-                        discovery::discover(&session, id, &shared.catalog, What::Prompts).await;
-                        shared.announce(id, "notifications/prompts/list_changed");
-                    }
-                    Some(SessionEvent::EverythingChanged) => discovery::discover(&session, id, &shared.catalog, What::Everything).await,
                     // Subscribed again (a moment later, so a server that ends
                     // every subscription at once is not flooded), and listed
                     // again: changes in between would be lost.
@@ -261,37 +288,11 @@ pub(super) async fn run(
                     }
                     None => {}
                 },
-                command = commands.recv() => match command {
-                    // Already connected: a connect that read an older status must not
-                    // leave callers waiting on a start that already happened.
-                    Some(Command::Connect) => shared.started(id),
-                    Some(Command::Disconnect { force, reply }) => {
-                        let cut_off = if force {
-                            session.cancel_all("the server was disconnected")
-                        } else {
-                            let left = session.drain(shared.settings.drain_timeout).await;
-                            if left > 0 {
-                                session.cancel_all("the server was disconnected before the call finished");
-                            }
-                            left
-                        };
-                        publish.send_replace(None);
-                        session.close().await;
-                        set_status(&shared, id, ServerStatus::Disconnected, StatusTrigger::Disconnect, None).await;
-                        tracing::info!(server = %name, cut_off, "disconnected");
-                        let _ = reply.send(cut_off);
-                        break Connected::Disconnected;
+                command = commands.recv() => {
+                    if let Some(outcome) = on_command(&shared, id, &name, &session, &publish, command).await {
+                        break outcome;
                     }
-                    Some(Command::Stop { reply }) => {
-                        stop_reply_close(&shared, id, &session, &publish).await;
-                        let _ = reply.send(());
-                        break Connected::Stopped;
-                    }
-                    None => {
-                        stop_reply_close(&shared, id, &session, &publish).await;
-                        break Connected::Stopped;
-                    }
-                },
+                }
             }
         };
         let lost = match outcome {
@@ -333,6 +334,87 @@ pub(super) async fn run(
                     Retry::Stop => return,
                 }
             }
+        }
+    }
+}
+
+/// Runs a discovery while answering commands: a connect (it is connected
+/// already) waits for the discovery's end; a disconnect or a stop ends the
+/// discovery (a list cut short stores nothing) and is returned to be
+/// carried out. A slow or silent server's lists can take many request
+/// timeouts, which must not hold up its removal.
+async fn discover_answering(
+    shared: &Shared,
+    id: ServerId,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    discovery: impl std::future::Future<Output = ()>,
+) -> Option<Option<Command>> {
+    let mut discovery = std::pin::pin!(discovery);
+    let mut connect_asked = false;
+    let interrupted = loop {
+        tokio::select! {
+            () = &mut discovery => break None,
+            command = commands.recv() => match command {
+                Some(Command::Connect) => connect_asked = true,
+                other => break Some(other),
+            },
+        }
+    };
+    if connect_asked {
+        shared.started(id);
+    }
+    interrupted
+}
+
+/// Carries out a command for a connected server; the outcome when it ends
+/// the session.
+async fn on_command(
+    shared: &Shared,
+    id: ServerId,
+    name: &str,
+    session: &Session,
+    publish: &watch::Sender<Option<Arc<Session>>>,
+    command: Option<Command>,
+) -> Option<Connected> {
+    match command {
+        // Already connected: a connect that read an older status must not
+        // leave callers waiting on a start that already happened.
+        Some(Command::Connect) => {
+            shared.started(id);
+            None
+        }
+        Some(Command::Disconnect { force, reply }) => {
+            let cut_off = if force {
+                session.cancel_all("the server was disconnected")
+            } else {
+                let left = session.drain(shared.settings.drain_timeout).await;
+                if left > 0 {
+                    session.cancel_all("the server was disconnected before the call finished");
+                }
+                left
+            };
+            publish.send_replace(None);
+            session.close().await;
+            set_status(
+                shared,
+                id,
+                ServerStatus::Disconnected,
+                StatusTrigger::Disconnect,
+                None,
+            )
+            .await;
+            tracing::info!(server = %name, cut_off, "disconnected");
+            let _ = reply.send(cut_off);
+            Some(Connected::Disconnected)
+        }
+        Some(Command::Stop { reply }) => {
+            stop_reply_close(shared, id, session, publish).await;
+            let _ = reply.send(());
+            Some(Connected::Stopped)
+        }
+        None => {
+            stop_reply_close(shared, id, session, publish).await;
+            Some(Connected::Stopped)
         }
     }
 }

@@ -8,6 +8,7 @@ Standard library only. Speaks newline-delimited JSON-RPC on stdio, or, with
 
   --pid-file FILE   append this process's pid (and each grandchild's) to FILE
   --silent          never answer anything (not even initialize)
+  --hang-list       answer initialize, never tools/list
   --tools N         offer N extra tools (a huge list)
   --wait-for FILE   answer initialize only once FILE exists (a slow start)
   --http PORT       serve Streamable HTTP instead of stdio (0: a free port;
@@ -357,6 +358,8 @@ def handle(peer, message):
         }
     elif method == "ping":
         result = {}
+    elif method == "tools/list" and ARGS.hang_list:
+        return None
     elif method == "tools/list":
         # Written as text: a deep schema cannot go through json.dumps.
         return RawAnswer('{"jsonrpc": "2.0", "id": ' + json.dumps(rid) + ', "result": '
@@ -664,6 +667,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--pid-file")
     parser.add_argument("--silent", action="store_true")
+    parser.add_argument("--hang-list", action="store_true")
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--http", type=int)
     parser.add_argument("--wait-for")
