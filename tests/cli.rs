@@ -5,7 +5,7 @@ mod common;
 
 use common::{BIN, Daemon, cli};
 use serde_json::Value;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 #[test]
 fn help_has_examples_at_every_level() {
@@ -756,4 +756,52 @@ fn concurrent_moves_lose_no_server() {
             assert!(kept || in_ours, "{server} was lost: {client} / {moved}");
         }
     }
+}
+
+/// A data dir whose daemon is not running: the CLI falls back to the
+/// default address (or MCP_AGGREGATOR_LISTEN), but never sends that data
+/// dir's admin token to whatever listens there.
+#[test]
+fn a_data_dirs_token_goes_only_to_its_own_daemon() {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    let temp = tempfile::tempdir().unwrap();
+    let data = temp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("admin.token"), "secret-token-of-this-dir\n").unwrap();
+    // Someone else's listener on the fallback address.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    let seen = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut head = String::new();
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                break;
+            }
+            head.push_str(&line);
+        }
+        let mut stream = stream;
+        let _ = stream.write_all(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n[]",
+        );
+        head
+    });
+    let output = Command::new(BIN)
+        .args(["servers", "list", "--data-dir"])
+        .arg(&data)
+        .env("MCP_AGGREGATOR_LISTEN", address.to_string())
+        .env_remove("MCP_AGGREGATOR_URL")
+        .env_remove("MCP_AGGREGATOR_TOKEN")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let head = seen.join().unwrap();
+    assert!(head.starts_with("GET /api/v1/aggregator/servers"), "{head}");
+    assert!(
+        !head.to_lowercase().contains("authorization"),
+        "the token went to a stranger: {head}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

@@ -15,7 +15,7 @@ pub(super) struct ClientArgs {
     /// Admin API of the daemon. Default: the daemon of --data-dir if one runs, else MCP_AGGREGATOR_LISTEN, else http://127.0.0.1:8765.
     #[arg(long, env = "MCP_AGGREGATOR_URL", value_name = "URL")]
     pub(super) url: Option<String>,
-    /// Bearer token (needed when the daemon listens beyond loopback). Default: the data dir's token file.
+    /// Bearer token (needed when the daemon listens beyond loopback). Default: the data dir's token file, sent only to that data dir's own daemon or to --url.
     #[arg(long, env = TOKEN_ENV, value_name = "TOKEN", hide_env_values = true)]
     pub(super) token: Option<String>,
     #[command(flatten)]

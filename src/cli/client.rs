@@ -179,25 +179,27 @@ pub(super) const SERVERS_PATH: &str = "/api/v1/aggregator/servers";
 /// the data dir, else `MCP_AGGREGATOR_LISTEN`, else the default address.
 pub(super) fn connect(args: &ClientArgs) -> AdminClient {
     let data_dir = paths::resolve_data_dir(args.data_dir.data_dir.as_deref());
+    let owner = data_dir
+        .as_deref()
+        .and_then(DaemonInfo::read)
+        .map(|info| info.url);
+    // The data dir's token goes only where it was asked for (`--url`) or
+    // to the daemon that wrote it: whatever else listens on a fallback
+    // address (another user's process, once ours stopped) never gets it.
+    let data_dir_token = (args.url.is_some() || owner.is_some())
+        .then(|| data_dir.as_deref().and_then(paths::read_token))
+        .flatten();
     let url = args
         .url
         .clone()
-        .or_else(|| {
-            data_dir
-                .as_deref()
-                .and_then(DaemonInfo::read)
-                .map(|info| info.url)
-        })
+        .or(owner)
         .or_else(|| {
             std::env::var(LISTEN_ENV)
                 .ok()
                 .map(|addr| format!("http://{addr}"))
         })
         .unwrap_or_else(|| format!("http://{DEFAULT_LISTEN}"));
-    let token = args
-        .token
-        .clone()
-        .or_else(|| data_dir.as_deref().and_then(paths::read_token));
+    let token = args.token.clone().or(data_dir_token);
     AdminClient::new(&url, token)
 }
 
