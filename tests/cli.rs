@@ -402,6 +402,9 @@ fn client_setup_merges_backs_up_and_moves_the_servers() {
     ];
     let (code, stdout, stderr) = cli_at_home(home, &move_servers);
     assert_eq!(code, 0, "{stdout}{stderr}");
+    // The profile is in no file the entry applies: said, not refused (the
+    // daemon may have it).
+    assert!(stderr.contains("profile \"coding\" must exist"), "{stderr}");
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&claude).unwrap()).unwrap();
     assert_eq!(
         written["globalShortcut"], "Ctrl+Space",
@@ -472,10 +475,13 @@ fn client_setup_merges_backs_up_and_moves_the_servers() {
         serde_json::from_str(&std::fs::read_to_string(project.join(".vscode/mcp.json")).unwrap())
             .unwrap();
     assert_eq!(vscode["servers"]["aggregator"]["type"], "stdio");
+    // The default config exists now (--move-servers made it): applied
+    // without being named, so the servers added there show.
     assert_eq!(
         vscode["servers"]["aggregator"]["args"],
-        serde_json::json!(["stdio"])
+        serde_json::json!(["stdio", "--config", ours.to_str().unwrap()])
     );
+    assert!(stdout.contains("the default config"), "{stdout}");
 
     // A file with comments is not rewritten (they would be lost).
     let cursor = home.join(".cursor/mcp.json");
@@ -484,6 +490,11 @@ fn client_setup_merges_backs_up_and_moves_the_servers() {
     let (code, _, stderr) = cli_at_home(home, &["client", "setup", "cursor", "--yes"]);
     assert_eq!(code, 2);
     assert!(stderr.contains("not plain JSON"), "{stderr}");
+    // What to add by hand is shown.
+    assert!(
+        stderr.contains("under `mcpServers`, add:") && stderr.contains("\"aggregator\": {"),
+        "{stderr}"
+    );
 
     // A dotfile linked from a dotfiles repository stays a link.
     let dotfiles = temp.path().join("dotfiles/gemini.json");

@@ -88,7 +88,52 @@ fn setup(args: ClientSetupArgs) -> Result<ExitCode, CliError> {
             dir.display()
         )));
     }
-    let (root, file_snapshot) = read_json(&file)?;
+    let aggregator_config = match (&args.config, args.move_servers) {
+        (Some(path), _) => Some(absolute(path)),
+        (None, true) => Some(default_aggregator_config()?),
+        // The installer's config, once it exists: an entry without it
+        // would start a daemon that applies no file, and the servers the
+        // user added there would never show.
+        (None, false) => default_aggregator_config()
+            .ok()
+            .filter(|path| path.is_file()),
+    };
+    if args.config.is_none()
+        && !args.move_servers
+        && let Some(path) = &aggregator_config
+    {
+        println!(
+            "The entry applies {} (the default config; --config chooses another).",
+            path.display()
+        );
+    }
+    if aggregator_config
+        .as_deref()
+        .is_some_and(|config| same_file(config, &file))
+    {
+        return Err(CliError::Usage(format!(
+            "--config names {} itself: the aggregator's servers need a file of their own",
+            file.display()
+        )));
+    }
+
+    let (root, file_snapshot) = read_json(&file).map_err(|err| match err {
+        // A file with comments: what to add by hand.
+        CliError::Usage(message) if message.contains("not plain JSON") => {
+            let entry = aggregator_entry(client, &args, aggregator_config.as_deref())
+                .map(|entry| {
+                    format!(
+                        "\nunder `{}`, add:\n\"{}\": {}",
+                        client.section,
+                        args.name,
+                        serde_json::to_string_pretty(&entry).unwrap_or_default()
+                    )
+                })
+                .unwrap_or_default();
+            CliError::Usage(format!("{message}{entry}"))
+        }
+        other => other,
+    })?;
     let mut root = root.unwrap_or_else(|| json!({}));
     let Some(top) = root.as_object_mut() else {
         return Err(CliError::Usage(format!(
@@ -131,21 +176,9 @@ fn setup(args: ClientSetupArgs) -> Result<ExitCode, CliError> {
             file.display()
         )));
     }
-    let aggregator_config = match (&args.config, args.move_servers) {
-        (Some(path), _) => Some(absolute(path)),
-        (None, true) => Some(default_aggregator_config()?),
-        (None, false) => None,
-    };
-    if aggregator_config
-        .as_deref()
-        .is_some_and(|config| same_file(config, &file))
-    {
-        return Err(CliError::Usage(format!(
-            "--config names {} itself: the aggregator's servers need a file of their own",
-            file.display()
-        )));
+    if let Some(profile) = &args.profile {
+        warn_if_profile_unknown(profile, aggregator_config.as_deref());
     }
-
     let entry = aggregator_entry(client, &args, aggregator_config.as_deref())?;
     let mut after = before.clone();
     if args.move_servers {
@@ -252,6 +285,26 @@ fn aggregator_entry(
     entry.insert("command".into(), json!(command));
     entry.insert("args".into(), json!(stdio_args));
     Ok(Value::Object(entry))
+}
+
+/// Says so when the profile the entry names is not in the config file it
+/// applies: unless the daemon has it (`profiles set`), the client's every
+/// start fails with "Profile not found". The daemon is not asked (it may
+/// not run now), so this warns and writes anyway.
+fn warn_if_profile_unknown(profile: &str, config_file: Option<&Path>) {
+    let defined = config_file
+        .and_then(|path| std::fs::read_to_string(path).ok())
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .is_some_and(|root| root["profiles"].get(profile).is_some());
+    if !defined {
+        let file = config_file.map_or_else(
+            || "no config file is applied".to_owned(),
+            |path| format!("it is not in {}", path.display()),
+        );
+        eprintln!(
+            "note: profile {profile:?} must exist when the client starts ({file}): define it with `mcp-aggregator profiles set {profile} …` or in the config file's `profiles`, or the client's start fails with \"Profile not found\""
+        );
+    }
 }
 
 /// What an entry's name may be: short, printable, not empty.
@@ -414,7 +467,7 @@ fn read_json(path: &Path) -> Result<(Option<Value>, Option<Vec<u8>>), CliError> 
     }
     let json = serde_json::from_str(text).map_err(|err| {
         CliError::Usage(format!(
-            "{} is not plain JSON (line {}, column {}: {err}); comments and trailing commas cannot be kept by a rewrite, so add the entry by hand (see --dry-run)",
+            "{} is not plain JSON (line {}, column {}: {err}); comments and trailing commas cannot be kept by a rewrite, so add the entry by hand",
             path.display(),
             err.line(),
             err.column()
