@@ -11,7 +11,7 @@ pub fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
         .set_content_arrangement(ContentArrangement::Dynamic)
         .set_header(headers.iter().copied());
     for row in rows {
-        table.add_row(row);
+        table.add_row(row.iter().map(|cell| cell_text(cell)));
     }
     table
         .to_string()
@@ -26,7 +26,7 @@ pub fn fields(pairs: &[(&str, String)]) -> String {
     let width = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     pairs
         .iter()
-        .map(|(k, v)| format!("{k:<width$}  {v}"))
+        .map(|(k, v)| format!("{k:<width$}  {}", printable(v)))
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -35,7 +35,7 @@ pub fn fields(pairs: &[(&str, String)]) -> String {
 pub fn text(value: &Value) -> String {
     match value {
         Value::Null => "-".to_owned(),
-        Value::String(s) => s.clone(),
+        Value::String(s) => printable(s),
         other => other.to_string(),
     }
 }
@@ -43,4 +43,59 @@ pub fn text(value: &Value) -> String {
 /// `value[key]` as short text.
 pub fn field(value: &Value, key: &str) -> String {
     text(value.get(key).unwrap_or(&Value::Null))
+}
+
+/// Text from a server as a terminal may show it: control characters
+/// (escape sequences that clear the screen or write the clipboard, line
+/// breaks that forge rows) and bidirectional overrides written as
+/// `\u{…}` escapes instead of acted on.
+pub fn printable(text: &str) -> String {
+    if !text.chars().any(is_hostile) {
+        return text.to_owned();
+    }
+    text.chars()
+        .map(|c| match is_hostile(c) {
+            true => c.escape_unicode().to_string(),
+            false => c.to_string(),
+        })
+        .collect()
+}
+
+fn is_hostile(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Longest a table cell is shown (a 100,000-character tool name would
+/// otherwise widen every row).
+const CELL_CHARS: usize = 200;
+
+fn cell_text(cell: &str) -> String {
+    let shown = printable(cell);
+    match shown.char_indices().nth(CELL_CHARS) {
+        Some((cut, _)) => format!("{}…", &shown[..cut]),
+        None => shown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_servers_text_cannot_drive_the_terminal() {
+        let hostile = "ok\u{1b}[2J\u{1b}]52;c;aGk=\u{7}\nFAKE ROW\u{202e}txt";
+        let shown = printable(hostile);
+        assert!(!shown.chars().any(is_hostile), "{shown}");
+        assert!(shown.starts_with("ok\\u{1b}[2J"), "{shown}");
+        assert_eq!(printable("plain name_1 é"), "plain name_1 é");
+        let listed = table(
+            &["NAME"],
+            vec![vec![hostile.to_owned()], vec!["x".repeat(5000)]],
+        );
+        assert_eq!(listed.lines().count(), 3, "{listed}");
+        assert!(
+            listed.lines().all(|l| l.chars().count() < CELL_CHARS + 10),
+            "{listed}"
+        );
+    }
 }
