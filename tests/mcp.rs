@@ -2286,4 +2286,25 @@ async fn a_new_get_stream_takes_over_from_one_that_dropped() {
         read_until(&mut third, "notifications/tools/list_changed").await,
         Read::Seen
     );
+
+    // A request naming a revision nobody speaks: 400, as the transport asks.
+    let list_with = |version: &'static str| {
+        http()
+            .post(d.api("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", version)
+            .json(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}))
+            .send()
+    };
+    let refused = list_with("2099-01-01").await.unwrap();
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("2099-01-01")),
+        "{body}"
+    );
+    assert_eq!(list_with("2025-06-18").await.unwrap().status(), 200);
 }

@@ -427,6 +427,9 @@ pub async fn post(
             Err(err) => return err.into_response(),
         }
     } else {
+        if let Some(refused) = unsupported_version_header(&headers) {
+            return refused;
+        }
         match mcp.session(&headers) {
             Ok((session, in_use)) => (None, session, in_use),
             Err(err) => return err.into_response(),
@@ -604,6 +607,30 @@ async fn stateless_post(
         .handle_in(revision, &transport, id, &method, params, arguments)
         .await;
     (revision.http_status(&answer), axum::Json(answer)).into_response()
+}
+
+/// A 2025 session's request whose `MCP-Protocol-Version` header names no
+/// revision we speak: 400, as the transport asks (a header left out is
+/// read as the session's own version).
+fn unsupported_version_header(headers: &HeaderMap) -> Option<Response> {
+    let value = headers.get("mcp-protocol-version")?;
+    let named = value.to_str().map(str::trim).unwrap_or_default();
+    if revision::SESSION_VERSIONS.contains(&named) {
+        return None;
+    }
+    let answer = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": crate::jsonrpc::INVALID_REQUEST,
+            "message": format!(
+                "Bad Request: unsupported MCP-Protocol-Version {:?} (this session's revisions: {})",
+                String::from_utf8_lossy(value.as_bytes()),
+                revision::SESSION_VERSIONS.join(", ")
+            ),
+        },
+    });
+    Some((StatusCode::BAD_REQUEST, axum::Json(answer)).into_response())
 }
 
 /// `GET /mcp`: the session's notification stream.

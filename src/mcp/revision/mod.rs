@@ -11,6 +11,9 @@ mod listen_2026;
 mod rev2025;
 mod rev2026;
 
+/// The revisions a session (`initialize`) may agree on.
+pub use rev2025::SUPPORTED_VERSIONS as SESSION_VERSIONS;
+
 use axum::http::{HeaderMap, StatusCode};
 use futures_util::future::BoxFuture;
 use serde_json::Value;
