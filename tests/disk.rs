@@ -651,3 +651,92 @@ async fn a_store_that_is_not_a_store_file_is_refused_as_damaged() {
     assert_eq!(code, 65, "{log}");
     assert!(log.contains("is damaged"), "{log}");
 }
+
+/// A daemon started on a full disk cannot write its servers' status, so
+/// none connects; once the disk has room they connect by themselves,
+/// with their tools stored, and no restart or request is needed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_a_full_disk_kept_from_connecting_connect_once_it_has_room() {
+    const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
+    let temp = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(&temp.path().join("disk"), "16m") else {
+        return;
+    };
+    let data = disk.mount.join("data");
+    let log = temp.path().join("daemon.log");
+    let server = async |url: &str| -> Value {
+        get_json(&format!("{url}/api/v1/aggregator/servers/fx")).await
+    };
+    let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
+    let body = json!({"name": "fx", "transport_type": "STDIO",
+        "connection_config": {"command": FIXTURE}, "auto_connect": true});
+    let response = http()
+        .post(format!("{url}/api/v1/aggregator/servers"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let end = Instant::now() + UP;
+    while server(&url).await["tool_count"].as_u64().unwrap_or(0) == 0 {
+        assert!(Instant::now() < end, "fx never listed its tools");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The disk fills, and the store's own free pages with it.
+    let filler = disk.fill();
+    let mut refused = false;
+    for n in 0..200 {
+        if register_at(&url, &format!("pad{n}")).await.0 == 507 {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "the store never filled up");
+    // Small writes too, so none of a restart's writes finds room.
+    for n in 0..500 {
+        let body = json!({"name": format!("t{n}"), "transport_type": "STDIO",
+            "connection_config": {"command": "true"}, "auto_connect": false});
+        let response = http()
+            .post(format!("{url}/api/v1/aggregator/servers"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        if response.status() == 507 {
+            break;
+        }
+    }
+    assert!(stop(&mut child).success());
+
+    let log = temp.path().join("daemon-full.log");
+    let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
+    let end = Instant::now() + UP;
+    // Its status (CONNECTING, or CONNECTED after it) cannot be written.
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("the store cannot be written")
+    {
+        assert!(
+            Instant::now() < end,
+            "no write failed on a full disk: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    std::fs::remove_file(filler).unwrap();
+    // Nothing is asked of the daemon meanwhile but reads.
+    let end = Instant::now() + UP;
+    loop {
+        let seen = server(&url).await;
+        if seen["status"] == "CONNECTED" && seen["tool_count"].as_u64().unwrap_or(0) > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "fx never connected once the disk had room: {seen}\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(stop(&mut child).success());
+}

@@ -371,6 +371,30 @@ impl Stack {
             front_door.skills.clone(),
         );
         let classifier = skills.spawn_worker(background.clone());
+        // While the store fails writes it is tried again now and then (a
+        // daemon nobody writes to must still notice the disk has room);
+        // once writes work, what could not be stored meanwhile is.
+        let resumer = {
+            let (sessions, shutdown) = (sessions.clone(), background.clone());
+            let store = Arc::clone(&store);
+            let mut recoveries = store.write_recoveries();
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        changed = recoveries.changed() => if changed.is_err() { return },
+                        () = tokio::time::sleep(STORE_RETRY) => {
+                            if store.storage_status_now().status != "ok" {
+                                let store = Arc::clone(&store);
+                                let _ = tokio::task::spawn_blocking(move || store.storage_status()).await;
+                            }
+                            continue;
+                        }
+                        () = shutdown.cancelled() => return,
+                    }
+                    sessions.resume_after_store_recovery().await;
+                }
+            })
+        };
         let key_path = data_dir.join(crate::paths::STATE_KEY_FILE);
         let data_file = |source| DaemonError::DataFile {
             path: key_path.clone(),
@@ -413,7 +437,7 @@ impl Stack {
             search,
             skills,
             background,
-            workers: std::sync::Mutex::new(vec![maintenance, classifier]),
+            workers: std::sync::Mutex::new(vec![maintenance, classifier, resumer]),
         })
     }
 
@@ -756,6 +780,9 @@ pub async fn stdio_in_process(
     stack.shutdown().await;
     result
 }
+
+/// How often a store that fails writes is tried again when nobody writes.
+const STORE_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Says that a client's profile does not exist, and which do.
 pub async fn unknown_profile(registry: &Registry, err: crate::router::CallError) -> String {

@@ -103,6 +103,9 @@ pub enum SessionsError {
 
 enum Command {
     Connect,
+    /// The store accepts writes again: a connected server's status and
+    /// lists are written again (what failed meanwhile was lost).
+    Relist,
     Disconnect {
         force: bool,
         reply: oneshot::Sender<usize>,
@@ -576,6 +579,36 @@ impl SessionManager {
             .is_err()
         {
             tracing::warn!("some sessions did not close within {deadline:?}");
+        }
+    }
+
+    /// After the store failed writes and accepts them again: connected
+    /// servers write their status and lists again, and `auto_connect`
+    /// servers that never got to connect (the daemon started on a full
+    /// disk) connect now.
+    pub async fn resume_after_store_recovery(&self) {
+        for handle in self.lock().values() {
+            let _ = handle.commands.send(Command::Relist);
+        }
+        let Ok(servers) = self.shared.registry.list(None).await else {
+            return;
+        };
+        let stalled: Vec<(ServerId, String)> = servers
+            .into_iter()
+            .filter(|s| s.auto_connect && s.status == ServerStatus::Disconnected)
+            .filter(|s| {
+                self.lock()
+                    .get(&s.id)
+                    .is_none_or(|h| h.session.borrow().is_none())
+            })
+            .map(|s| (s.id, s.name))
+            .collect();
+        if !stalled.is_empty() {
+            tracing::info!(
+                servers = stalled.len(),
+                "connecting the servers a failing store kept from connecting"
+            );
+            self.connect_starting(stalled);
         }
     }
 

@@ -47,6 +47,7 @@ pub(super) async fn run(
         if !want {
             match commands.recv().await {
                 Some(Command::Connect) => want = true,
+                Some(Command::Relist) => {}
                 Some(Command::Disconnect { reply, .. }) => {
                     let _ = reply.send(0);
                 }
@@ -93,7 +94,7 @@ pub(super) async fn run(
             tokio::select! {
                 result = &mut attempt => break Some(result),
                 command = commands.recv() => match command {
-                    Some(Command::Connect) => {}
+                    Some(Command::Connect | Command::Relist) => {}
                     Some(Command::Disconnect { reply, .. }) => {
                         let _ = reply.send(0);
                         break None;
@@ -289,7 +290,16 @@ pub(super) async fn run(
                     None => {}
                 },
                 command = commands.recv() => {
-                    if let Some(outcome) = on_command(&shared, id, &name, &session, &publish, command).await {
+                    if matches!(command, Some(Command::Relist)) {
+                        // The store failed writes meanwhile: the status and
+                        // lists written then were lost.
+                        write_connected_again(&shared, id, &session).await;
+                        if let Some(command) = discover_answering(&shared, id, &mut commands, discovery::discover(&session, id, &shared.catalog, What::Everything)).await
+                            && let Some(outcome) = on_command(&shared, id, &name, &session, &publish, command).await
+                        {
+                            break outcome;
+                        }
+                    } else if let Some(outcome) = on_command(&shared, id, &name, &session, &publish, command).await {
                         break outcome;
                     }
                 }
@@ -356,6 +366,8 @@ async fn discover_answering(
             () = &mut discovery => break None,
             command = commands.recv() => match command {
                 Some(Command::Connect) => connect_asked = true,
+                // Listing already: what it finds is written now.
+                Some(Command::Relist) => {}
                 other => break Some(other),
             },
         }
@@ -364,6 +376,28 @@ async fn discover_answering(
         shared.started(id);
     }
     interrupted
+}
+
+/// Writes CONNECTED again when the store does not say so (the write made
+/// at connect failed on a full disk).
+async fn write_connected_again(shared: &Shared, id: ServerId, session: &Session) {
+    let stored = shared.registry.get(&id.to_string()).await.ok();
+    if stored.is_none_or(|r| r.status.is_available()) {
+        return;
+    }
+    let spoken = session.protocol_version().to_owned();
+    set_status_with(
+        shared,
+        id,
+        ServerStatus::Connected,
+        StatusTrigger::ConnectSucceeded,
+        Some(format!("protocol {spoken}")),
+        |r| {
+            r.error_message = None;
+            r.protocol_version = Some(spoken);
+        },
+    )
+    .await;
 }
 
 /// Carries out a command for a connected server; the outcome when it ends
@@ -383,6 +417,8 @@ async fn on_command(
             shared.started(id);
             None
         }
+        // Carried out by the loop, which lists while answering commands.
+        Some(Command::Relist) => None,
         Some(Command::Disconnect { force, reply }) => {
             let cut_off = if force {
                 session.cancel_all("the server was disconnected")
@@ -477,6 +513,7 @@ async fn while_waiting(
 ) -> Retry {
     match command {
         Some(Command::Connect) => Retry::Now,
+        Some(Command::Relist) => Retry::Now,
         Some(Command::Disconnect { reply, .. }) => {
             set_status(
                 shared,

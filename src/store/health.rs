@@ -28,6 +28,10 @@ pub struct Health {
     latched: AtomicBool,
     write_errors: AtomicU64,
     state: Mutex<State>,
+    /// Counts the times writes came back after failing: whoever could not
+    /// store something meanwhile (a server's status, its tools) does it
+    /// again.
+    recoveries: tokio::sync::watch::Sender<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -54,6 +58,7 @@ impl Health {
             latched: AtomicBool::new(false),
             write_errors: AtomicU64::new(0),
             state: Mutex::new(State::default()),
+            recoveries: tokio::sync::watch::channel(0).0,
         }
     }
 
@@ -121,7 +126,14 @@ impl Health {
                 failing_secs = after,
                 "the store accepts writes again"
             );
+            drop(state);
+            self.recoveries.send_modify(|count| *count += 1);
         }
+    }
+
+    /// Moves on each time writes come back after failing.
+    pub fn recoveries(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.recoveries.subscribe()
     }
 
     pub fn is_failing(&self) -> bool {

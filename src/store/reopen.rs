@@ -115,6 +115,11 @@ impl Store {
         }
     }
 
+    /// Moves on each time the store accepts writes again after failing.
+    pub fn write_recoveries(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.health.recoveries()
+    }
+
     /// How the store's disk is doing, as last seen (no I/O).
     pub fn storage_status_now(&self) -> crate::model::StorageStatus {
         self.health.status()
