@@ -738,5 +738,6 @@ async fn servers_a_full_disk_kept_from_connecting_connect_once_it_has_room() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+
     assert!(stop(&mut child).success());
 }

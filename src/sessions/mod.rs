@@ -593,6 +593,27 @@ impl SessionManager {
         let Ok(servers) = self.shared.registry.list(None).await else {
             return;
         };
+        // A server whose session ended with no record of it (its removal
+        // failed on the full disk after its session was stopped).
+        for server in &servers {
+            let up = server.status.is_available() || server.status == ServerStatus::Connecting;
+            if up && !self.lock().contains_key(&server.id) {
+                let _ = self
+                    .shared
+                    .registry
+                    .transition(
+                        server.id,
+                        ServerStatus::Disconnected,
+                        StatusTrigger::Disconnect,
+                        Some("its session ended while the store could not record it".into()),
+                        |_| {},
+                    )
+                    .await;
+            }
+        }
+        let Ok(servers) = self.shared.registry.list(None).await else {
+            return;
+        };
         let stalled: Vec<(ServerId, String)> = servers
             .into_iter()
             .filter(|s| s.auto_connect && s.status == ServerStatus::Disconnected)

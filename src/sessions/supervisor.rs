@@ -47,7 +47,9 @@ pub(super) async fn run(
         if !want {
             match commands.recv().await {
                 Some(Command::Connect) => want = true,
-                Some(Command::Relist) => {}
+                // Not connected: a status the failing store kept saying
+                // otherwise (a disconnect it could not record) is put right.
+                Some(Command::Relist) => write_disconnected_again(&shared, id).await,
                 Some(Command::Disconnect { reply, .. }) => {
                     let _ = reply.send(0);
                 }
@@ -376,6 +378,22 @@ async fn discover_answering(
         shared.started(id);
     }
     interrupted
+}
+
+/// Writes DISCONNECTED for a server with no session whose stored status
+/// still says it is up.
+async fn write_disconnected_again(shared: &Shared, id: ServerId) {
+    let stored = shared.registry.get(&id.to_string()).await.ok();
+    if stored.is_some_and(|r| r.status.is_available() || r.status == ServerStatus::Connecting) {
+        set_status(
+            shared,
+            id,
+            ServerStatus::Disconnected,
+            StatusTrigger::Disconnect,
+            Some("disconnected while the store could not record it".into()),
+        )
+        .await;
+    }
 }
 
 /// Writes CONNECTED again when the store does not say so (the write made
