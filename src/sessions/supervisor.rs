@@ -183,19 +183,7 @@ pub(super) async fn run(
         // Whoever sees CONNECTED and looks for this server's tools waits
         // (bounded) for the discovery below instead of finding nothing.
         shared.starting(id);
-        let spoken = session.protocol_version().to_owned();
-        set_status_with(
-            &shared,
-            id,
-            ServerStatus::Connected,
-            StatusTrigger::ConnectSucceeded,
-            Some(format!("protocol {spoken}")),
-            |r| {
-                r.error_message = None;
-                r.protocol_version = Some(spoken);
-            },
-        )
-        .await;
+        record_connected(&shared, id, &session).await;
         tracing::info!(server = %name, protocol = session.protocol_version(), pid, "connected");
         publish.send_replace(Some(Arc::clone(&session)));
         // Always list right after connecting: a list_changed sent before we
@@ -403,6 +391,11 @@ async fn write_connected_again(shared: &Shared, id: ServerId, session: &Session)
     if stored.is_none_or(|r| r.status.is_available()) {
         return;
     }
+    record_connected(shared, id, session).await;
+}
+
+/// CONNECTED, with the revision the session speaks.
+async fn record_connected(shared: &Shared, id: ServerId, session: &Session) {
     let spoken = session.protocol_version().to_owned();
     set_status_with(
         shared,
