@@ -272,3 +272,38 @@ async fn a_server_stuck_in_its_listing_is_disconnected_and_removed_at_once() {
         .unwrap();
     assert_eq!(gone.status(), 404);
 }
+
+/// An HTTP server whose listening GET fails with 500 while its requests
+/// work: the link stays up without the stream, instead of being torn
+/// down and reconnected over and over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_listening_stream_does_not_end_a_working_link() {
+    let d = Daemon::start();
+    let (_server, port) = common::hostile_listening(&["--get-status", "500"], "--http");
+    register(
+        &d,
+        json!({"name": "noget", "transport_type": "HTTP",
+            "connection_config": {"base_url": format!("http://127.0.0.1:{port}/mcp")},
+            "auto_connect": true}),
+    )
+    .await;
+    wait_status(&d, "noget", "CONNECTED", UP).await;
+    let log = log_path(&d.data_dir);
+    let end = Instant::now() + UP;
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("listening stream keeps failing")
+    {
+        assert!(
+            Instant::now() < end,
+            "the failing stream was never given up"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, body) = rest_call(&d, "noget.echo", json!({"still": "up"})).await;
+    assert_eq!(status, 200, "{body}");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!text.contains("lost the connection"), "{text}");
+    let server: Value = get_json(&d.api("/api/v1/aggregator/servers/noget")).await;
+    assert_eq!(server["status"], "CONNECTED", "{server}");
+}

@@ -27,6 +27,10 @@ const LISTEN_RETRIES: u32 = 3;
 const RESUME_ATTEMPTS: u32 = 16;
 /// The wait before resuming when the server named none (`retry:`).
 const DEFAULT_RESUME_DELAY: Duration = Duration::from_millis(500);
+/// The shortest wait before a listening stream is opened again, doubled
+/// for each stream in a row that ended within `LISTEN_QUICK_END`.
+const LISTEN_MIN_DELAY: Duration = Duration::from_secs(1);
+const LISTEN_QUICK_END: Duration = Duration::from_secs(5);
 /// The longest `retry:` we honour: a server cannot park a call for hours.
 const MAX_RESUME_DELAY: Duration = Duration::from_secs(60);
 
@@ -501,6 +505,9 @@ impl Inner {
         let mut failures = 0;
         let mut last_event_id: Option<String> = None;
         let mut retry: Option<Duration> = None;
+        // Streams the server closes as soon as they open are opened again
+        // less and less often (a `retry: 0` must not become a busy loop).
+        let mut quick_ends: u32 = 0;
         while !self.state.is_closed() {
             let mut request = self
                 .request(reqwest::Method::GET)
@@ -513,13 +520,24 @@ impl Inner {
             match request.send().await {
                 Ok(response) if response.status().is_success() => {
                     failures = 0;
+                    let opened = tokio::time::Instant::now();
                     let end = self.read_event_stream(response, last_event_id.take()).await;
                     last_event_id = end.last_event_id;
                     retry = end.retry.or(retry);
+                    quick_ends = match opened.elapsed() < LISTEN_QUICK_END {
+                        true => quick_ends.saturating_add(1),
+                        false => 0,
+                    };
+                    let floor = LISTEN_MIN_DELAY
+                        .saturating_mul(2u32.saturating_pow(quick_ends.min(6)))
+                        .min(MAX_RESUME_DELAY);
                     // The server closed the stream and said when to come back.
                     if let Some(delay) = retry.filter(|_| end.clean) {
-                        tokio::time::sleep(delay).await;
+                        tokio::time::sleep(delay.max(floor)).await;
                         continue;
+                    }
+                    if quick_ends > 0 {
+                        tokio::time::sleep(floor).await;
                     }
                 }
                 // 405: no listening stream offered; 404: none at this
@@ -528,6 +546,20 @@ impl Inner {
                 Ok(response) if response.status().is_client_error() => {
                     tracing::debug!(server = %self.server, status = response.status().as_u16(), "no listening stream");
                     return;
+                }
+                // The server answers, but not this: its requests still work,
+                // so the link stays and goes on without a listening stream
+                // (list changes then show at the next list or relist).
+                Ok(response) if response.status().is_server_error() => {
+                    failures += 1;
+                    if failures > LISTEN_RETRIES {
+                        tracing::warn!(
+                            server = %self.server,
+                            status = response.status().as_u16(),
+                            "the server's listening stream keeps failing; going on without it"
+                        );
+                        return;
+                    }
                 }
                 Ok(_) | Err(_) => {
                     failures += 1;

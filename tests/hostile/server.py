@@ -9,6 +9,7 @@ Standard library only. Speaks newline-delimited JSON-RPC on stdio, or, with
   --pid-file FILE   append this process's pid (and each grandchild's) to FILE
   --silent          never answer anything (not even initialize)
   --hang-list       answer initialize, never tools/list
+  --get-status N    (HTTP) answer the listening GET with status N
   --tools N         offer N extra tools (a huge list)
   --wait-for FILE   answer initialize only once FILE exists (a slow start)
   --http PORT       serve Streamable HTTP instead of stdio (0: a free port;
@@ -97,6 +98,7 @@ TOOLS = [
 
 
 BROKEN_LIST = [False]
+GET_COUNT = [0]
 
 
 def tool_list():
@@ -462,7 +464,8 @@ def serve_http(port):
                 self.wfile.write(f"id: {last}-answer\ndata: {json.dumps(answer)}\n\n".encode())
                 self.close_connection = True
                 return
-            self.send_response(404 if ARGS.stateless else 405)
+            GET_COUNT[0] += 1
+            self.send_response(ARGS.get_status or (404 if ARGS.stateless else 405))
             self.send_header("Content-Length", "0")
             self.end_headers()
 
@@ -668,6 +671,7 @@ def main():
     parser.add_argument("--pid-file")
     parser.add_argument("--silent", action="store_true")
     parser.add_argument("--hang-list", action="store_true")
+    parser.add_argument("--get-status", type=int, default=0)
     parser.add_argument("--tools", type=int, default=0)
     parser.add_argument("--http", type=int)
     parser.add_argument("--wait-for")
