@@ -488,11 +488,73 @@ pub fn answer(id: Value, payload: Json) -> Outgoing {
     }
 }
 
+/// The top-level `"id"` of a message known only by its first bytes (a
+/// line cut at the size limit), when those bytes hold it: the error for
+/// an oversized request can then name it, and its sender stops waiting.
+pub fn leading_id(prefix: &[u8]) -> Option<Value> {
+    let mut depth = 0usize;
+    let mut at = 0usize;
+    while at < prefix.len() {
+        match prefix[at] {
+            b'"' => {
+                let end = string_end(prefix, at)?;
+                if depth == 1 && &prefix[at..=end] == b"\"id\"" {
+                    let rest = &prefix[end + 1..];
+                    let colon = rest.iter().position(|b| !b.is_ascii_whitespace())?;
+                    if rest[colon] == b':' {
+                        let value = &rest[colon + 1..];
+                        let mut values =
+                            serde_json::Deserializer::from_slice(value).into_iter::<Value>();
+                        return match values.next()? {
+                            Ok(id @ (Value::Number(_) | Value::String(_))) => Some(id),
+                            _ => None,
+                        };
+                    }
+                }
+                at = end;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        at += 1;
+    }
+    None
+}
+
+/// Where the string opening at `start` closes (its closing quote).
+fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut at = start + 1;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'\\' => at += 2,
+            b'"' => return Some(at),
+            _ => at += 1,
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
 
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_id_of_a_cut_message_is_found_at_its_top_level_only() {
+        let cut =
+            br#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"arguments":{"x":"aaaa"#;
+        assert_eq!(leading_id(cut), Some(json!(42)));
+        let cut = br#"{"id": "a\"b", "params": {"#;
+        assert_eq!(leading_id(cut), Some(json!("a\"b")));
+        // An "id" inside the params, or inside a string, is not the message's.
+        let cut = br#"{"method":"x","params":{"id":7,"text":"\"id\":8 aaaa"#;
+        assert_eq!(leading_id(cut), None);
+        assert_eq!(leading_id(br#"{"params":{"a":"#), None);
+        assert_eq!(leading_id(br#"{"id":"#), None);
+        assert_eq!(leading_id(br#"{"id":null,"#), None);
+    }
 
     #[test]
     fn each_text_of_a_body_is_found_once_it_has_all_arrived() {

@@ -464,7 +464,7 @@ async fn a_client_line_without_end_is_cut_at_the_limit() {
                 break;
             }
         }
-        seen
+        (seen, lines)
     });
     let chunk = vec![b'x'; 1024 * 1024];
     let mut peak = 0;
@@ -475,13 +475,25 @@ async fn a_client_line_without_end_is_cut_at_the_limit() {
     stdin
         .write_all(b"\n{\"jsonrpc\": \"2.0\", \"id\": 9, \"method\": \"ping\"}\n")
         .unwrap();
-    let seen = reader.join().unwrap();
+    let (seen, mut lines) = reader.join().unwrap();
     assert!(
         seen.iter()
             .any(|l| l.contains("-32700") && l.contains("limit")),
         "{seen:?}"
     );
     assert!(seen.last().unwrap().contains("\"result\""), "{seen:?}");
+    // A request too large whose id comes first: its error names it, so
+    // the client stops waiting for an answer.
+    stdin
+        .write_all(br#"{"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {"name": "x", "arguments": {"a": ""#)
+        .unwrap();
+    stdin.write_all(&vec![b'y'; 2 * 1024 * 1024]).unwrap();
+    stdin.write_all(b"\"}}}\n").unwrap();
+    let answer = lines.next().and_then(Result::ok).unwrap_or_default();
+    assert!(
+        answer.contains("\"id\":77") && answer.contains("-32600") && answer.contains("limit"),
+        "{answer}"
+    );
     let grown = peak.saturating_sub(baseline);
     assert!(
         grown < BOUNDED_GROWTH_KIB,

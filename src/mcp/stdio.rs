@@ -57,9 +57,14 @@ pub async fn serve(
         match read {
             Ok(Line::Complete) => {}
             Ok(Line::TooLong) => {
-                let answer = super::incoming::parse_error(&format!(
-                    "message larger than the {max} byte limit"
-                ));
+                // Named by its id when its first bytes hold it, so the
+                // client stops waiting for an answer.
+                let detail =
+                    format!("message larger than the {max} byte limit (--max-message-bytes)");
+                let answer = match crate::jsonrpc::leading_id(&line) {
+                    Some(id) => crate::jsonrpc::error(id, crate::jsonrpc::INVALID_REQUEST, &detail),
+                    None => super::incoming::parse_error(&detail),
+                };
                 if !outbound.deliver(answer).await {
                     break;
                 }
