@@ -488,27 +488,67 @@ pub fn answer(id: Value, payload: Json) -> Outgoing {
     }
 }
 
-/// The top-level `"id"` of a message known only by its first bytes (a
-/// line cut at the size limit), when those bytes hold it: the error for
-/// an oversized request can then name it, and its sender stops waiting.
-pub fn leading_id(prefix: &[u8]) -> Option<Value> {
+/// What can be known of a message cut at the size limit, from the bytes
+/// kept of it: its first ones and its last ones (`limits::Tail`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CutMessage {
+    /// Its top-level `"id"`, when its first bytes hold it (the Python SDK
+    /// and rmcp write it early) or its last ones do (the TypeScript SDK
+    /// writes it last).
+    pub id: Option<Value>,
+    /// Its first bytes name a `"method"`: a request or a notification.
+    pub has_method: bool,
+    /// Its first bytes hold a `"result"` or an `"error"`.
+    pub has_outcome: bool,
+}
+
+impl CutMessage {
+    /// Reads a message from its first bytes (`prefix`) and its last ones.
+    pub fn read(prefix: &[u8], tail: &[u8]) -> CutMessage {
+        let mut cut = CutMessage::default();
+        top_level_members(prefix, |key, value| match key {
+            b"\"id\"" => cut.id = scalar_id(value),
+            b"\"method\"" => cut.has_method = true,
+            b"\"result\"" | b"\"error\"" => cut.has_outcome = true,
+            _ => {}
+        });
+        if cut.id.is_none() {
+            cut.id = trailing_id(tail);
+        }
+        cut
+    }
+
+    /// The id of an answer (a result or an error) whose sender waits for
+    /// it: an error can then stand in for the answer that was too large.
+    pub fn answer_id(&self) -> Option<&Value> {
+        (self.has_outcome && !self.has_method)
+            .then_some(self.id.as_ref())
+            .flatten()
+    }
+
+    /// The id of a request, for the error that refuses it.
+    pub fn request_id(&self) -> Option<&Value> {
+        self.has_method.then_some(self.id.as_ref()).flatten()
+    }
+}
+
+/// Calls `visit(key, rest)` for each top-level member whose key is in
+/// `prefix` (the key with its quotes, the bytes after its colon).
+fn top_level_members(prefix: &[u8], mut visit: impl FnMut(&[u8], &[u8])) {
     let mut depth = 0usize;
     let mut at = 0usize;
     while at < prefix.len() {
         match prefix[at] {
             b'"' => {
-                let end = string_end(prefix, at)?;
-                if depth == 1 && &prefix[at..=end] == b"\"id\"" {
+                let Some(end) = string_end(prefix, at) else {
+                    return;
+                };
+                if depth == 1 {
                     let rest = &prefix[end + 1..];
-                    let colon = rest.iter().position(|b| !b.is_ascii_whitespace())?;
-                    if rest[colon] == b':' {
-                        let value = &rest[colon + 1..];
-                        let mut values =
-                            serde_json::Deserializer::from_slice(value).into_iter::<Value>();
-                        return match values.next()? {
-                            Ok(id @ (Value::Number(_) | Value::String(_))) => Some(id),
-                            _ => None,
-                        };
+                    if let Some(colon) = rest.iter().position(|b| !b.is_ascii_whitespace())
+                        && rest[colon] == b':'
+                    {
+                        visit(&prefix[at..=end], &rest[colon + 1..]);
                     }
                 }
                 at = end;
@@ -519,7 +559,52 @@ pub fn leading_id(prefix: &[u8]) -> Option<Value> {
         }
         at += 1;
     }
-    None
+}
+
+/// A number or string at the start of `value` (an id may be nothing else).
+fn scalar_id(value: &[u8]) -> Option<Value> {
+    let mut values = serde_json::Deserializer::from_slice(value).into_iter::<Value>();
+    match values.next()? {
+        Ok(id @ (Value::Number(_) | Value::String(_))) => Some(id),
+        _ => None,
+    }
+}
+
+/// The `"id"` a message ends with (`…,"id":7}`), read from its last bytes.
+/// The closing brace right after it makes it a member of the message
+/// itself: in JSON a quote inside a string is escaped, so an unescaped
+/// `"id":` cannot be string content, and one inside a nested object would
+/// be followed by two braces.
+fn trailing_id(tail: &[u8]) -> Option<Value> {
+    let body = tail.trim_ascii_end().strip_suffix(b"}")?.trim_ascii_end();
+    let start = if body.ends_with(b"\"") {
+        let inner = &body[..body.len() - 1];
+        (0..inner.len())
+            .rev()
+            .find(|&at| inner[at] == b'"' && !escaped(&inner[..at]))?
+    } else {
+        body.len()
+            - body
+                .iter()
+                .rev()
+                .take_while(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E'))
+                .count()
+    };
+    let before = body[..start]
+        .trim_ascii_end()
+        .strip_suffix(b":")?
+        .trim_ascii_end()
+        .strip_suffix(b"\"id\"")?;
+    if escaped(before) || !matches!(before.trim_ascii_end().last(), Some(b',' | b'{')) {
+        return None;
+    }
+    let id: Value = serde_json::from_slice(&body[start..]).ok()?;
+    matches!(id, Value::Number(_) | Value::String(_)).then_some(id)
+}
+
+/// Whether the byte after `bytes` is escaped (an odd run of backslashes).
+fn escaped(bytes: &[u8]) -> bool {
+    bytes.iter().rev().take_while(|&&b| b == b'\\').count() % 2 == 1
 }
 
 /// Where the string opening at `start` closes (its closing quote).
@@ -543,17 +628,50 @@ mod tests {
 
     #[test]
     fn the_id_of_a_cut_message_is_found_at_its_top_level_only() {
-        let cut =
-            br#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"arguments":{"x":"aaaa"#;
-        assert_eq!(leading_id(cut), Some(json!(42)));
-        let cut = br#"{"id": "a\"b", "params": {"#;
-        assert_eq!(leading_id(cut), Some(json!("a\"b")));
+        let read = |prefix: &[u8]| CutMessage::read(prefix, b"");
+        let cut = read(
+            br#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"arguments":{"x":"aaaa"#,
+        );
+        assert_eq!(cut.request_id(), Some(&json!(42)));
+        assert_eq!(cut.answer_id(), None);
+        let cut = read(br#"{"id": "a\"b", "method": "x", "params": {"#);
+        assert_eq!(cut.request_id(), Some(&json!("a\"b")));
         // An "id" inside the params, or inside a string, is not the message's.
-        let cut = br#"{"method":"x","params":{"id":7,"text":"\"id\":8 aaaa"#;
-        assert_eq!(leading_id(cut), None);
-        assert_eq!(leading_id(br#"{"params":{"a":"#), None);
-        assert_eq!(leading_id(br#"{"id":"#), None);
-        assert_eq!(leading_id(br#"{"id":null,"#), None);
+        let cut = read(br#"{"method":"x","params":{"id":7,"text":"\"id\":8 aaaa"#);
+        assert_eq!(cut.id, None);
+        assert_eq!(read(br#"{"params":{"a":"#).id, None);
+        assert_eq!(read(br#"{"id":"#).id, None);
+        assert_eq!(read(br#"{"id":null,"#).id, None);
+    }
+
+    #[test]
+    fn the_id_a_cut_message_ends_with_is_found_in_its_tail() {
+        let answer = br#"{"result":{"content":[{"type":"text","text":"zzzz"#;
+        let cut = CutMessage::read(answer, b"zzzz\"}]},\"jsonrpc\":\"2.0\",\"id\":17}\n");
+        assert_eq!(cut.answer_id(), Some(&json!(17)));
+        assert_eq!(cut.request_id(), None);
+        let cut = CutMessage::read(answer, br#"zz"}]},"jsonrpc":"2.0","id" : "r-\"1\"" }"#);
+        assert_eq!(cut.answer_id(), Some(&json!("r-\"1\"")));
+        // A server's own request ending with its id is no answer of ours.
+        let request = br#"{"method":"sampling/createMessage","params":{"messages":[{"x":"#;
+        let cut = CutMessage::read(request, br#"zz"}]},"jsonrpc":"2.0","id":3}"#);
+        assert_eq!((cut.answer_id(), cut.request_id()), (None, Some(&json!(3))));
+        // Not the message's own id: nested, inside a string, or escaped.
+        for tail in [
+            &br#"zz","inner":{"id":5}}"#[..],
+            br#"zz "id":5}"#,
+            br#"zz","k":""id":5}"#,
+            br#"zz","id":null}"#,
+            br#"zz","id":5"#,
+            b"",
+        ] {
+            assert_eq!(
+                CutMessage::read(answer, tail).id,
+                None,
+                "{}",
+                String::from_utf8_lossy(tail)
+            );
+        }
     }
 
     #[test]

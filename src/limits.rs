@@ -112,6 +112,10 @@ impl ByteRate {
 /// are far smaller).
 const KEEP_LINE_CAPACITY: usize = 64 * 1024;
 
+/// How many of an over-long line's last bytes `read_line` keeps: enough
+/// for the `"jsonrpc":"2.0","id":…}` a TypeScript peer ends a message with.
+pub const TAIL_BYTES: usize = 128;
+
 /// One line read by `read_line`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Line {
@@ -120,8 +124,53 @@ pub enum Line {
     /// A whole line is in the buffer (newline included when there was one).
     Complete,
     /// The line was longer than the limit: the buffer holds its first
-    /// `max` bytes, the rest was read and thrown away.
-    TooLong,
+    /// `max` bytes, the rest was read and thrown away but for its last
+    /// bytes (the tail).
+    TooLong(Tail),
+}
+
+/// The last (at most `TAIL_BYTES`) bytes of a line, newline included.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Tail {
+    bytes: [u8; TAIL_BYTES],
+    len: usize,
+}
+
+impl Tail {
+    const EMPTY: Tail = Tail {
+        bytes: [0; TAIL_BYTES],
+        len: 0,
+    };
+
+    /// The tail of a whole line.
+    pub fn of(line: &[u8]) -> Tail {
+        let mut tail = Tail::EMPTY;
+        tail.push(line);
+        tail
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    /// Keeps the last `TAIL_BYTES` of what was kept and `more`.
+    fn push(&mut self, more: &[u8]) {
+        if more.len() >= TAIL_BYTES {
+            self.bytes.copy_from_slice(&more[more.len() - TAIL_BYTES..]);
+            self.len = TAIL_BYTES;
+            return;
+        }
+        let keep = self.len.min(TAIL_BYTES - more.len());
+        self.bytes.copy_within(self.len - keep..self.len, 0);
+        self.bytes[keep..keep + more.len()].copy_from_slice(more);
+        self.len = keep + more.len();
+    }
+}
+
+impl std::fmt::Debug for Tail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tail({:?})", String::from_utf8_lossy(self.as_slice()))
+    }
 }
 
 /// Reads one line into `out` (cleared first), holding at most `max` bytes
@@ -148,12 +197,13 @@ pub async fn read_line<R: AsyncBufRead + Unpin>(
     }
     let mut consumed = 0usize;
     let mut too_long = false;
+    let mut tail = Tail::EMPTY;
     loop {
         let available = reader.fill_buf().await?;
         if available.is_empty() {
             return Ok(match (consumed, too_long) {
                 (0, _) => Line::End,
-                (_, true) => Line::TooLong,
+                (_, true) => Line::TooLong(tail),
                 (_, false) => Line::Complete,
             });
         }
@@ -166,12 +216,13 @@ pub async fn read_line<R: AsyncBufRead + Unpin>(
             too_long = true;
         }
         out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        tail.push(chunk);
         let used = chunk.len();
         reader.consume(used);
         consumed += used;
         if done {
             return Ok(if too_long {
-                Line::TooLong
+                Line::TooLong(tail)
             } else {
                 Line::Complete
             });
@@ -262,16 +313,26 @@ mod tests {
             got,
             vec![
                 (Line::Complete, b"short\n".to_vec()),
-                (Line::TooLong, b"01234567".to_vec()),
+                (
+                    Line::TooLong(Tail::of(b"0123456789abcdef\n")),
+                    b"01234567".to_vec()
+                ),
                 (Line::Complete, b"ok\n".to_vec()),
                 (Line::Complete, b"last".to_vec()),
             ]
         );
         assert_eq!(
             lines(b"0123456789", 4).await,
-            vec![(Line::TooLong, b"0123".to_vec())]
+            vec![(Line::TooLong(Tail::of(b"0123456789")), b"0123".to_vec())]
         );
         assert!(lines(b"", 4).await.is_empty());
+        // Read four bytes at a time, a long line keeps its last bytes.
+        let long: Vec<u8> = (0..1000u32).map(|n| b'a' + (n % 26) as u8).collect();
+        let got = lines(&long, 10).await;
+        let Line::TooLong(tail) = got[0].0 else {
+            panic!("{got:?}")
+        };
+        assert_eq!(tail.as_slice(), &long[long.len() - TAIL_BYTES..]);
     }
 
     #[test]

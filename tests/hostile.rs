@@ -421,6 +421,35 @@ async fn oversized_messages_are_refused_without_being_held() {
     assert_eq!(health.status(), 200);
 }
 
+/// A server's answer over the limit is dropped, but the call it answers
+/// fails at once, not at its timeout (an hour here), wherever the answer
+/// puts its id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_answer_is_too_large_fails_at_once() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(
+        &temp.path().join("data"),
+        &[
+            "--max-message-bytes",
+            "1048576",
+            "--request-timeout",
+            "3600",
+        ],
+    );
+    register(&d, hostile_server("big", &[])).await;
+    wait_status(&d, "big", "CONNECTED", UP).await;
+    for arguments in [json!({"mb": 2}), json!({"mb": 2, "id_first": true})] {
+        let (status, body) = rest_call(&d, "big.huge_answer", arguments.clone()).await;
+        assert_ne!(status, 200, "{arguments}: {body}");
+        let detail = body.to_string();
+        assert!(detail.contains("larger than"), "{arguments}: {detail}");
+    }
+    // The session goes on.
+    let (status, body) = rest_call(&d, "big.echo", json!({"after": 1})).await;
+    assert_eq!(status, 200, "{body}");
+    wait_status(&d, "big", "CONNECTED", UP).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_line_without_end_is_cut_at_the_limit() {
     let temp = tempfile::tempdir().unwrap();
@@ -492,6 +521,19 @@ async fn a_client_line_without_end_is_cut_at_the_limit() {
     let answer = lines.next().and_then(Result::ok).unwrap_or_default();
     assert!(
         answer.contains("\"id\":77") && answer.contains("-32600") && answer.contains("limit"),
+        "{answer}"
+    );
+    // And one whose id comes last, as the TypeScript SDK writes it.
+    stdin
+        .write_all(br#"{"method": "tools/call", "params": {"name": "x", "arguments": {"a": ""#)
+        .unwrap();
+    stdin.write_all(&vec![b'y'; 2 * 1024 * 1024]).unwrap();
+    stdin
+        .write_all(b"\"}}, \"jsonrpc\": \"2.0\", \"id\": 78}\n")
+        .unwrap();
+    let answer = lines.next().and_then(Result::ok).unwrap_or_default();
+    assert!(
+        answer.contains("\"id\":78") && answer.contains("-32600") && answer.contains("limit"),
         "{answer}"
     );
     let grown = peak.saturating_sub(baseline);

@@ -4,7 +4,7 @@
 //! generated input; none may panic, and each keeps its stated invariant.
 
 use mcp_aggregator::config::{self, expand::expand};
-use mcp_aggregator::limits::{EventSizeCheck, Line, read_line};
+use mcp_aggregator::limits::{EventSizeCheck, Line, Tail, read_line};
 use mcp_aggregator::mcp::incoming::{Incoming, classify};
 use mcp_aggregator::model::redact::{redact_text, redact_url};
 use mcp_aggregator::model::wire_name::{WireNameRules, is_valid_wire_name};
@@ -195,7 +195,7 @@ proptest! {
             let end = input[start..].iter().position(|&b| b == b'\n').map_or(input.len(), |p| start + p + 1);
             let whole = &input[start..end];
             if whole.len() > max {
-                expected.push((Line::TooLong, whole[..max].to_vec()));
+                expected.push((Line::TooLong(Tail::of(whole)), whole[..max].to_vec()));
             } else {
                 expected.push((Line::Complete, whole.to_vec()));
             }

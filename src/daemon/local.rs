@@ -199,7 +199,7 @@ async fn serve_client(stream: UnixStream, services: &LocalServices, shutdown: Ca
                 reason: format!("not a handshake: {err}"),
             },
         },
-        Ok(Ok(crate::limits::Line::TooLong)) => Welcome::Refused {
+        Ok(Ok(crate::limits::Line::TooLong(_))) => Welcome::Refused {
             reason: format!("handshake larger than {MAX_HELLO_BYTES} bytes"),
         },
         // Gone, or silent: nobody to answer.

@@ -56,13 +56,16 @@ pub async fn serve(
         };
         match read {
             Ok(Line::Complete) => {}
-            Ok(Line::TooLong) => {
-                // Named by its id when its first bytes hold it, so the
+            Ok(Line::TooLong(tail)) => {
+                // Named by its id when the bytes kept of it hold it, so the
                 // client stops waiting for an answer.
                 let detail =
                     format!("message larger than the {max} byte limit (--max-message-bytes)");
-                let answer = match crate::jsonrpc::leading_id(&line) {
-                    Some(id) => crate::jsonrpc::error(id, crate::jsonrpc::INVALID_REQUEST, &detail),
+                let cut = crate::jsonrpc::CutMessage::read(&line, tail.as_slice());
+                let answer = match cut.request_id() {
+                    Some(id) => {
+                        crate::jsonrpc::error(id.clone(), crate::jsonrpc::INVALID_REQUEST, &detail)
+                    }
                     None => super::incoming::parse_error(&detail),
                 };
                 if !outbound.deliver(answer).await {

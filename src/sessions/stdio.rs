@@ -122,12 +122,36 @@ pub fn open(server: &str, spec: &StdioSpec<'_>, inbound: Inbound) -> Result<Stdi
                     break;
                 }
                 Ok(crate::limits::Line::Complete) => {}
-                Ok(crate::limits::Line::TooLong) => {
+                Ok(crate::limits::Line::TooLong(tail)) => {
+                    let cut = crate::jsonrpc::CutMessage::read(&line, tail.as_slice());
+                    let Some(id) = cut.answer_id() else {
+                        tracing::warn!(
+                            server = %name,
+                            limit = max,
+                            "the server wrote a message larger than the limit (--max-message-bytes); ignored"
+                        );
+                        continue;
+                    };
+                    // The request it answers gets an error now, not at its
+                    // timeout (which may be an hour away).
                     tracing::warn!(
                         server = %name,
                         limit = max,
-                        "the server wrote a message larger than the limit (--max-message-bytes); ignored"
+                        id = %id,
+                        "the server's answer is larger than the limit (--max-message-bytes); its request fails"
                     );
+                    let error = crate::jsonrpc::error(
+                        id.clone(),
+                        crate::jsonrpc::INTERNAL_ERROR,
+                        &format!(
+                            "the server's answer is larger than the {max} byte limit (--max-message-bytes)"
+                        ),
+                    );
+                    if let Ok(message) = serde_json::value::to_raw_value(&error)
+                        && inbound.send(message).await.is_err()
+                    {
+                        return;
+                    }
                     continue;
                 }
                 Err(err) => {

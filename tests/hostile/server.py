@@ -76,6 +76,8 @@ TOOLS = [
     ("fds", "List the descriptors this process had when it started"),
     ("flood", "Send `count` progress (and, unless `logs` is false, log) notifications of `size` bytes, touch `done_file`, answer"),
     ("huge_line", "Write one line of `mb` megabytes (not JSON), then answer"),
+    ("huge_answer", "Answer with a result of `mb` megabytes, its id written last (as the TypeScript "
+                    "SDK does), or first with `id_first`"),
     ("malformed", "Write lines that are not JSON-RPC, then answer"),
     ("wrong_id", "Answer with an id that was never asked"),
     ("hang", "Never answer"),
@@ -289,6 +291,16 @@ def call_tool(peer, rid, name, arguments, meta):
             sys.stdout.buffer.write(b"\n")
             sys.stdout.buffer.flush()
         return text_result("after the huge line")
+    if name == "huge_answer":
+        text = b"z" * (int(arguments.get("mb", 2)) * 1024 * 1024)
+        content = b'{"content":[{"type":"text","text":"' + text + b'"}]}'
+        rid_text = json.dumps(rid).encode()
+        if arguments.get("id_first"):
+            line = b'{"jsonrpc":"2.0","id":' + rid_text + b',"result":' + content + b'}'
+        else:
+            line = b'{"result":' + content + b',"jsonrpc":"2.0","id":' + rid_text + b'}'
+        peer.write_bytes(line + b"\n")
+        return None
     if name == "malformed":
         for junk in [b"not json at all", b"{\"jsonrpc\": \"2.0\", \"id\": ", b"[1, 2, 3]",
                      b"{\"jsonrpc\": \"2.0\", \"id\": \"nobody-asked\", \"result\": {}}",
