@@ -392,11 +392,7 @@ async fn oversized_messages_are_refused_without_being_held() {
     let pid = d.pid() as u32;
     register(&d, hostile_server("big", &[])).await;
     let (_http_server, port) = common::hostile_listening(&[], "--http");
-    register(
-        &d,
-        json!({"name": "bighttp", "transport_type": "HTTP", "connection_config": {"base_url": format!("http://127.0.0.1:{port}/mcp")}, "auto_connect": true}),
-    )
-    .await;
+    register(&d, http_server("bighttp", port)).await;
     wait_status(&d, "big", "CONNECTED", UP).await;
     wait_status(&d, "bighttp", "CONNECTED", UP).await;
     wait_background_settled(&d).await;
@@ -419,6 +415,80 @@ async fn oversized_messages_are_refused_without_being_held() {
     );
     let health = http().get(d.api("/healthz")).send().await.unwrap();
     assert_eq!(health.status(), 200);
+}
+
+/// A list page over the limit ends the listing at once (it used to wait
+/// for the request timeout, an hour here), with its reason shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_page_over_the_limit_ends_the_listing_at_once() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(
+        &temp.path().join("data"),
+        &[
+            "--max-message-bytes",
+            "1048576",
+            "--request-timeout",
+            "3600",
+        ],
+    );
+    register(
+        &d,
+        hostile_server("pages", &["--huge-pages", "2", "--huge-mb", "2"]),
+    )
+    .await;
+    wait_status(&d, "pages", "CONNECTED", UP).await;
+    let end = Instant::now() + UP;
+    let server = loop {
+        let server: Value = get_json(&d.api("/api/v1/aggregator/servers/pages")).await;
+        if server["discovering"] != true {
+            break server;
+        }
+        assert!(Instant::now() < end, "still listing: {server}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Its reason is shown; nothing was half-stored.
+    let reason = server["health"]["list_error"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("tools/list failed") && reason.contains("larger than"),
+        "{server}"
+    );
+    assert_eq!(server["status"], "CONNECTED", "{server}");
+    assert_eq!(server["tool_count"], 0, "{server}");
+    let (_, shown, _) = cli(&d.data_dir, &["servers", "show", "pages"]);
+    assert!(shown.contains("list_error"), "{shown}");
+}
+
+/// An HTTP answer that holds no answer (a login page, an event stream
+/// that ends without one and cannot be resumed) fails its request at
+/// once, not at its timeout: the connect of a server behind a portal, and
+/// a call, are told why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_answer_without_an_answer_fails_at_once() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(
+        &temp.path().join("data"),
+        &["--request-timeout", "3600", "--connect-timeout", "3600"],
+    );
+    let (_portal, portal_port) = common::hostile_listening(&["--html"], "--http");
+    register(&d, http_server("portal", portal_port)).await;
+    let (_server, port) = common::hostile_listening(&[], "--http");
+    register(&d, http_server("web", port)).await;
+    let portal = wait_status(&d, "portal", "ERROR", UP).await;
+    assert!(
+        portal.to_string().contains("text/html"),
+        "the reason names what came back: {portal}"
+    );
+    wait_status(&d, "web", "CONNECTED", UP).await;
+    for (tool, why) in [
+        ("web.html_answer", "not JSON-RPC"),
+        ("web.empty_stream", "without the answer"),
+    ] {
+        let (status, body) = rest_call(&d, tool, json!({})).await;
+        assert_ne!(status, 200, "{tool}: {body}");
+        assert!(body.to_string().contains(why), "{tool}: {body}");
+    }
+    let (status, body) = rest_call(&d, "web.echo", json!({"after": 1})).await;
+    assert_eq!(status, 200, "{body}");
 }
 
 /// A server's answer over the limit is dropped, but the call it answers

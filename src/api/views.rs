@@ -193,6 +193,10 @@ impl ServerView {
                 .last_error
                 .as_deref()
                 .map(crate::model::redact::redact_text);
+            figures.list_error = figures
+                .list_error
+                .as_deref()
+                .map(crate::model::redact::redact_text);
             self.health = Some(figures);
         }
         self

@@ -396,5 +396,6 @@ fn health_details(server: &Value) -> Vec<(&'static str, String)> {
         ("last_error", field(health, "last_error")),
         ("uptime", percent(&health["uptime_ratio"])),
         ("degraded_reason", field(health, "degraded_reason")),
+        ("list_error", field(health, "list_error")),
     ]
 }

@@ -170,6 +170,9 @@ pub struct HealthFigures {
     pub uptime_ratio: f64,
     /// Why the server is DEGRADED, when it is.
     pub degraded_reason: Option<String>,
+    /// Why the last listing of the server's tools failed (its tools stay
+    /// as last stored); none once a listing succeeds.
+    pub list_error: Option<String>,
 }
 
 #[cfg(test)]

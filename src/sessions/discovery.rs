@@ -338,6 +338,7 @@ pub async fn discover(session: &Session, server_id: ServerId, catalog: &Catalog,
             if items.is_empty() && refused.is_empty() {
                 tracing::warn!(server, "the server offers no tools");
             }
+            session.tools_listed(None);
             say_refused(server, "tools/list", &refused);
             let count = items.len() + refused.len();
             match catalog
@@ -360,7 +361,10 @@ pub async fn discover(session: &Session, server_id: ServerId, catalog: &Catalog,
                 Err(err) => tracing::error!(server, "cannot store the tools: {err}"),
             }
         }
-        Some(Err(err)) => tracing::warn!(server, "tools/list failed: {err}"),
+        Some(Err(err)) => {
+            tracing::warn!(server, "tools/list failed: {err}");
+            session.tools_listed(Some(format!("tools/list failed: {err}")));
+        }
         None => {}
     }
 }

@@ -15,6 +15,7 @@ use super::calls::CallRoutes;
 use super::events::{EventSender, SessionEvent};
 use super::pending::{Pending, Waiter};
 use super::rpc_error::RpcError;
+use super::transport::{LinkError, Received};
 use crate::jsonrpc::line;
 use crate::model::ServerRequestHandler;
 
@@ -38,7 +39,7 @@ pub(super) struct Dispatcher {
 }
 
 impl Dispatcher {
-    pub(super) async fn run(self, mut inbound: mpsc::Receiver<Box<RawValue>>) {
+    pub(super) async fn run(self, mut inbound: mpsc::Receiver<Received>) {
         let Dispatcher {
             server,
             pending,
@@ -57,8 +58,16 @@ impl Dispatcher {
                 () = link_closed.cancelled() => None,
                 () = closed.cancelled() => None,
             };
-            let Some(message) = message else {
-                break;
+            let message = match message {
+                Some(Received::Message(message)) => message,
+                Some(Received::Lost { id, why }) => {
+                    let waiter = pending.lock().ok().and_then(|mut p| p.remove(&id));
+                    if let Some(Waiter { tx: waiter, .. }) = waiter {
+                        let _ = waiter.send(Err(RpcError::Link(LinkError::Protocol(why))));
+                    }
+                    continue;
+                }
+                None => break,
             };
             if let Some(vitals) = &vitals {
                 vitals.heard();

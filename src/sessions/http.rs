@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 use super::over_http::{
     ERROR_BODY_MAX, bounded_events, header_map, is_error_answer, status_error_from, unreachable,
 };
-use super::transport::{Inbound, LinkError, LinkState};
+use super::transport::{Inbound, LinkError, LinkState, Received};
 use crate::http_client::{bounded_body, root_cause};
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -33,6 +33,18 @@ const LISTEN_MIN_DELAY: Duration = Duration::from_secs(1);
 const LISTEN_QUICK_END: Duration = Duration::from_secs(5);
 /// The longest `retry:` we honour: a server cannot park a call for hours.
 const MAX_RESUME_DELAY: Duration = Duration::from_secs(60);
+
+/// The id of the request a message is, if it is one: its answer is
+/// waited for.
+fn request_id(message: &[u8]) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Request {
+        id: Option<u64>,
+        method: Option<serde::de::IgnoredAny>,
+    }
+    let request: Request = serde_json::from_slice(message).ok()?;
+    request.method.and(request.id)
+}
 
 /// How an event stream ended.
 #[derive(Debug, Default)]
@@ -321,18 +333,28 @@ impl Inner {
         if status == reqwest::StatusCode::ACCEPTED {
             return Ok(());
         }
-        let is_stream = response
+        let content_type = response
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with(EVENT_STREAM));
+            .unwrap_or("")
+            .to_owned();
+        let waiting = request_id(&message);
         let inner = Arc::clone(self);
         tokio::spawn(async move {
-            if is_stream {
+            let unanswered = if content_type.starts_with(EVENT_STREAM) {
                 let end = inner.read_event_stream(response, None).await;
-                inner.resume(end).await;
+                inner.resume(end).await
             } else {
-                inner.read_json_body(response).await;
+                inner.read_json_body(response, &content_type).await
+            };
+            // Nothing else will bring this answer: the request fails now,
+            // not at its timeout.
+            if let (Some(id), Some(why)) = (waiting, unanswered)
+                && !inner.state.is_closed()
+            {
+                tracing::warn!(server = %inner.server, "{why}");
+                let _ = inner.inbound.send(Received::Lost { id, why }).await;
             }
         });
         Ok(())
@@ -340,46 +362,50 @@ impl Inner {
 
     /// Passes the messages of a body on; true if one was a response.
     async fn deliver_json(&self, body: &[u8]) -> bool {
-        let mut answered = false;
-        match crate::jsonrpc::split_raw(body) {
-            Ok(messages) => {
-                for message in messages {
-                    answered |= crate::jsonrpc::Envelope::read(&message)
-                        .is_ok_and(|envelope| envelope.is_answer());
-                    if self.inbound.send(message).await.is_err() {
-                        break;
-                    }
-                }
-            }
-            Err(err) => {
-                tracing::warn!(server = %self.server, "the server sent a body that is not JSON: {err}")
-            }
-        }
-        answered
+        self.deliver_text(body).await.unwrap_or_else(|err| {
+            tracing::warn!(server = %self.server, "the server sent a body that is not JSON: {err}");
+            false
+        })
     }
 
     /// Reads a JSON body as it arrives: one message, a batch, or several
     /// JSON texts one after another (a server that streams its frames as
     /// newline-delimited JSON), each passed on as soon as it is complete —
     /// a server may wait for our answer to a request it just sent before
-    /// it writes the rest.
-    async fn read_json_body(&self, mut response: reqwest::Response) {
+    /// it writes the rest. Says why when the body held no answer.
+    async fn read_json_body(
+        &self,
+        mut response: reqwest::Response,
+        content_type: &str,
+    ) -> Option<String> {
         let max = crate::limits::max_message_bytes();
         let mut buffer: Vec<u8> = Vec::new();
         let mut splitter = crate::jsonrpc::TextSplitter::default();
+        let mut answered = false;
+        let not_json = |err: serde_json::Error| {
+            let shown = match content_type {
+                "" => "no Content-Type".to_owned(),
+                shown => format!("Content-Type {shown}"),
+            };
+            format!("the server answered with a body that is not JSON-RPC ({shown}): {err}")
+        };
         loop {
             let chunk = match response.chunk().await {
                 Ok(chunk) => chunk,
                 Err(err) => {
-                    tracing::warn!(server = %self.server, "cannot read a response body: {}", root_cause(&err));
-                    return;
+                    return (!answered)
+                        .then(|| format!("the server's answer broke off: {}", root_cause(&err)));
                 }
             };
             let Some(chunk) = chunk else {
                 if !buffer.iter().all(u8::is_ascii_whitespace) {
-                    self.deliver_json(&buffer).await;
+                    match self.deliver_text(&buffer).await {
+                        Ok(delivered) => answered |= delivered,
+                        Err(err) => return (!answered).then(|| not_json(err)),
+                    }
                 }
-                return;
+                return (!answered)
+                    .then(|| "the server's answer held no response to the request".to_owned());
             };
             buffer.extend_from_slice(&chunk);
             // Texts are taken from the front and the buffer moved once per
@@ -387,36 +413,35 @@ impl Inner {
             let mut start = 0;
             while let Some(end) = splitter.complete(&buffer[start..]) {
                 splitter.reset();
-                if !self.deliver_text(&buffer[start..start + end]).await {
-                    return;
+                match self.deliver_text(&buffer[start..start + end]).await {
+                    Ok(delivered) => answered |= delivered,
+                    Err(err) => return (!answered).then(|| not_json(err)),
                 }
                 start += end;
             }
             buffer.drain(..start);
             if buffer.len() > max {
-                tracing::warn!(server = %self.server, "a message in a response body is larger than {max} bytes; stopped reading it");
-                return;
+                return (!answered).then(|| {
+                    format!(
+                        "the server's answer is larger than the {max} byte limit (--max-message-bytes)"
+                    )
+                });
             }
         }
     }
 
-    /// Passes on the messages of one complete text of a body; false when
-    /// it is not JSON (the rest of the body is not read) or nobody listens.
-    async fn deliver_text(&self, text: &[u8]) -> bool {
-        match crate::jsonrpc::split_raw(text) {
-            Ok(messages) => {
-                for message in messages {
-                    if self.inbound.send(message).await.is_err() {
-                        return false;
-                    }
-                }
-                true
-            }
-            Err(err) => {
-                tracing::warn!(server = %self.server, "the server sent a body that is not JSON: {err}");
-                false
+    /// Passes on the messages of one complete text of a body: whether one
+    /// was an answer, or why the text is not JSON-RPC.
+    async fn deliver_text(&self, text: &[u8]) -> Result<bool, serde_json::Error> {
+        let mut answered = false;
+        for message in crate::jsonrpc::split_raw(text)? {
+            answered |=
+                crate::jsonrpc::Envelope::read(&message).is_ok_and(|envelope| envelope.is_answer());
+            if self.inbound.send(message.into()).await.is_err() {
+                break;
             }
         }
+        Ok(answered)
     }
 
     /// Reads an SSE stream to its end; `resumed_from` is the event id the
@@ -459,18 +484,22 @@ impl Inner {
 
     /// A request's event stream ended before its answer: resume it with a
     /// GET carrying `Last-Event-ID`, after the delay the server asked for
-    /// (`retry:`), until the answer comes. Without an event id there is
-    /// nothing to resume from; the request then ends by its timeout.
-    async fn resume(&self, mut end: StreamEnd) {
+    /// (`retry:`), until the answer comes. Says why when the answer will
+    /// not come: without an event id there is nothing to resume from.
+    async fn resume(&self, mut end: StreamEnd) -> Option<String> {
         let mut attempts = 0;
         while !end.answered && !self.state.is_closed() {
             let Some(last) = end.last_event_id.clone() else {
-                return;
+                return Some(
+                    "the server's event stream ended without the answer, and cannot be resumed (no event id)"
+                        .to_owned(),
+                );
             };
             attempts += 1;
             if attempts > RESUME_ATTEMPTS {
-                tracing::warn!(server = %self.server, "gave up resuming an event stream after {RESUME_ATTEMPTS} attempts");
-                return;
+                return Some(format!(
+                    "the server's event stream ended without the answer; gave up resuming it after {RESUME_ATTEMPTS} attempts"
+                ));
             }
             tokio::time::sleep(end.retry.unwrap_or(DEFAULT_RESUME_DELAY)).await;
             let response = self
@@ -488,14 +517,17 @@ impl Inner {
                     end.retry = end.retry.or(retry);
                 }
                 Ok(response) => {
-                    tracing::debug!(server = %self.server, status = response.status().as_u16(), "the server did not resume an event stream");
-                    return;
+                    return Some(format!(
+                        "the server's event stream ended without the answer, and the server did not resume it (HTTP {})",
+                        response.status().as_u16()
+                    ));
                 }
                 Err(err) => {
                     tracing::debug!(server = %self.server, "cannot resume an event stream: {}", root_cause(&err));
                 }
             }
         }
+        None
     }
 
     /// The long-lived GET stream. When it breaks, it is re-opened a few

@@ -48,8 +48,8 @@ pub use transport::LinkError;
 
 /// A fresh channel for what a link receives.
 pub fn inbound_channel() -> (
-    mpsc::Sender<Box<serde_json::value::RawValue>>,
-    mpsc::Receiver<Box<serde_json::value::RawValue>>,
+    mpsc::Sender<transport::Received>,
+    mpsc::Receiver<transport::Received>,
 ) {
     mpsc::channel(transport::INBOUND_CAPACITY)
 }

@@ -108,7 +108,7 @@ impl Session {
     pub async fn start(
         server: &str,
         link: Link,
-        inbound: mpsc::Receiver<Box<RawValue>>,
+        inbound: mpsc::Receiver<super::transport::Received>,
         events: EventSender,
         handshake: Handshake,
     ) -> Result<Arc<Session>, RpcError> {
@@ -290,6 +290,15 @@ impl Session {
     pub(super) fn note_list_ttl(&self, method: &str, ttl_ms: u64) {
         if let Ok(mut ttls) = self.list_ttls.lock() {
             ttls.insert(method.to_owned(), ttl_ms);
+        }
+    }
+
+    /// Notes how a listing of the server's tools went, for the health
+    /// figures (a failure leaves the stored tools as they were, which alone
+    /// would not say why they are old or missing).
+    pub fn tools_listed(&self, error: Option<String>) {
+        if let Some(vitals) = &self.vitals {
+            vitals.listed(error);
         }
     }
 

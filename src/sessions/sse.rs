@@ -93,7 +93,7 @@ pub async fn open(
                     match crate::jsonrpc::split_raw(data.as_bytes()) {
                         Ok(messages) => {
                             for message in messages {
-                                if inbound.send(message).await.is_err() {
+                                if inbound.send(message.into()).await.is_err() {
                                     return;
                                 }
                             }

@@ -15,7 +15,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::transport::{Inbound, LinkError, LinkState};
+use super::transport::{Inbound, LinkError, LinkState, Received};
 
 /// Longest stderr line kept in the log.
 const MAX_LOG_LINE: usize = 8 * 1024;
@@ -124,7 +124,7 @@ pub fn open(server: &str, spec: &StdioSpec<'_>, inbound: Inbound) -> Result<Stdi
                 Ok(crate::limits::Line::Complete) => {}
                 Ok(crate::limits::Line::TooLong(tail)) => {
                     let cut = crate::jsonrpc::CutMessage::read(&line, tail.as_slice());
-                    let Some(id) = cut.answer_id() else {
+                    let Some(id) = cut.answer_id().and_then(serde_json::Value::as_u64) else {
                         tracing::warn!(
                             server = %name,
                             limit = max,
@@ -140,16 +140,10 @@ pub fn open(server: &str, spec: &StdioSpec<'_>, inbound: Inbound) -> Result<Stdi
                         id = %id,
                         "the server's answer is larger than the limit (--max-message-bytes); its request fails"
                     );
-                    let error = crate::jsonrpc::error(
-                        id.clone(),
-                        crate::jsonrpc::INTERNAL_ERROR,
-                        &format!(
-                            "the server's answer is larger than the {max} byte limit (--max-message-bytes)"
-                        ),
+                    let why = format!(
+                        "the server's answer is larger than the {max} byte limit (--max-message-bytes)"
                     );
-                    if let Ok(message) = serde_json::value::to_raw_value(&error)
-                        && inbound.send(message).await.is_err()
-                    {
+                    if inbound.send(Received::Lost { id, why }).await.is_err() {
                         return;
                     }
                     continue;
@@ -166,7 +160,7 @@ pub fn open(server: &str, spec: &StdioSpec<'_>, inbound: Inbound) -> Result<Stdi
             match crate::jsonrpc::split_raw(text) {
                 Ok(messages) => {
                     for message in messages {
-                        if inbound.send(message).await.is_err() {
+                        if inbound.send(message.into()).await.is_err() {
                             return;
                         }
                     }

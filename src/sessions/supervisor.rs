@@ -858,6 +858,10 @@ async fn open_in(
             super::RpcError::Timeout(t) => {
                 Attempt::Failed(format!("no answer to {opening} within {t:?}"))
             }
+            // An answer that came and could not be read.
+            super::RpcError::Link(super::transport::LinkError::Protocol(_)) => {
+                Attempt::Failed(format!("{opening}: {err}"))
+            }
             super::RpcError::Closed(_) | super::RpcError::Link(_) => {
                 Attempt::Failed(format!("the server went away during the handshake: {err}"))
             }

@@ -6,10 +6,27 @@ use std::sync::Mutex;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// Messages from the server, checked as JSON and left as its text: only
-/// their envelope is ever read, results pass through as the server wrote
-/// them (fields we do not know, key order, number spelling unchanged).
-pub type Inbound = mpsc::Sender<Box<RawValue>>;
+/// What a link receives, in order.
+#[derive(Debug)]
+pub enum Received {
+    /// A message from the server, checked as JSON and left as its text:
+    /// only its envelope is ever read, a result passes through as the
+    /// server wrote it (fields we do not know, key order, number spelling
+    /// unchanged).
+    Message(Box<RawValue>),
+    /// The answer to our request `id` came and cannot be read (too large,
+    /// not JSON-RPC, cut off): the request fails now, not at its timeout.
+    Lost { id: u64, why: String },
+}
+
+impl From<Box<RawValue>> for Received {
+    fn from(message: Box<RawValue>) -> Received {
+        Received::Message(message)
+    }
+}
+
+/// Where a link puts what it receives.
+pub type Inbound = mpsc::Sender<Received>;
 
 /// How many server messages may queue before the transport waits.
 pub const INBOUND_CAPACITY: usize = 1024;

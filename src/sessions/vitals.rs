@@ -39,6 +39,7 @@ struct State {
     checks_failed: u64,
     baseline_ms: Option<f64>,
     degraded_reason: Option<String>,
+    list_error: Option<String>,
     interval: Duration,
     /// For the uptime ratio.
     status: ServerStatus,
@@ -105,6 +106,7 @@ impl Vitals {
                 checks_failed: 0,
                 baseline_ms: None,
                 degraded_reason: None,
+                list_error: None,
                 interval,
                 status,
                 status_since: now,
@@ -233,6 +235,12 @@ impl Vitals {
         let mut state = self.lock();
         state.consecutive_failures = 0;
         state.calls.clear();
+        state.list_error = None;
+    }
+
+    /// How the last listing of the server's tools went.
+    pub fn listed(&self, error: Option<String>) {
+        self.lock().list_error = error;
     }
 
     pub fn set_interval(&self, interval: Duration) {
@@ -321,6 +329,7 @@ impl Vitals {
                 0.0
             },
             degraded_reason: state.degraded_reason.clone(),
+            list_error: state.list_error.clone(),
         }
     }
 

@@ -402,6 +402,16 @@ pub fn hostile_py() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile/server.py")
 }
 
+/// A Streamable HTTP registration of a server listening on `port` at `/mcp`.
+pub fn http_server(name: &str, port: u16) -> Value {
+    json!({
+        "name": name,
+        "transport_type": "HTTP",
+        "connection_config": {"base_url": format!("http://127.0.0.1:{port}/mcp")},
+        "auto_connect": true
+    })
+}
+
 /// A STDIO registration of the hostile server; `extra` are its flags.
 pub fn hostile_server(name: &str, extra: &[&str]) -> Value {
     let mut args = vec![hostile_py().display().to_string()];

@@ -90,6 +90,9 @@ TOOLS = [
     ("ask_later", "Answer at once, then ask the client for sampling outside any call"),
     ("last_ask", "What the last ask_later request got back"),
     ("huge_body", "HTTP only: answer with a body of `mb` megabytes"),
+    ("html_answer", "HTTP only: answer 200 with an HTML page"),
+    ("empty_stream", "HTTP only: answer with an event stream that ends with a log event and no "
+                     "answer, and no event id to resume it from"),
     ("endless_event", "HTTP only: answer with an SSE event that never ends"),
     ("ndjson_ask", "HTTP only: answer as newline-delimited JSON frames: a log message, then an "
                    "elicitation/create request, and only once its answer came (POSTed back) the "
@@ -509,6 +512,24 @@ def serve_http(port):
                 self.redirected()
                 return
             name = params.get("name") if message.get("method") == "tools/call" else None
+            if (ARGS.html and "id" in message) or name == "html_answer":
+                page = b"<!doctype html><html><body>Sign in to continue</body></html>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+                return
+            if name == "empty_stream":
+                log = {"jsonrpc": "2.0", "method": "notifications/message",
+                       "params": {"level": "info", "data": "no answer follows"}}
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(f"data: {json.dumps(log)}\n\n".encode())
+                self.close_connection = True
+                return
             if name == "huge_body":
                 megabytes = int((params.get("arguments") or {}).get("mb", 100))
                 self.send_response(200)
@@ -688,6 +709,7 @@ def main():
     parser.add_argument("--http", type=int)
     parser.add_argument("--wait-for")
     parser.add_argument("--stateless", action="store_true")
+    parser.add_argument("--html", action="store_true")
     parser.add_argument("--redirect-to")
     parser.add_argument("--redirect-all", action="store_true")
     parser.add_argument("--capture")
