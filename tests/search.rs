@@ -1006,13 +1006,16 @@ async fn compound_requests_and_pinned_tools_through_both_front_doors() {
         ["clock.get_current_time", "files.read_file"],
         "{found}"
     );
-    // A skill filter that matches nothing finds nothing; a wrong type is
-    // a mistake the model can read.
+    // A skill no tool has is a mistake the model can read and mend (the
+    // skills present are named), as is a wrong type.
     let answer = mcp_call(&d, &session, json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
         "params": {"name": "search_tools", "arguments": {"query": COMPOUND, "skills": ["no_such_skill"]}}})).await;
-    assert_eq!(
-        found_names(&answer["result"]),
-        Vec::<String>::new(),
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("'no_such_skill'") && text.contains("skills present are: "),
         "{answer}"
     );
     let answer = mcp_call(

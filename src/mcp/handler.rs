@@ -156,12 +156,24 @@ impl FrontDoor {
             self.settle_search().await;
             let (search, table) = (self.search.clone(), self.router.table());
             let arguments = arguments.as_ref().map(Json::to_tree);
-            let only = client.profile().map(|profile| {
-                let view = self.router.view_of(&table, profile);
-                (Arc::clone(&view.tool_ids), view.servers.clone())
-            });
+            let view = client
+                .profile()
+                .map(|profile| self.router.view_of(&table, profile));
+            // Only a search filtered by skill needs to know which are here.
+            let filters_skills = arguments
+                .as_ref()
+                .and_then(|a| a.get("skills"))
+                .is_some_and(|skills| !skills.is_null());
+            let present = filters_skills.then(|| self.router.skill_counts(view.as_deref()));
+            let only = view.map(|view| (Arc::clone(&view.tool_ids), view.servers.clone()));
             return tokio::task::spawn_blocking(move || {
-                super::meta::search_tools(&search, &table, arguments.as_ref(), only)
+                super::meta::search_tools(
+                    &search,
+                    &table,
+                    arguments.as_ref(),
+                    only,
+                    present.as_deref(),
+                )
             })
             .await
             .map(Json::Tree)

@@ -162,12 +162,14 @@ fn string_list(
 }
 
 /// `only`: the client's view (none: everything). A server outside it is
-/// as unknown as one nobody registered.
+/// as unknown as one nobody registered. `skills_present`: the skills of
+/// the tools in that view (needed when the search filters by skill).
 pub fn search_tools(
     index: &SearchIndex,
     table: &RouteTable,
     arguments: Option<&Value>,
     only: Option<ViewScope>,
+    skills_present: Option<&[(String, usize)]>,
 ) -> Value {
     let Some(query) = arguments
         .and_then(|a| a.get("query"))
@@ -190,6 +192,27 @@ pub fn search_tools(
         Ok(skills) => skills,
         Err(error) => return error,
     };
+    // A skill no tool here has would only find nothing: the agent is told
+    // which skills there are instead.
+    if let (Some(skills), Some(present)) = (&skills, skills_present) {
+        let absent: Vec<&str> = skills
+            .iter()
+            .filter(|skill| !present.iter().any(|(id, _)| id == *skill))
+            .map(String::as_str)
+            .collect();
+        if !absent.is_empty() {
+            let named: Vec<&str> = present.iter().map(|(id, _)| id.as_str()).collect();
+            return tool_error(format!(
+                "no tool here has the skill '{}'; the skills present are: {} (or search without `skills`)",
+                absent.join("', '"),
+                if named.is_empty() {
+                    "none yet".to_owned()
+                } else {
+                    named.join(", ")
+                }
+            ));
+        }
+    }
     let mut known = table.search_view();
     let only_tools = only.map(|(tools, servers)| {
         known.retain(|server| servers.contains(&server.id));
