@@ -58,7 +58,7 @@ pub fn init(format: LogFormat, default_filter: &str, otlp: Option<&str>) -> Tele
     let logs: Box<dyn Layer<Registry> + Send + Sync> = match format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
             .with_ansi(false)
-            .with_writer(std::io::stderr)
+            .with_writer(|| OneLine(std::io::stderr()))
             .with_filter(filter)
             .boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
@@ -89,6 +89,39 @@ pub fn init(format: LogFormat, default_filter: &str, otlp: Option<&str>) -> Tele
         .with(traces)
         .try_init();
     Telemetry { provider }
+}
+
+/// Writes each text log line as one line: what a server wrote into it (a
+/// tool name, an error, a line of its stderr) cannot break it in two and
+/// forge a line of ours, nor drive the terminal that shows it. The text
+/// layer hands over one whole event per write, ending in its newline.
+/// (JSON lines need nothing: the JSON writer escapes every control
+/// character.)
+struct OneLine<W>(W);
+
+impl<W: std::io::Write> std::io::Write for OneLine<W> {
+    fn write(&mut self, event: &[u8]) -> std::io::Result<usize> {
+        let (text, ends_line) = match event.strip_suffix(b"\n") {
+            Some(text) => (text, true),
+            None => (event, false),
+        };
+        let text = String::from_utf8_lossy(text);
+        if !text.chars().any(crate::model::printable::is_hostile) {
+            self.0.write_all(event)?;
+            return Ok(event.len());
+        }
+        // One write: another thread's line cannot land inside this one.
+        let mut shown = crate::model::printable::printable(&text);
+        if ends_line {
+            shown.push('\n');
+        }
+        self.0.write_all(shown.as_bytes())?;
+        Ok(event.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
 }
 
 /// The endpoint of the traces under an OTLP/HTTP base URL.
@@ -162,6 +195,20 @@ impl HttpClient for RuntimeClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_line_stays_one_line_whatever_it_holds() {
+        use std::io::Write as _;
+        let mut out = OneLine(Vec::new());
+        out.write_all(b"WARN refused item=evil\n2026-01-01 ERROR forged \x1b[2J\n")
+            .unwrap();
+        out.write_all(b"INFO plain\n").unwrap();
+        let written = String::from_utf8(out.0).unwrap();
+        assert_eq!(
+            written,
+            "WARN refused item=evil\\u{a}2026-01-01 ERROR forged \\u{1b}[2J\nINFO plain\n"
+        );
+    }
 
     #[test]
     fn a_base_url_gets_the_traces_path() {

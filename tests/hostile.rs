@@ -811,6 +811,17 @@ async fn every_misbehaviour_leaves_the_aggregator_responsive_and_bounded() {
             "after bad.{tool} the daemon grew by {grown} KiB"
         );
     }
+    // What the server wrote went into the log escaped: it drove no
+    // terminal and forged no line of ours.
+    let log = std::fs::read_to_string(log_path(&d.data_dir)).unwrap_or_default();
+    assert!(
+        log.contains("\\u{1b}[2K2026-01-01"),
+        "the junk line was logged"
+    );
+    assert!(
+        !log.contains('\u{1b}') && !log.contains('\r'),
+        "a server's bytes reached the log raw"
+    );
     // No process of the hostile server (nor its grandchild) outlives it.
     assert_eq!(remove(&d, "bad").await, 204);
     let alive = || {

@@ -1,5 +1,6 @@
 //! Human-readable output: tables for lists, aligned fields for one item.
 
+use crate::model::printable::printable;
 use comfy_table::{ContentArrangement, Table, presets};
 use serde_json::Value;
 
@@ -45,26 +46,6 @@ pub fn field(value: &Value, key: &str) -> String {
     text(value.get(key).unwrap_or(&Value::Null))
 }
 
-/// Text from a server as a terminal may show it: control characters
-/// (escape sequences that clear the screen or write the clipboard, line
-/// breaks that forge rows) and bidirectional overrides written as
-/// `\u{…}` escapes instead of acted on.
-pub fn printable(text: &str) -> String {
-    if !text.chars().any(is_hostile) {
-        return text.to_owned();
-    }
-    text.chars()
-        .map(|c| match is_hostile(c) {
-            true => c.escape_unicode().to_string(),
-            false => c.to_string(),
-        })
-        .collect()
-}
-
-fn is_hostile(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-}
-
 /// Longest a table cell is shown (a 100,000-character tool name would
 /// otherwise widen every row).
 const CELL_CHARS: usize = 200;
@@ -80,6 +61,7 @@ fn cell_text(cell: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::printable::is_hostile;
 
     #[test]
     fn a_servers_text_cannot_drive_the_terminal() {

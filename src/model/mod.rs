@@ -7,6 +7,7 @@ pub mod health;
 pub mod instance;
 pub mod param_headers;
 pub mod pinned_tools;
+pub mod printable;
 pub mod profile;
 pub mod redact;
 pub mod server;

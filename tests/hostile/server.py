@@ -308,7 +308,8 @@ def call_tool(peer, rid, name, arguments, meta):
         for junk in [b"not json at all", b"{\"jsonrpc\": \"2.0\", \"id\": ", b"[1, 2, 3]",
                      b"{\"jsonrpc\": \"2.0\", \"id\": \"nobody-asked\", \"result\": {}}",
                      b"{\"jsonrpc\": \"2.0\", \"method\": 42}", b"\xff\xfe\x00binary",
-                     b"{" * 10000, b"null", b"{\"id\": 1, \"result\": {}}"]:
+                     b"{" * 10000, b"null", b"{\"id\": 1, \"result\": {}}",
+                     b"\r\x1b[2K2026-01-01T00:00:00.000000Z ERROR forged by the server"]:
             peer.write_bytes(junk + b"\n")
         return text_result("after the junk")
     if name == "wrong_id":
