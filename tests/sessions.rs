@@ -293,6 +293,38 @@ async fn a_subscription_the_server_ends_is_opened_again() {
     );
 }
 
+/// A 2026-07-28 server whose subscription stream is cut without an answer
+/// (a proxy's idle timeout) is subscribed to again, later each time it is
+/// cut at once; before, list changes silently stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_stream_cut_without_an_answer_is_opened_again() {
+    let d = Daemon::start();
+    let (_server, port) = common::hostile_listening(&["--modern"], "--http");
+    register(&d, common::http_server("cut", port)).await;
+    let connected = wait_status(&d, "cut", "CONNECTED", UP).await;
+    assert_eq!(connected["protocol_version"], "2026-07-28", "{connected}");
+    let end = std::time::Instant::now() + UP;
+    loop {
+        let answer = common::post_json(
+            &d.api("/api/v1/tools/call"),
+            &json!({"name": "cut.listens", "arguments": {}}),
+        )
+        .await;
+        let listens: u32 = answer["content"][0]["text"]
+            .as_str()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        if listens >= 3 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "subscribed {listens} times: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// A 2026-07-28 server that cannot announce list changes but says how long
 /// its lists stay fresh (`ttlMs`) is listed again when that time is up: a
 /// tool it adds silently is discovered. (The TypeScript SDK v2 backend, told

@@ -60,6 +60,13 @@ impl Dispatcher {
             };
             let message = match message {
                 Some(Received::Message(message)) => message,
+                // The subscription's stream ended without its answer: it
+                // ended all the same.
+                Some(Received::Lost { id, why }) if id == super::revision::LISTEN_ID => {
+                    tracing::debug!(server = %server, "the list-change subscription ended: {why}");
+                    events.send(SessionEvent::ListenEnded);
+                    continue;
+                }
                 Some(Received::Lost { id, why }) => {
                     let waiter = pending.lock().ok().and_then(|mut p| p.remove(&id));
                     if let Some(Waiter { tx: waiter, .. }) = waiter {

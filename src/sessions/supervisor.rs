@@ -30,8 +30,12 @@ enum Connected {
 }
 
 /// How long after a server ended the list-change subscription it is opened
-/// again.
+/// again; doubled (up to `LISTEN_AGAIN_MAX`) while subscriptions keep
+/// ending within `LISTEN_QUICK_END` of being opened, so a server that ends
+/// each at once is not subscribed to (and listed) in a loop.
 const LISTEN_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+const LISTEN_AGAIN_MAX: std::time::Duration = std::time::Duration::from_secs(60);
+const LISTEN_QUICK_END: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub(super) async fn run(
     shared: Arc<Shared>,
@@ -215,6 +219,11 @@ pub(super) async fn run(
             .relist_after()
             .map(|after| tokio::time::Instant::now() + after);
         let mut monitor = Monitor::new(&shared, &record, &vitals);
+        // The list-change subscription: when it was opened, and when it is
+        // to be opened again after the server ended it.
+        let mut listening_since = tokio::time::Instant::now();
+        let mut listen_wait = LISTEN_AGAIN_AFTER;
+        let mut listen_again: Option<tokio::time::Instant> = None;
         let outcome = loop {
             tokio::select! {
                 () = session.closed() => break Connected::Lost(session.close_reason()),
@@ -244,6 +253,17 @@ pub(super) async fn run(
                     }
                     relist = session.relist_after().map(|after| tokio::time::Instant::now() + after);
                 }
+                () = async { tokio::time::sleep_until(listen_again.unwrap_or_else(tokio::time::Instant::now)).await }, if listen_again.is_some() => {
+                    listen_again = None;
+                    listening_since = tokio::time::Instant::now();
+                    session.listen().await;
+                    // Changes made while no subscription was open.
+                    if let Some(command) = discover_answering(&shared, id, &mut commands, discovery::discover(&session, id, &shared.catalog, What::Everything)).await
+                        && let Some(outcome) = on_command(&shared, id, &name, &session, &publish, command).await
+                    {
+                        break outcome;
+                    }
+                }
                 event = events.recv() => match event {
                     // Listed again, then announced: the router tells the
                     // clients, who list what we just stored.
@@ -265,15 +285,19 @@ pub(super) async fn run(
                             shared.announce(id, method);
                         }
                     }
-                    // Subscribed again (a moment later, so a server that ends
-                    // every subscription at once is not flooded), and listed
-                    // again: changes in between would be lost.
-                    Some(SessionEvent::ListenEnded) => {
-                        tracing::info!(server = %name, "the server ended its subscription to list changes; subscribing again");
-                        tokio::time::sleep(LISTEN_AGAIN_AFTER).await;
-                        session.listen().await;
-                        discovery::discover(&session, id, &shared.catalog, What::Everything).await;
+                    // Subscribed again (a moment later, and later still while
+                    // subscriptions keep ending at once), and listed again:
+                    // changes in between would be lost.
+                    Some(SessionEvent::ListenEnded) if listen_again.is_none() => {
+                        listen_wait = if listening_since.elapsed() < LISTEN_QUICK_END {
+                            (listen_wait * 2).min(LISTEN_AGAIN_MAX)
+                        } else {
+                            LISTEN_AGAIN_AFTER
+                        };
+                        tracing::info!(server = %name, again_in = ?listen_wait, "the server ended its subscription to list changes; subscribing again");
+                        listen_again = Some(tokio::time::Instant::now() + listen_wait);
                     }
+                    Some(SessionEvent::ListenEnded) => {}
                     Some(SessionEvent::Notification(message)) => {
                         let _ = shared.notices.send(ServerNotice { server_id: id, message });
                     }

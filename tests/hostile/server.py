@@ -89,6 +89,7 @@ TOOLS = [
     ("sample", "Ask the client for a sampling/createMessage during the call"),
     ("ask_later", "Answer at once, then ask the client for sampling outside any call"),
     ("last_ask", "What the last ask_later request got back"),
+    ("listens", "How many subscriptions/listen requests came (with --modern)"),
     ("huge_body", "HTTP only: answer with a body of `mb` megabytes"),
     ("html_answer", "HTTP only: answer 200 with an HTML page"),
     ("empty_stream", "HTTP only: answer with an event stream that ends with a log event and no "
@@ -104,6 +105,7 @@ TOOLS = [
 
 BROKEN_LIST = [False]
 GET_COUNT = [0]
+LISTENS = [0]
 
 
 def tool_list():
@@ -338,6 +340,8 @@ def call_tool(peer, rid, name, arguments, meta):
         return text_result("will ask later")
     if name == "last_ask":
         return text_result(json.dumps(LAST_ASK["outcome"]))
+    if name == "listens":
+        return text_result(str(LISTENS[0]))
     raise KeyError(name)
 
 
@@ -373,6 +377,12 @@ def handle(peer, message):
             "protocolVersion": params.get("protocolVersion", "2025-06-18"),
             "capabilities": {"tools": {"listChanged": True}, "logging": {}},
             "serverInfo": {"name": "hostile", "version": "1.0"},
+        }
+    elif method == "server/discover" and ARGS.modern:
+        result = {
+            "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {"listChanged": True}},
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "hostile", "version": "1.0"}},
         }
     elif method == "ping":
         result = {}
@@ -605,6 +615,19 @@ def serve_http(port):
                 self.wfile.flush()
                 self.close_connection = True
                 return
+            if ARGS.modern and message.get("method") == "subscriptions/listen":
+                # The subscription's stream is cut (as a proxy's idle
+                # timeout does): no answer, no event id to resume from.
+                LISTENS[0] += 1
+                log = {"jsonrpc": "2.0", "method": "notifications/message",
+                       "params": {"level": "info", "data": "listening"}}
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(f"data: {json.dumps(log)}\n\n".encode())
+                self.close_connection = True
+                return
             answer = handle(HttpPeer(), message)
             if answer is None:
                 self.send_response(202)
@@ -711,6 +734,7 @@ def main():
     parser.add_argument("--wait-for")
     parser.add_argument("--stateless", action="store_true")
     parser.add_argument("--html", action="store_true")
+    parser.add_argument("--modern", action="store_true")
     parser.add_argument("--redirect-to")
     parser.add_argument("--redirect-all", action="store_true")
     parser.add_argument("--capture")
