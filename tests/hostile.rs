@@ -491,6 +491,20 @@ async fn an_http_answer_without_an_answer_fails_at_once() {
     assert_eq!(status, 200, "{body}");
 }
 
+/// An empty 200 is taken as the 202 it should have been (some servers
+/// send the answer on the listening stream): the request waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_http_answer_leaves_the_request_waiting() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(&temp.path().join("data"), &["--request-timeout", "2"]);
+    let (_server, port) = common::hostile_listening(&[], "--http");
+    register(&d, http_server("web", port)).await;
+    wait_status(&d, "web", "CONNECTED", UP).await;
+    let (status, body) = rest_call(&d, "web.empty_answer", json!({})).await;
+    assert_ne!(status, 200, "{body}");
+    assert!(body.to_string().contains("did not answer within"), "{body}");
+}
+
 /// A server's answer over the limit is dropped, but the call it answers
 /// fails at once, not at its timeout (an hour here), wherever the answer
 /// puts its id.

@@ -382,6 +382,7 @@ impl Inner {
         let mut buffer: Vec<u8> = Vec::new();
         let mut splitter = crate::jsonrpc::TextSplitter::default();
         let mut answered = false;
+        let mut texts = 0usize;
         let not_json = |err: serde_json::Error| {
             let shown = match content_type {
                 "" => "no Content-Type".to_owned(),
@@ -399,12 +400,15 @@ impl Inner {
             };
             let Some(chunk) = chunk else {
                 if !buffer.iter().all(u8::is_ascii_whitespace) {
+                    texts += 1;
                     match self.deliver_text(&buffer).await {
                         Ok(delivered) => answered |= delivered,
                         Err(err) => return (!answered).then(|| not_json(err)),
                     }
                 }
-                return (!answered)
+                // An empty 200 is read as the 202 it should have been: some
+                // servers send the answer on the listening stream instead.
+                return (!answered && texts > 0)
                     .then(|| "the server's answer held no response to the request".to_owned());
             };
             buffer.extend_from_slice(&chunk);
@@ -413,6 +417,7 @@ impl Inner {
             let mut start = 0;
             while let Some(end) = splitter.complete(&buffer[start..]) {
                 splitter.reset();
+                texts += 1;
                 match self.deliver_text(&buffer[start..start + end]).await {
                     Ok(delivered) => answered |= delivered,
                     Err(err) => return (!answered).then(|| not_json(err)),

@@ -92,6 +92,7 @@ TOOLS = [
     ("listens", "How many subscriptions/listen requests came (with --modern)"),
     ("huge_body", "HTTP only: answer with a body of `mb` megabytes"),
     ("html_answer", "HTTP only: answer 200 with an HTML page"),
+    ("empty_answer", "HTTP only: answer 200 with an empty body (the answer never comes)"),
     ("empty_stream", "HTTP only: answer with an event stream that ends with a log event and no "
                      "answer, and no event id to resume it from"),
     ("endless_event", "HTTP only: answer with an SSE event that never ends"),
@@ -530,6 +531,12 @@ def serve_http(port):
                 self.send_header("Content-Length", str(len(page)))
                 self.end_headers()
                 self.wfile.write(page)
+                return
+            if name == "empty_answer":
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
                 return
             if name == "empty_stream":
                 log = {"jsonrpc": "2.0", "method": "notifications/message",
