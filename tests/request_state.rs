@@ -15,6 +15,11 @@ const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
 /// A 2026-07-28 client's `tools/call` of `name` over `/mcp`, with `extra`
 /// params (its answers and state).
 async fn call(d: &Daemon, name: &str, arguments: Value, extra: Value) -> Value {
+    call_at(d, "/mcp", name, arguments, extra).await
+}
+
+/// The same, at `path` (a profile's `/mcp/NAME`).
+async fn call_at(d: &Daemon, path: &str, name: &str, arguments: Value, extra: Value) -> Value {
     let mut params = json!({"name": name, "arguments": arguments, "_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"roots": {}},
@@ -23,7 +28,7 @@ async fn call(d: &Daemon, name: &str, arguments: Value, extra: Value) -> Value {
         params.extend(extra);
     }
     http()
-        .post(d.api("/mcp"))
+        .post(d.api(path))
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
@@ -129,19 +134,127 @@ async fn a_used_state_replayed_after_a_restart_resumes_nothing() {
 }
 
 /// A daemon with two 2026-07-28 servers, `a` and `b`, whose `ask_roots`
-/// asks the client for its roots.
+/// asks the client for its roots; a bare `ask_roots` is a's (priority).
 async fn two_asking_servers() -> Daemon {
     let d = Daemon::start();
-    for name in ["a", "b"] {
+    for (name, priority) in [("a", 10), ("b", 0)] {
         register(
             &d,
-            json!({"name": name, "transport_type": "STDIO", "connection_config": {
+            json!({"name": name, "transport_type": "STDIO", "priority": priority, "connection_config": {
                 "command": FIXTURE, "args": ["--modern-only", "--extra-tool", "ask_roots"]}}),
         )
         .await;
         wait_status(&d, name, "CONNECTED", UP).await;
     }
     d
+}
+
+/// A state a client makes up, or one of another type, never reaches a
+/// server: only a state we handed out is let through, and a 2025 session
+/// (never handed one) has no answers to give.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_the_aggregator_did_not_issue_reaches_no_server() {
+    let d = two_asking_servers().await;
+    let answers = json!({"roots-1": {"roots": [{"uri": "file:///forged"}]}});
+    for state in [
+        json!("forged-by-client"),
+        json!(12),
+        json!(["x"]),
+        json!({"v": 1}),
+    ] {
+        let sent = call(
+            &d,
+            "b__ask_roots",
+            json!({}),
+            json!({"inputResponses": answers, "requestState": state}),
+        )
+        .await;
+        assert_eq!(sent["error"]["code"], -32602, "{state}: {sent}");
+        assert!(sent.to_string().contains("requestState refused"), "{sent}");
+    }
+    let session = mcp_session_with(&d, json!({})).await;
+    let sent = mcp_call(
+        &d,
+        &session,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "b__ask_roots", "arguments": {},
+            "inputResponses": answers, "requestState": "forged-by-client"}}),
+    )
+    .await;
+    assert_eq!(sent["error"]["code"], -32602, "a 2025 session: {sent}");
+}
+
+/// A state goes back to the server that issued it, not to whatever the
+/// name the client retries with resolves to now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_is_not_taken_to_another_server_by_a_bare_name() {
+    let d = two_asking_servers().await;
+    let from_a = asked(&d, "ask_roots", json!({})).await;
+    let disconnected = http()
+        .post(d.api("/api/v1/aggregator/servers/a/disconnect"))
+        .send()
+        .await
+        .unwrap();
+    assert!(disconnected.status().is_success(), "{disconnected:?}");
+    wait_status(&d, "a", "DISCONNECTED", UP).await;
+    let sent = call(&d, "ask_roots", json!({}), retry(&from_a, "file:///x")).await;
+    assert_eq!(sent["error"]["code"], -32602, "a's state reached b: {sent}");
+    assert!(sent.to_string().contains("another server"), "{sent}");
+}
+
+/// A parked request resumes only for the client it was handed to (its
+/// view here), and a wrong retry does not use up the right one's state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_request_resumes_only_for_the_client_it_was_handed_to() {
+    let d = Daemon::start();
+    register(
+        &d,
+        json!({"name": "fx", "transport_type": "STDIO",
+            "connection_config": {"command": FIXTURE, "args": ["--legacy-only"]}}),
+    )
+    .await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    for profile in ["mine", "theirs"] {
+        let put = http()
+            .put(d.api(&format!("/api/v1/profiles/{profile}")))
+            .json(&json!({"servers": ["*"]}))
+            .send()
+            .await
+            .unwrap();
+        assert!(put.status().is_success(), "{put:?}");
+    }
+    let end = Instant::now() + UP;
+    let mine = loop {
+        let answer = call_at(&d, "/mcp/mine", "fx__roots", json!({}), json!({})).await;
+        if answer["result"]["resultType"] == "input_required" {
+            break answer["result"].clone();
+        }
+        assert!(Instant::now() < end, "never asked: {answer}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    for path in ["/mcp/theirs", "/mcp"] {
+        let taken = call_at(
+            &d,
+            path,
+            "fx__roots",
+            json!({}),
+            retry(&mine, "file:///theirs"),
+        )
+        .await;
+        assert_eq!(taken["error"]["code"], -32602, "{path}: {taken}");
+        assert!(taken.to_string().contains("another client"), "{taken}");
+    }
+    // Still there for its own client.
+    let done = call_at(
+        &d,
+        "/mcp/mine",
+        "fx__roots",
+        json!({}),
+        retry(&mine, "file:///mine"),
+    )
+    .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert!(done.to_string().contains("file:///mine"), "{done}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

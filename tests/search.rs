@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{BIN, Daemon, cli, everything_js, get_json, http, register, wait_status};
+use common::{BIN, Daemon, cli, everything_js, get_json, http, mcp_call, register, wait_status};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -607,26 +607,6 @@ async fn meta_tools_over_http_with_expose_all_and_auto() {
 
 async fn mcp_session(d: &Daemon) -> String {
     common::mcp_session_with(d, json!({})).await
-}
-
-async fn mcp_call(d: &Daemon, session: &str, message: Value) -> Value {
-    let response = http()
-        .post(d.api("/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", session)
-        .json(&message)
-        .send()
-        .await
-        .unwrap();
-    let text = response.text().await.unwrap();
-    // JSON, or an SSE stream whose last data line is the answer.
-    serde_json::from_str(&text).unwrap_or_else(|_| {
-        text.lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-            .find(|m| m.get("id").is_some())
-            .unwrap_or(Value::Null)
-    })
 }
 
 #[tokio::test]

@@ -127,7 +127,9 @@ async fn call_error(state: &AppState, err: CallError) -> Response {
         CallError::UnknownTool(_) | CallError::UnknownServer(_) | CallError::UnknownProfile(_) => {
             (StatusCode::NOT_FOUND, json!({}))
         }
-        CallError::UnknownReference => (StatusCode::UNPROCESSABLE_ENTITY, json!({})),
+        CallError::UnknownReference | CallError::ForeignState => {
+            (StatusCode::UNPROCESSABLE_ENTITY, json!({}))
+        }
         CallError::Withheld { .. } => (StatusCode::FORBIDDEN, json!({})),
         CallError::Ambiguous { candidates, .. } => {
             (StatusCode::CONFLICT, json!({"candidates": candidates}))

@@ -99,7 +99,8 @@ impl From<CallError> for RpcFailure {
             | CallError::UnknownServer(_)
             | CallError::UnknownPrompt(_)
             | CallError::UnknownProfile(_)
-            | CallError::UnknownReference => RpcFailure::invalid(err.to_string()),
+            | CallError::UnknownReference
+            | CallError::ForeignState => RpcFailure::invalid(err.to_string()),
             CallError::InvalidArguments {
                 ref tool,
                 ref server,

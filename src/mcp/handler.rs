@@ -8,7 +8,6 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 use super::failure::{RpcFailure, tool_call_error, tree};
-use super::input::take_input_round;
 use super::{ClientConnection, FrontDoor};
 use crate::jsonrpc::{self, INTERNAL_ERROR, Json, METHOD_NOT_FOUND};
 
@@ -220,7 +219,7 @@ impl FrontDoor {
         let _caller = server_id.map(|id| super::requests::CallerGuard::new(self, id, client));
         // A 2026-07-28 client's answers to a server's questions pass
         // through to the server that asked.
-        let input = take_input_round(&mut params);
+        let input = self.take_input_round(client, &mut params, &target)?;
         // Only a 2026-07-28 server can ask for input, and only a
         // 2025 client's call is then retried here: keep copies for
         // the retry just then (arguments can be large).
@@ -230,7 +229,7 @@ impl FrontDoor {
         let mut first = Some((arguments, meta));
         let caller = client.caller();
         let retries = retry_copies.is_some();
-        self.with_input_rounds(client, &target, input, retries, |input| {
+        self.with_input_rounds(client, &target, server_id, input, retries, |input| {
             let (arguments, meta) = first
                 .take()
                 .or_else(|| retry_copies.clone())
@@ -325,10 +324,15 @@ impl FrontDoor {
                     .to_owned();
                 let arguments = params.get_mut("arguments").map(Value::take);
                 let meta = params.get_mut("_meta").map(Value::take);
-                let input = take_input_round(&mut params);
                 let caller = client.caller();
                 let target = super::relay::target("prompts/get", &name, None);
-                self.with_input_rounds(client, &target, input, true, |input| {
+                let input = self.take_input_round(client, &mut params, &target)?;
+                let server = self
+                    .router
+                    .table()
+                    .route_prompt(&name)
+                    .map(|route| route.server_id);
+                self.with_input_rounds(client, &target, server, input, true, |input| {
                     let (name, arguments, meta, caller) =
                         (&name, arguments.clone(), meta.clone(), &caller);
                     async move {

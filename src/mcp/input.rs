@@ -27,6 +27,7 @@ impl FrontDoor {
         &self,
         client: &Arc<ClientConnection>,
         target: &str,
+        server: Option<crate::model::ServerId>,
         first: Option<crate::router::InputRound>,
         retries: bool,
         mut attempt: F,
@@ -46,8 +47,11 @@ impl FrontDoor {
             let mut result = tree(result)?;
             if client.takes_input_results() {
                 if let Some(state) = result.get("requestState").and_then(Value::as_str) {
+                    // Bound to the server that issued it (a server we could
+                    // not name binds it to none: it opens for no retry).
+                    let server = server.unwrap_or_default();
                     result["requestState"] =
-                        Value::String(self.relay.wrap_downstream(target, state));
+                        Value::String(self.relay.wrap_downstream(target, server, state));
                 }
                 return Ok(result.into());
             }
@@ -103,15 +107,54 @@ impl FrontDoor {
         crate::router::InputRound {
             responses: Value::Object(responses),
             state: asked.get("requestState").cloned(),
+            // Our own retry: the state just came from the server it goes to.
+            issued_by: None,
         }
     }
-}
 
-/// The answers and state a 2026-07-28 client's retry carries.
-pub(super) fn take_input_round(params: &mut Value) -> Option<crate::router::InputRound> {
-    let responses = params.get_mut("inputResponses").map(Value::take)?;
-    Some(crate::router::InputRound {
-        responses,
-        state: params.get_mut("requestState").map(Value::take),
-    })
+    /// The answers and state a client's retry of `target` carries, taken
+    /// out of its params — the one place a state from a client is let
+    /// through: it must be one we handed out, for this request, and it
+    /// goes on as the server's own state, bound to the server that issued
+    /// it (checked once the request is routed). A 2025 session is never
+    /// handed questions, so it has nothing to answer.
+    pub(super) fn take_input_round(
+        &self,
+        client: &ClientConnection,
+        params: &mut Value,
+        target: &str,
+    ) -> Result<Option<crate::router::InputRound>, RpcFailure> {
+        let state = params.get_mut("requestState").map(Value::take);
+        let Some(responses) = params.get_mut("inputResponses").map(Value::take) else {
+            return Ok(None);
+        };
+        if !client.takes_input_results() {
+            return Err(RpcFailure::invalid(
+                "inputResponses answer an input-required result, which a session of this revision is never sent",
+            ));
+        }
+        let refused = |why: &str| RpcFailure::invalid(format!("requestState refused: {why}"));
+        let (state, issued_by) = match state {
+            None | Some(Value::Null) => (None, None),
+            Some(Value::String(state)) => match self.relay.open_state(&state) {
+                Some(super::relay::State::Downstream {
+                    target: issued_for,
+                    server,
+                    state,
+                }) if issued_for == target => (Some(Value::String(state)), Some(server)),
+                Some(_) => return Err(refused("it belongs to another request")),
+                None => {
+                    return Err(refused(
+                        "it was not issued by this aggregator, or was altered",
+                    ));
+                }
+            },
+            Some(_) => return Err(refused("it must be the string this aggregator handed out")),
+        };
+        Ok(Some(crate::router::InputRound {
+            responses,
+            state,
+            issued_by,
+        }))
+    }
 }

@@ -11,10 +11,12 @@
 //! bound to what it was issued for: a parked request's state holds this
 //! process's instance (drawn at start) and the request's number, so it
 //! opens for that one request only — not after a restart, when numbers
-//! start again; a downstream server's own state holds the request it came
-//! with (method and target), so it goes back only to that tool or prompt,
-//! never to another server's. An altered or forged state does not open;
-//! one already used, or parked longer than `PARK_TTL`, finds nothing.
+//! start again — and only for the client it was handed to (its token and
+//! view); a downstream server's own state holds the request it came with
+//! (method and target) and the server that issued it, so it goes back
+//! only to that tool or prompt of that server, never to another. An
+//! altered or forged state does not open; one already used, or parked
+//! longer than `PARK_TTL`, finds nothing.
 
 use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng};
 use chacha20poly1305::{ChaCha20Poly1305, Nonce};
@@ -55,6 +57,8 @@ struct Question {
 struct Parked {
     /// What the retry must be: the same method on the same target.
     target: String,
+    /// Who may retry: the client it was handed to.
+    owner: Owner,
     questions: HashMap<String, Question>,
     steps: mpsc::Receiver<Step>,
     /// Ends the request if it is never resumed.
@@ -70,8 +74,21 @@ pub(super) enum State {
     /// A request parked here, waiting for the client's answers.
     Parked(u64),
     /// A downstream server's own state, for the request it came with
-    /// (`target`).
-    Downstream { target: String, state: String },
+    /// (`target`), issued by `server`.
+    Downstream {
+        target: String,
+        server: crate::model::ServerId,
+        state: String,
+    },
+}
+
+/// Who a parked request waits for: the token the client came with and
+/// the view it works in (another client of the same view and token could
+/// have been handed the questions as well).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Owner {
+    pub token: Option<std::sync::Arc<str>>,
+    pub profile: Option<std::sync::Arc<str>>,
 }
 
 /// What a request is, for binding a state to it: its method and the name
@@ -135,17 +152,19 @@ impl Relay {
     pub(super) async fn next(
         &self,
         target: String,
+        owner: Owner,
         first: Option<Step>,
         steps: mpsc::Receiver<Step>,
         running: AbortOnDrop,
     ) -> Result<Value, RpcFailure> {
-        self.wait(target, first, steps, HashMap::new(), running)
+        self.wait(target, owner, first, steps, HashMap::new(), running)
             .await
     }
 
     async fn wait(
         &self,
         target: String,
+        owner: Owner,
         first: Option<Step>,
         mut steps: mpsc::Receiver<Step>,
         mut questions: HashMap<String, Question>,
@@ -196,6 +215,7 @@ impl Relay {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let parked = Parked {
             target,
+            owner,
             questions,
             steps,
             running,
@@ -223,6 +243,7 @@ impl Relay {
     pub(super) async fn resume(
         &self,
         target: &str,
+        owner: &Owner,
         state: &str,
         responses: Option<&Value>,
     ) -> Result<Value, RpcFailure> {
@@ -230,14 +251,28 @@ impl Relay {
         let id = self
             .open(state)
             .ok_or_else(|| refused("it was not issued by this aggregator, or was altered"))?;
-        let parked = self
-            .parked
-            .lock()
-            .ok()
-            .and_then(|mut all| all.remove(&id))
-            .ok_or_else(|| refused("it was already used, or expired"))?;
+        // Checked before it is taken: a wrong retry must not use up the
+        // state its owner's right one needs.
+        let parked = {
+            let mut all = self
+                .parked
+                .lock()
+                .map_err(|_| refused("it was already used, or expired"))?;
+            let waiting = all
+                .get(&id)
+                .ok_or_else(|| refused("it was already used, or expired"))?;
+            if waiting.target != target {
+                return Err(refused("it belongs to another request"));
+            }
+            if waiting.owner != *owner {
+                return Err(refused("it was handed to another client"));
+            }
+            all.remove(&id)
+                .ok_or_else(|| refused("it was already used, or expired"))?
+        };
         let Parked {
             target: parked_for,
+            owner: parked_by,
             questions,
             steps,
             running,
@@ -245,9 +280,6 @@ impl Relay {
         } = parked;
         if parked_at.elapsed() >= PARK_TTL {
             return Err(refused("it expired"));
-        }
-        if parked_for != target {
-            return Err(refused("it belongs to another request"));
         }
         let mut unanswered = HashMap::new();
         for (key, question) in questions {
@@ -260,7 +292,7 @@ impl Relay {
                 }
             }
         }
-        self.wait(parked_for, None, steps, unanswered, running)
+        self.wait(parked_for, parked_by, None, steps, unanswered, running)
             .await
     }
 
@@ -296,8 +328,14 @@ impl Relay {
     /// A downstream server's own state, sealed in ours with the request it
     /// came with (`target`): the client's retry is checked like any state
     /// we issue, then the server gets its own — only for that request.
-    pub(super) fn wrap_downstream(&self, target: &str, state: &str) -> String {
+    pub(super) fn wrap_downstream(
+        &self,
+        target: &str,
+        server: crate::model::ServerId,
+        state: &str,
+    ) -> String {
         let mut payload = vec![DOWNSTREAM];
+        payload.extend(server.as_bytes());
         payload.extend((target.len() as u32).to_be_bytes());
         payload.extend(target.as_bytes());
         payload.extend(state.as_bytes());
@@ -319,11 +357,13 @@ impl Relay {
                 Some(State::Parked(u64::from_be_bytes(id.try_into().ok()?)))
             }
             DOWNSTREAM => {
+                let (server, body) = body.split_at_checked(16)?;
                 let (length, rest) = body.split_at_checked(4)?;
                 let length = u32::from_be_bytes(length.try_into().ok()?) as usize;
                 let (target, state) = rest.split_at_checked(length)?;
                 Some(State::Downstream {
                     target: String::from_utf8(target.to_vec()).ok()?,
+                    server: crate::model::ServerId::from_slice(server).ok()?,
                     state: String::from_utf8(state.to_vec()).ok()?,
                 })
             }
@@ -376,11 +416,12 @@ mod tests {
         assert_eq!(relay.open(std::str::from_utf8(&altered).unwrap()), None);
         assert_eq!(Relay::default().open(&state), None, "another process's key");
         assert_eq!(relay.open("not base64 at all!"), None);
-        let wrapped = relay.wrap_downstream("tools/call a__t", "server-state");
+        let server = crate::model::ServerId::new_v4();
+        let wrapped = relay.wrap_downstream("tools/call a__t", server, "server-state");
         assert!(matches!(
             relay.open_state(&wrapped),
-            Some(State::Downstream { target, state })
-                if target == "tools/call a__t" && state == "server-state"
+            Some(State::Downstream { target, server: issued_by, state })
+                if target == "tools/call a__t" && issued_by == server && state == "server-state"
         ));
         assert_eq!(
             relay.open(&wrapped),
@@ -399,7 +440,7 @@ mod tests {
         let after = Relay::with_key(&key);
         assert_eq!(after.open(&state), None);
         // A server's own state still opens after a restart.
-        let wrapped = before.wrap_downstream("tools/call a__t", "s");
+        let wrapped = before.wrap_downstream("tools/call a__t", crate::model::ServerId::nil(), "s");
         assert!(matches!(
             after.open_state(&wrapped),
             Some(State::Downstream { .. })

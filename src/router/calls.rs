@@ -25,6 +25,22 @@ pub const WARNING_META: &str = "io.github.mcp-aggregator/warning";
 pub struct InputRound {
     pub responses: Value,
     pub state: Option<Value>,
+    /// The server that issued `state`: it goes back to that server only,
+    /// whatever the request's name resolves to now.
+    pub issued_by: Option<ServerId>,
+}
+
+impl InputRound {
+    /// Refuses a round whose state another server issued.
+    pub(super) fn check_server(
+        input: Option<&InputRound>,
+        server: ServerId,
+    ) -> Result<(), CallError> {
+        match input.and_then(|input| input.issued_by) {
+            Some(issued_by) if issued_by != server => Err(CallError::ForeignState),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// A tool call as a front door asks for it.
@@ -222,6 +238,7 @@ impl Router {
         let (table, route) = self
             .resolve_in_view(name, server, caller.profile.as_deref())
             .await?;
+        InputRound::check_server(input.as_ref(), route.server_id)?;
         // Before anything reaches the server: a call refused here neither
         // (re)connects it nor uses up its limits.
         self.check_arguments(&table, &route, name, arguments.as_ref())

@@ -117,6 +117,7 @@ impl Router {
                 }
                 _ => CallError::UnknownPrompt(name.to_owned()),
             })?;
+        super::calls::InputRound::check_server(input.as_ref(), route.server_id)?;
         let session = self.session_for(&table, route.server_id).await?;
         let mut params = json!({"name": route.original.as_ref()});
         if let Some(arguments) = arguments {

@@ -86,6 +86,10 @@ pub enum CallError {
         error: Value,
         reason: String,
     },
+    /// A retry brought a server's state to another server (the name it
+    /// names resolves elsewhere now).
+    #[error("requestState refused: another server issued it")]
+    ForeignState,
     #[error("Resource not found: {0}")]
     UnknownResource(String),
     #[error("Prompt not found: {0}")]

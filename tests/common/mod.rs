@@ -563,6 +563,28 @@ pub async fn mcp_session_with(d: &Daemon, capabilities: Value) -> String {
     session
 }
 
+/// One message on an `/mcp` session; its answer (sent as JSON, or as the
+/// last message with an id on an SSE stream).
+pub async fn mcp_call(d: &Daemon, session: &str, message: Value) -> Value {
+    let response = http()
+        .post(d.api("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .json(&message)
+        .send()
+        .await
+        .unwrap();
+    let text = response.text().await.unwrap();
+    // JSON, or an SSE stream whose last data line is the answer.
+    serde_json::from_str(&text).unwrap_or_else(|_| {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|m| m.get("id").is_some())
+            .unwrap_or(Value::Null)
+    })
+}
+
 /// `mcp-aggregator stdio --in-process` on a config file: the process a
 /// client talks to is the one serving it (its memory and log are what a
 /// test watches); the child and a line reader on its stdout (stderr is

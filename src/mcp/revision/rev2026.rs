@@ -293,41 +293,24 @@ impl FrontDoor {
     ) -> Result<Json, RpcFailure> {
         let target = relay_target(method, params.as_ref(), arguments.as_deref());
         let mut params = params;
+        let owner = relay::Owner {
+            token: transport.token.get().cloned(),
+            profile: transport.profile().map(std::sync::Arc::from),
+        };
+        // A request parked here goes on; a server's own state is opened
+        // where the request takes its input round (`take_input_round`).
         if let Some(state) = params
             .as_ref()
             .and_then(|p| p.get("requestState"))
             .and_then(Value::as_str)
+            && let Some(relay::State::Parked(_)) = self.relay.open_state(state)
         {
-            match self.relay.open_state(state) {
-                Some(relay::State::Parked(_)) => {
-                    let responses = params.as_ref().and_then(|p| p.get("inputResponses"));
-                    return self
-                        .relay
-                        .resume(&target, state, responses)
-                        .await
-                        .map(Json::Tree);
-                }
-                // The server's own state goes back to it as it gave it,
-                // for the request it came with only.
-                Some(relay::State::Downstream {
-                    target: issued_for,
-                    state: original,
-                }) => {
-                    if issued_for != target {
-                        return Err(RpcFailure::invalid(
-                            "requestState refused: it belongs to another request",
-                        ));
-                    }
-                    if let Some(Value::Object(params)) = params.as_mut() {
-                        params.insert("requestState".to_owned(), Value::String(original));
-                    }
-                }
-                None => {
-                    return Err(RpcFailure::invalid(
-                        "requestState refused: it was not issued by this aggregator, or was altered",
-                    ));
-                }
-            }
+            let responses = params.as_ref().and_then(|p| p.get("inputResponses"));
+            return self
+                .relay
+                .resume(&target, &owner, state, responses)
+                .await
+                .map(Json::Tree);
         }
         let Some(me) = self.me.upgrade() else {
             return Err(RpcFailure::new(
@@ -359,6 +342,7 @@ impl FrontDoor {
         self.relay
             .next(
                 target,
+                owner,
                 first,
                 steps,
                 relay::AbortOnDrop(Some(running.abort_handle())),
