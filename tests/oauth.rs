@@ -80,6 +80,69 @@ async fn call_ok(d: &Daemon) -> String {
         .to_owned()
 }
 
+/// A pending login's URL carries its single-use state: whoever opens it
+/// binds the server to the account they sign in with. A read-only token
+/// sees that a login is needed, not the URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_token_is_not_shown_a_pending_logins_url() {
+    let (_server, base) = oauth_server();
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let d = Daemon::start_in(&data_dir, &["--require-token"]);
+    let admin = std::fs::read_to_string(data_dir.join("admin.token")).unwrap();
+    let (code, out, err) = common::cli(
+        &data_dir,
+        &["tokens", "create", "reader", "--scope", "read"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let reader = out.trim().to_owned();
+    let registered = http()
+        .post(d.api("/api/v1/aggregator/servers"))
+        .bearer_auth(admin.trim())
+        .json(&json!({"name": "remote", "transport_type": "HTTP",
+               "connection_config": {"base_url": format!("{base}/mcp")}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), 201);
+    let seen_by = |token: String| {
+        let url = d.api("/api/v1/aggregator/servers/remote");
+        async move {
+            http()
+                .get(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    };
+    let end = Instant::now() + Duration::from_secs(60);
+    while seen_by(admin.trim().to_owned()).await["auth"]["authorization_url"].is_null() {
+        assert!(Instant::now() < end, "no login was asked for");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let read = seen_by(reader.clone()).await;
+    assert_eq!(read["auth"]["state"], "needs_login", "{read}");
+    assert!(read["auth"].get("authorization_url").is_none(), "{read}");
+    let listed: Value = http()
+        .get(d.api("/api/v1/aggregator/servers"))
+        .bearer_auth(&reader)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        listed[0]["auth"].get("authorization_url").is_none()
+            && !listed.to_string().contains("state="),
+        "{listed}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_login_keeps_working_through_expiry_revocation_and_a_forgotten_client() {
     let (_server, base) = oauth_server();

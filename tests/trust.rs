@@ -435,6 +435,71 @@ async fn a_tool_giving_orders_about_another_servers_tool_is_held() {
     wait_call(&d, "mail__send_email", 200).await;
 }
 
+/// An `/mcp` session answers only the token that opened it: another
+/// token's request (POST, GET stream, DELETE) finds no such session.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_mcp_session_belongs_to_the_token_that_opened_it() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let d = Daemon::start_in(&data_dir, &["--require-token"]);
+    let mut secrets = Vec::new();
+    for name in ["owner", "stranger"] {
+        let (code, out, err) = cli(&data_dir, &["tokens", "create", name, "--scope", "mcp"]);
+        assert_eq!(code, 0, "{err}");
+        secrets.push(out.trim().to_owned());
+    }
+    let (owner, stranger) = (&secrets[0], &secrets[1]);
+    let client = http();
+    let opened = client
+        .post(d.api("/mcp"))
+        .bearer_auth(owner)
+        .header("accept", "application/json, text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let ping = |token: &str| {
+        client
+            .post(d.api("/mcp"))
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &session)
+            .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+            .send()
+    };
+    assert_eq!(ping(stranger).await.unwrap().status(), 404);
+    let stream = client
+        .get(d.api("/mcp"))
+        .bearer_auth(stranger)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 404);
+    let ended = client
+        .delete(d.api("/mcp"))
+        .bearer_auth(stranger)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), 404);
+    assert_eq!(
+        ping(owner).await.unwrap().status(),
+        200,
+        "the owner's session lives on"
+    );
+}
+
 /// Named tokens: each scope reaches what it names on every kind of route,
 /// an MCP token bound to a view reaches that view only, the audit log
 /// names the token, and a revoked one stops working.

@@ -299,6 +299,7 @@ fn check_token(gate: &Gate, request: &mut Request) -> Option<Response> {
         request
             .extensions_mut()
             .insert(TokenName(Arc::from(named.name.as_str())));
+        request.extensions_mut().insert(named.scope);
         return None;
     }
     if path == "/" && request.method() == axum::http::Method::GET {

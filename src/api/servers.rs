@@ -152,8 +152,10 @@ pub async fn register_server(
 )]
 pub async fn list_servers(
     State(state): State<AppState>,
+    scope: Option<axum::Extension<crate::model::TokenScope>>,
     QueryParams(query): QueryParams<ListServersQuery>,
 ) -> Result<Json<Vec<ServerView>>, HttpError> {
+    let logins = may_log_in(scope);
     let status = query
         .status
         .as_deref()
@@ -166,7 +168,7 @@ pub async fn list_servers(
         let mut view = ServerView::new(record)
             .with_health(state.router.health(record.id))
             .with_discovering(state.router.is_discovering(record.id))
-            .with_auth(state.router.auth_view(record).await);
+            .with_auth(state.router.auth_view(record).await, logins);
         if query.include_tools {
             let tools = state.registry.tools(&record.id.to_string()).await?;
             view.tools = Some(tools.iter().map(ToolView::new).collect());
@@ -189,6 +191,7 @@ pub async fn list_servers(
 )]
 pub async fn get_server(
     State(state): State<AppState>,
+    scope: Option<axum::Extension<crate::model::TokenScope>>,
     PathParam(id): PathParam<String>,
 ) -> Result<Json<ServerView>, HttpError> {
     let record = state.registry.get(&id).await?;
@@ -197,8 +200,15 @@ pub async fn get_server(
         ServerView::new(&record)
             .with_health(state.router.health(record.id))
             .with_discovering(state.router.is_discovering(record.id))
-            .with_auth(auth),
+            .with_auth(auth, may_log_in(scope)),
     ))
+}
+
+/// Whether the caller may finish a login it is shown: a pending login's
+/// URL carries its single-use `state`, and whoever opens it binds the
+/// server to the account they sign in with — not for a read-only token.
+fn may_log_in(scope: Option<axum::Extension<crate::model::TokenScope>>) -> bool {
+    !matches!(scope, Some(axum::Extension(crate::model::TokenScope::Read)))
 }
 
 /// Remove a server and everything that belongs to it.

@@ -172,9 +172,21 @@ impl ServerView {
         }
     }
 
-    /// Adds where its login stands.
-    pub fn with_auth(mut self, auth: Option<crate::oauth::AuthView>) -> ServerView {
-        self.auth = auth;
+    /// Adds where its login stands; without `may_log_in`, a pending
+    /// login's URL and code are left out (whoever opens the URL finishes
+    /// the login, as the account they sign in with).
+    pub fn with_auth(
+        mut self,
+        auth: Option<crate::oauth::AuthView>,
+        may_log_in: bool,
+    ) -> ServerView {
+        self.auth = auth.map(|mut auth| {
+            if !may_log_in {
+                auth.authorization_url = None;
+                auth.user_code = None;
+            }
+            auth
+        });
         self
     }
 

@@ -161,7 +161,15 @@ impl McpHttp {
         });
     }
 
-    fn session(&self, headers: &HeaderMap) -> Result<(Arc<HttpSession>, InUse), HttpError> {
+    /// The session a request names, if the token it comes with is the
+    /// one that opened it: another token's request finds no such session
+    /// (its audit entries would name the wrong token, and a revoked token's
+    /// session would live on under another).
+    fn session(
+        &self,
+        headers: &HeaderMap,
+        token: Option<&crate::model::TokenName>,
+    ) -> Result<(Arc<HttpSession>, InUse), HttpError> {
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
             return Err(HttpError::new(
                 StatusCode::BAD_REQUEST,
@@ -170,6 +178,9 @@ impl McpHttp {
         };
         self.sessions
             .get(id)
+            .filter(|(session, _)| {
+                session.connection.token.get().map(|t| &**t) == token.map(|t| &*t.0)
+            })
             .ok_or_else(|| self.unknown_session(id))
     }
 
@@ -430,7 +441,7 @@ pub async fn post(
         if let Some(refused) = unsupported_version_header(&headers) {
             return refused;
         }
-        match mcp.session(&headers) {
+        match mcp.session(&headers, token.as_deref()) {
             Ok((session, in_use)) => (None, session, in_use),
             Err(err) => return err.into_response(),
         }
@@ -636,6 +647,7 @@ fn unsupported_version_header(headers: &HeaderMap) -> Option<Response> {
 /// `GET /mcp`: the session's notification stream.
 pub async fn get(
     State(mcp): State<McpHttp>,
+    token: Option<axum::Extension<crate::model::TokenName>>,
     picked: PickedProfile,
     headers: HeaderMap,
 ) -> Response {
@@ -648,7 +660,7 @@ pub async fn get(
         )
         .into_response();
     }
-    let (session, in_use) = match mcp.session(&headers) {
+    let (session, in_use) = match mcp.session(&headers, token.as_deref()) {
         Ok(found) => found,
         Err(err) => return err.into_response(),
     };
@@ -716,7 +728,11 @@ async fn take_notifications(session: &HttpSession) -> Option<mpsc::Receiver<Outg
 }
 
 /// `DELETE /mcp`: ends the session.
-pub async fn delete(State(mcp): State<McpHttp>, headers: HeaderMap) -> Response {
+pub async fn delete(
+    State(mcp): State<McpHttp>,
+    token: Option<axum::Extension<crate::model::TokenName>>,
+    headers: HeaderMap,
+) -> Response {
     let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
         return HttpError::new(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -724,6 +740,10 @@ pub async fn delete(State(mcp): State<McpHttp>, headers: HeaderMap) -> Response 
         )
         .into_response();
     };
+    // Only its own token ends a session.
+    if let Err(err) = mcp.session(&headers, token.as_deref()) {
+        return err.into_response();
+    }
     match mcp.sessions.remove(id) {
         true => StatusCode::NO_CONTENT.into_response(),
         false => mcp.unknown_session(id).into_response(),
