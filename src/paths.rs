@@ -52,12 +52,37 @@ pub fn socket_path(data_dir: &Path) -> PathBuf {
 /// Creates `dir` (and its parents), or tightens an existing one, to 0700:
 /// the data dir holds the store, keys, the token and the socket.
 pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
-    if std::fs::metadata(dir)?.permissions().mode() & 0o077 != 0 {
+    let refused = |why: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
+    let me = rustix::process::getuid().as_raw();
+    // A link someone else made (in a shared dir such as /tmp) would have
+    // us change, and then use, whatever directory they point it at.
+    let link = std::fs::symlink_metadata(dir)?;
+    if link.file_type().is_symlink() && link.uid() != me {
+        return Err(refused(format!(
+            "{} is a symbolic link another user made; not following it",
+            dir.display()
+        )));
+    }
+    let meta = std::fs::metadata(dir)?;
+    // /tmp, /var/tmp: everyone's, and never to be made ours.
+    if meta.mode() & 0o1000 != 0 {
+        return Err(refused(format!(
+            "{} is a shared directory (sticky, like /tmp); give the data a directory of its own inside it",
+            dir.display()
+        )));
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        if meta.uid() != me {
+            return Err(refused(format!(
+                "{} belongs to another user and is open to others; use a directory of your own",
+                dir.display()
+            )));
+        }
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
     Ok(())
@@ -169,4 +194,44 @@ pub fn private_key(path: &Path) -> std::io::Result<Option<[u8; 32]>> {
         Err(err) => return Err(err),
     };
     Ok(<[u8; 32]>::try_from(bytes.as_slice()).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+
+    #[test]
+    fn a_private_dir_is_made_ours_and_nothing_shared_is_changed() {
+        let temp = tempfile::tempdir().unwrap();
+        // An open directory of ours is tightened.
+        let open = temp.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        create_private_dir(&open).unwrap();
+        assert_eq!(std::fs::metadata(&open).unwrap().mode() & 0o777, 0o700);
+        // A shared one (sticky, like /tmp) is refused and left as it was.
+        let shared = temp.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(create_private_dir(&shared).is_err());
+        assert_eq!(std::fs::metadata(&shared).unwrap().mode() & 0o7777, 0o1777);
+        // A link of ours to a directory of ours is followed.
+        let link = temp.path().join("link");
+        std::os::unix::fs::symlink(&open, &link).unwrap();
+        create_private_dir(&link).unwrap();
+        // A link another user made is not, nor is what it points at changed
+        // (only root can make one here).
+        if rustix::process::getuid().is_root() {
+            let target = temp.path().join("target");
+            std::fs::create_dir(&target).unwrap();
+            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let planted = temp.path().join("planted");
+            std::os::unix::fs::symlink(&target, &planted).unwrap();
+            std::os::unix::fs::lchown(&planted, Some(65534), Some(65534)).unwrap();
+            let refused = create_private_dir(&planted).unwrap_err();
+            assert!(refused.to_string().contains("another user"), "{refused}");
+            assert_eq!(std::fs::metadata(&target).unwrap().mode() & 0o777, 0o755);
+        }
+    }
 }

@@ -125,7 +125,7 @@ pub fn confirmed_sound(data_dir: &Path) -> bool {
     super::health::expect_damage();
     let path = data_dir.join(STORE_FILE);
     let copy = Copy(data_dir.join(format!("{STORE_FILE}.check-{}", std::process::id())));
-    if std::fs::copy(&path, &copy.0).is_err() {
+    if private_copy(&path, &copy.0).is_err() {
         return false;
     }
     examine(&path, &copy.0, None).sound()
@@ -164,6 +164,24 @@ pub fn recover(data_dir: &Path, replace: bool) -> Result<Report, StoreError> {
 /// A copy of the store file that is removed when dropped.
 struct Copy(PathBuf);
 
+/// Copies `from` into a new file at `to`, readable by its owner only. Not
+/// `fs::copy`: it follows a symlink planted at `to` (a data dir may be
+/// writable by the service's servers while root runs `store check`) and
+/// truncates whatever it points at; a file made here with `O_EXCL` is
+/// ours, whatever was there.
+fn private_copy(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // Removes a link, never what it points at.
+    let _ = std::fs::remove_file(to);
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(to)?;
+    std::io::copy(&mut std::fs::File::open(from)?, &mut out)?;
+    out.sync_all()
+}
+
 impl Drop for Copy {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
@@ -194,7 +212,7 @@ fn copy_of(data_dir: &Path) -> Result<(PathBuf, Copy), StoreError> {
         });
     }
     let copy = Copy(data_dir.join(format!("{STORE_FILE}.check-{}", std::process::id())));
-    std::fs::copy(&path, &copy.0).map_err(|source| StoreError::DataDir {
+    private_copy(&path, &copy.0).map_err(|source| StoreError::DataDir {
         path: copy.0.clone(),
         source,
     })?;
@@ -410,4 +428,31 @@ fn finish(target: &Database) -> Result<(), StoreError> {
     }
     txn.commit()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_private_copy_does_not_follow_a_planted_link() {
+        let temp = tempfile::tempdir().unwrap();
+        let (from, victim, at) = (
+            temp.path().join("store"),
+            temp.path().join("victim"),
+            temp.path().join("store.check-1"),
+        );
+        std::fs::write(&from, b"the store").unwrap();
+        std::fs::write(&victim, b"precious").unwrap();
+        std::os::unix::fs::symlink(&victim, &at).unwrap();
+        private_copy(&from, &at).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert!(
+            !std::fs::symlink_metadata(&at)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read(&at).unwrap(), b"the store");
+    }
 }
