@@ -503,6 +503,11 @@ async fn an_empty_http_answer_leaves_the_request_waiting() {
     let (status, body) = rest_call(&d, "web.empty_answer", json!({})).await;
     assert_ne!(status, 200, "{body}");
     assert!(body.to_string().contains("did not answer within"), "{body}");
+    // A POST that never gets its response headers times out the same way
+    // (it used to hold the call until the client gave up).
+    let (status, body) = rest_call(&d, "web.hang_post", json!({})).await;
+    assert_ne!(status, 200, "{body}");
+    assert!(body.to_string().contains("did not answer within"), "{body}");
 }
 
 /// A server's answer over the limit is dropped, but the call it answers

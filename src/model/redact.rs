@@ -101,6 +101,50 @@ fn redact_unparsed(raw: &str) -> String {
     }
 }
 
+/// Longest reason kept: an error's text is the server's to shape (a 30 MB
+/// `initialize` error, an SSE endpoint of 30 MB), and it goes into the
+/// store, the connection history, the log and every view of the server.
+pub const REASON_CHARS: usize = 2_000;
+
+/// `text` cut to its first `chars` characters.
+fn prefix(text: &str, chars: usize) -> &str {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => &text[..at],
+        None => text,
+    }
+}
+
+/// `shown` (the start of a text `whole` bytes long) cut to
+/// `REASON_CHARS`, saying how long the whole was when it was cut.
+fn cut_to_reason(shown: &str, whole: usize) -> String {
+    let kept = prefix(shown, REASON_CHARS);
+    if kept.len() == whole {
+        kept.to_owned()
+    } else {
+        format!("{kept}… ({whole} bytes in all)")
+    }
+}
+
+/// A reason cut to `REASON_CHARS` (the store's last guard; what reaches it
+/// is already redacted).
+pub fn cut_reason(text: &str) -> String {
+    cut_to_reason(text, text.len())
+}
+
+/// A reason as it is logged, stored and shown: the credentials a URL in it
+/// carried hidden, and cut to `REASON_CHARS`.
+pub fn shown_reason(text: &str) -> String {
+    // Only the start is redacted: what is cut off is never shown.
+    let head = prefix(text, REASON_CHARS * 2);
+    let redacted = redact_text(head);
+    let whole = if head.len() == text.len() {
+        redacted.len()
+    } else {
+        text.len()
+    };
+    cut_to_reason(&redacted, whole)
+}
+
 /// Free text (an error message) with every `http://` / `https://` URL in it
 /// redacted.
 pub fn redact_text(text: &str) -> String {
@@ -136,6 +180,22 @@ pub fn redact_text(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reason_is_cut_and_says_how_long_it_was() {
+        let short = "connect failed: https://user:secret@example.com/mcp";
+        assert_eq!(shown_reason(short), redact_text(short));
+        let huge = format!("https://user:secret@example.com/x?{}", "A".repeat(30 << 20));
+        let shown = shown_reason(&huge);
+        assert!(shown.chars().count() < REASON_CHARS + 40, "{}", shown.len());
+        assert!(!shown.contains("secret"), "{shown}");
+        assert!(
+            shown.ends_with(&format!("({} bytes in all)", huge.len())),
+            "{shown}"
+        );
+        let cut = cut_reason(&"é".repeat(5_000));
+        assert!(cut.starts_with(&"é".repeat(REASON_CHARS)) && cut.contains("10000 bytes in all"));
+    }
 
     #[test]
     fn userinfo_and_secret_parameters_are_hidden() {

@@ -414,6 +414,7 @@ impl Registry {
         details: Option<String>,
         update: impl FnOnce(&mut ServerRecord) + Send + 'static,
     ) -> Result<ServerRecord, RegistryError> {
+        let details = details.map(|details| crate::model::redact::cut_reason(&details));
         let record = self
             .blocking(move |store| Ok(store.transition_server(id, to, trigger, details, update)?))
             .await?;

@@ -362,8 +362,9 @@ pub async fn discover(session: &Session, server_id: ServerId, catalog: &Catalog,
             }
         }
         Some(Err(err)) => {
-            tracing::warn!(server, "tools/list failed: {err}");
-            session.tools_listed(Some(format!("tools/list failed: {err}")));
+            let reason = crate::model::redact::shown_reason(&format!("tools/list failed: {err}"));
+            tracing::warn!(server, "{reason}");
+            session.tools_listed(Some(reason));
         }
         None => {}
     }

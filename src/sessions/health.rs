@@ -73,7 +73,7 @@ pub async fn check(
                 "the health URL {}; check the server's health_check_url",
                 crate::http_client::root_cause(&err)
             )),
-            Err(err) => CheckOutcome::Failed(crate::model::redact::redact_text(&format!(
+            Err(err) => CheckOutcome::Failed(crate::model::redact::shown_reason(&format!(
                 "the health URL could not be reached: {err}"
             ))),
         };

@@ -482,12 +482,24 @@ impl Session {
         let bytes = jsonrpc::request_line(id, method, params.as_ref())
             .map_err(|err| RpcError::Malformed(err.to_string()))?;
         let bytes = Bytes::from(bytes);
-        if let Err(err) = self.link.send_with_headers(bytes, headers).await {
-            guard.disarm();
-            return Err(err.into());
-        }
-        // The sweeper answers `Timeout` when the deadline passes.
-        let outcome = match rx.await {
+        // The sweeper answers `Timeout` when the deadline passes, and a
+        // closed session answers every waiter: both while the request is
+        // still being sent, too (an HTTP server that takes the POST and
+        // never answers it would otherwise hold the call for ever).
+        let mut rx = rx;
+        let sent = self.link.send_with_headers(bytes, headers);
+        tokio::pin!(sent);
+        let answered = tokio::select! {
+            sent = &mut sent => {
+                if let Err(err) = sent {
+                    guard.disarm();
+                    return Err(err.into());
+                }
+                (&mut rx).await
+            }
+            answered = &mut rx => answered,
+        };
+        let outcome = match answered {
             Ok(result) => result,
             Err(_) => Err(RpcError::Closed(self.close_reason())),
         };

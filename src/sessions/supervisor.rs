@@ -36,6 +36,10 @@ enum Connected {
 const LISTEN_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 const LISTEN_AGAIN_MAX: std::time::Duration = std::time::Duration::from_secs(60);
 const LISTEN_QUICK_END: std::time::Duration = std::time::Duration::from_secs(10);
+/// The shortest time between two listings a server's change notices
+/// cause: notices that come meanwhile are one listing, so a server that
+/// announces a change a thousand times a second is listed once a second.
+const CHANGES_MIN_GAP: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub(super) async fn run(
     shared: Arc<Shared>,
@@ -148,7 +152,7 @@ pub(super) async fn run(
                 };
                 // Shown in the API, the history and the log: no credential
                 // a URL carried may be in it.
-                let reason = crate::model::redact::redact_text(&reason);
+                let reason = crate::model::redact::shown_reason(&reason);
                 tracing::warn!(server = %name, "connection failed: {reason}");
                 vitals.attempt_failed();
                 let message = reason.clone();
@@ -196,6 +200,7 @@ pub(super) async fn run(
         let interrupted = discover_answering(
             &shared,
             id,
+            &session,
             &mut commands,
             discovery::discover(&session, id, &shared.catalog, What::Everything),
         )
@@ -224,6 +229,11 @@ pub(super) async fn run(
         let mut listening_since = tokio::time::Instant::now();
         let mut listen_wait = LISTEN_AGAIN_AFTER;
         let mut listen_again: Option<tokio::time::Instant> = None;
+        // Change notices not listed yet: what to list, what to announce,
+        // and when (`CHANGES_MIN_GAP` after the last such listing).
+        let mut changed: Option<(What, Vec<&'static str>)> = None;
+        let mut changes_due = tokio::time::Instant::now();
+        let mut changes_listed: Option<tokio::time::Instant> = None;
         let outcome = loop {
             tokio::select! {
                 () = session.closed() => break Connected::Lost(session.close_reason()),
@@ -246,7 +256,7 @@ pub(super) async fn run(
                     }
                 }
                 () = async { tokio::time::sleep_until(relist.unwrap_or_else(tokio::time::Instant::now)).await }, if relist.is_some() => {
-                    if let Some(command) = discover_answering(&shared, id, &mut commands, discovery::discover(&session, id, &shared.catalog, What::Everything)).await
+                    if let Some(command) = discover_answering(&shared, id, &session, &mut commands, discovery::discover(&session, id, &shared.catalog, What::Everything)).await
                         && let Some(outcome) = on_command(&shared, id, &name, &session, &publish, command).await
                     {
                         break outcome;
@@ -258,15 +268,29 @@ pub(super) async fn run(
                     listening_since = tokio::time::Instant::now();
                     session.listen().await;
                     // Changes made while no subscription was open.
-                    if let Some(command) = discover_answering(&shared, id, &mut commands, discovery::discover(&session, id, &shared.catalog, What::Everything)).await
+                    if let Some(command) = discover_answering(&shared, id, &session, &mut commands, discovery::discover(&session, id, &shared.catalog, What::Everything)).await
                         && let Some(outcome) = on_command(&shared, id, &name, &session, &publish, command).await
                     {
                         break outcome;
                     }
                 }
-                event = events.recv() => match event {
+                () = async { tokio::time::sleep_until(changes_due).await }, if changed.is_some() => {
+                    let Some((what, announced)) = changed.take() else { continue };
+                    if let Some(command) = discover_answering(&shared, id, &session, &mut commands, discovery::discover(&session, id, &shared.catalog, what)).await
+                        && let Some(outcome) = on_command(&shared, id, &name, &session, &publish, command).await
+                    {
+                        break outcome;
+                    }
+                    changes_listed = Some(tokio::time::Instant::now());
                     // Listed again, then announced: the router tells the
                     // clients, who list what we just stored.
+                    for method in announced {
+                        shared.announce(id, method);
+                    }
+                }
+                event = events.recv() => match event {
+                    // Listed again (with the notices that come meanwhile),
+                    // then announced.
                     Some(SessionEvent::ToolsChanged | SessionEvent::ResourcesChanged | SessionEvent::PromptsChanged | SessionEvent::EverythingChanged) => {
                         let (what, announced) = match event {
                             Some(SessionEvent::ToolsChanged) => (What::Tools, Some("notifications/tools/list_changed")),
@@ -274,15 +298,15 @@ pub(super) async fn run(
                             Some(SessionEvent::PromptsChanged) => (What::Prompts, Some("notifications/prompts/list_changed")),
                             _ => (What::Everything, None),
                         };
-                        if let Some(command) = discover_answering(&shared, id, &mut commands, discovery::discover(&session, id, &shared.catalog, what)).await
-                            && let Some(outcome) = on_command(&shared, id, &name, &session, &publish, command).await
-                        {
-                            break outcome;
+                        let pending = changed.get_or_insert_with(|| {
+                            changes_due = changes_listed.map_or_else(tokio::time::Instant::now, |at| at + CHANGES_MIN_GAP);
+                            (what, Vec::new())
+                        });
+                        if pending.0 != what {
+                            pending.0 = What::Everything;
                         }
-                        // Listed again, then announced: the router tells the
-                        // clients, who list what we just stored.
-                        if let Some(method) = announced {
-                            shared.announce(id, method);
+                        if let Some(method) = announced && !pending.1.contains(&method) {
+                            pending.1.push(method);
                         }
                     }
                     // Subscribed again (a moment later, and later still while
@@ -308,7 +332,7 @@ pub(super) async fn run(
                         // The store failed writes meanwhile: the status and
                         // lists written then were lost.
                         write_connected_again(&shared, id, &session).await;
-                        if let Some(command) = discover_answering(&shared, id, &mut commands, discovery::discover(&session, id, &shared.catalog, What::Everything)).await
+                        if let Some(command) = discover_answering(&shared, id, &session, &mut commands, discovery::discover(&session, id, &shared.catalog, What::Everything)).await
                             && let Some(outcome) = on_command(&shared, id, &name, &session, &publish, command).await
                         {
                             break outcome;
@@ -328,7 +352,7 @@ pub(super) async fn run(
         match lost {
             None => want = false,
             Some((trigger, reason)) => {
-                let reason = crate::model::redact::redact_text(&reason);
+                let reason = crate::model::redact::shown_reason(&reason);
                 publish.send_replace(None);
                 session.close().await;
                 if trigger == StatusTrigger::HealthFailed {
@@ -370,24 +394,30 @@ pub(super) async fn run(
 async fn discover_answering(
     shared: &Shared,
     id: ServerId,
+    session: &Session,
     commands: &mut mpsc::UnboundedReceiver<Command>,
     discovery: impl std::future::Future<Output = ()>,
 ) -> Option<Option<Command>> {
     let mut discovery = std::pin::pin!(discovery);
     let mut connect_asked = false;
+    let mut relist_asked = false;
     let interrupted = loop {
         tokio::select! {
             () = &mut discovery => break None,
             command = commands.recv() => match command {
                 Some(Command::Connect) => connect_asked = true,
-                // Listing already: what it finds is written now.
-                Some(Command::Relist) => {}
+                // Listing already: what it finds is written now; the
+                // status written before it may not have been.
+                Some(Command::Relist) => relist_asked = true,
                 other => break Some(other),
             },
         }
     };
     if connect_asked {
         shared.started(id);
+    }
+    if relist_asked && interrupted.is_none() {
+        write_connected_again(shared, id, session).await;
     }
     interrupted
 }

@@ -93,6 +93,7 @@ TOOLS = [
     ("huge_body", "HTTP only: answer with a body of `mb` megabytes"),
     ("html_answer", "HTTP only: answer 200 with an HTML page"),
     ("empty_answer", "HTTP only: answer 200 with an empty body (the answer never comes)"),
+    ("hang_post", "HTTP only: take the request and never send a response (not even headers)"),
     ("empty_stream", "HTTP only: answer with an event stream that ends with a log event and no "
                      "answer, and no event id to resume it from"),
     ("endless_event", "HTTP only: answer with an SSE event that never ends"),
@@ -531,6 +532,9 @@ def serve_http(port):
                 self.send_header("Content-Length", str(len(page)))
                 self.end_headers()
                 self.wfile.write(page)
+                return
+            if name == "hang_post":
+                time.sleep(300)
                 return
             if name == "empty_answer":
                 self.send_response(200)
