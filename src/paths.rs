@@ -88,6 +88,14 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// When process `pid` started, in clock ticks after boot (field 22 of
+/// `/proc/PID/stat`; the name before it may hold spaces and parentheses).
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, after_name) = stat.rsplit_once(')')?;
+    after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
 /// Creates the directory a socket goes in: private, and refused when it
 /// belongs to another user (the fallback one is in the shared temp dir,
 /// where anyone could have made it first).
@@ -112,16 +120,35 @@ pub struct DaemonInfo {
     pub pid: u32,
     /// Base URL of the HTTP listener, e.g. `http://127.0.0.1:8765`.
     pub url: String,
+    /// When the process started (clock ticks after boot, as
+    /// `/proc/PID/stat` says): a pid is reused, a start time with it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<u64>,
 }
 
 impl DaemonInfo {
-    /// Reads the daemon file of `data_dir`, if a live process wrote it.
+    /// This process, listening at `url`.
+    pub fn of_this_process(url: String) -> DaemonInfo {
+        let pid = std::process::id();
+        DaemonInfo {
+            pid,
+            url,
+            started: process_start(pid),
+        }
+    }
+
+    /// Reads the daemon file of `data_dir`, if the process that wrote it
+    /// still runs: its pid alive is not enough (after a crash the pid may
+    /// be another process's, and the CLI would send the admin token to
+    /// whatever listens at the address the file names).
     pub fn read(data_dir: &Path) -> Option<DaemonInfo> {
         let text = std::fs::read_to_string(data_dir.join(DAEMON_FILE)).ok()?;
         let info: DaemonInfo = serde_json::from_str(&text).ok()?;
-        Path::new(&format!("/proc/{}", info.pid))
-            .exists()
-            .then_some(info)
+        let running = match info.started {
+            Some(started) => process_start(info.pid) == Some(started),
+            None => Path::new(&format!("/proc/{}", info.pid)).exists(),
+        };
+        running.then_some(info)
     }
 
     /// Writes atomically (temp file + rename), so a reader never sees half.
@@ -200,6 +227,29 @@ pub fn private_key(path: &Path) -> std::io::Result<Option<[u8; 32]>> {
 mod tests {
     use super::*;
     use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+
+    #[test]
+    fn a_daemon_file_names_a_running_daemon_only_while_its_process_runs() {
+        let temp = tempfile::tempdir().unwrap();
+        let mine = DaemonInfo::of_this_process("http://127.0.0.1:1".into());
+        assert!(mine.started.is_some());
+        mine.write(temp.path()).unwrap();
+        assert_eq!(DaemonInfo::read(temp.path()), Some(mine.clone()));
+        // The pid lives on in another process (pid reuse): not ours.
+        let reused = DaemonInfo {
+            started: mine.started.map(|s| s + 1),
+            ..mine.clone()
+        };
+        reused.write(temp.path()).unwrap();
+        assert_eq!(DaemonInfo::read(temp.path()), None);
+        // A file an older daemon wrote (no start time): the pid decides.
+        let older = DaemonInfo {
+            started: None,
+            ..mine
+        };
+        older.write(temp.path()).unwrap();
+        assert!(DaemonInfo::read(temp.path()).is_some());
+    }
 
     #[test]
     fn a_private_dir_is_made_ours_and_nothing_shared_is_changed() {

@@ -645,10 +645,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
             shutdown.clone(),
         );
     }
-    let info = DaemonInfo {
-        pid: std::process::id(),
-        url: format!("http://{bound}"),
-    };
+    let info = DaemonInfo::of_this_process(format!("http://{bound}"));
     // A full disk at start: serve anyway; only finding us by data dir fails.
     if let Err(err) = info.write(&options.data_dir) {
         tracing::warn!(
