@@ -491,6 +491,26 @@ async fn an_http_answer_without_an_answer_fails_at_once() {
     assert_eq!(status, 200, "{body}");
 }
 
+/// Messages a legacy SSE server sends before naming its endpoint answer
+/// nothing (no request could have been sent): they are dropped, not taken
+/// for the answers to the handshake that follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_before_the_sse_endpoint_are_not_taken_for_the_handshakes() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(&temp.path().join("data"), &[]);
+    let (_server, port) = common::hostile_listening(&["--early-answers"], "--sse");
+    register(
+        &d,
+        json!({"name": "early", "transport_type": "SSE",
+               "connection_config": {"url": format!("http://127.0.0.1:{port}/sse")}, "auto_connect": true}),
+    )
+    .await;
+    wait_status(&d, "early", "CONNECTED", UP).await;
+    let (status, body) = rest_call(&d, "early.echo", json!({"x": 1})).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.to_string().contains("hijack"), "{body}");
+}
+
 /// An empty 200 is taken as the 202 it should have been (some servers
 /// send the answer on the listening stream): the request waits for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -90,6 +90,12 @@ pub async fn open(
                     let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
                         continue;
                     };
+                    // Nothing was sent yet: "answers" now would be taken
+                    // for those of the requests about to be sent.
+                    if endpoint_tx.is_some() {
+                        tracing::warn!(server = %server_name, "the server sent a message before naming its endpoint; ignored");
+                        continue;
+                    }
                     match crate::jsonrpc::split_raw(data.as_bytes()) {
                         Ok(messages) => {
                             for message in messages {

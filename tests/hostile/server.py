@@ -706,6 +706,11 @@ def serve_sse(port):
             own = self.server.server_address[1]
             endpoint = ARGS.endpoint or f"http://127.0.0.1:{own}/messages"
             try:
+                # Answers to requests not yet sent, before the endpoint
+                # that lets any be sent.
+                for n in range(20 if ARGS.early_answers else 0):
+                    early = {"jsonrpc": "2.0", "id": n, "result": {"hijack": n}}
+                    self.wfile.write(f"event: message\ndata: {json.dumps(early)}\n\n".encode())
                 self.wfile.write(f"event: endpoint\ndata: {endpoint}\n\n".encode())
                 self.wfile.flush()
                 while True:
@@ -746,6 +751,7 @@ def main():
     parser.add_argument("--stateless", action="store_true")
     parser.add_argument("--html", action="store_true")
     parser.add_argument("--modern", action="store_true")
+    parser.add_argument("--early-answers", action="store_true")
     parser.add_argument("--redirect-to")
     parser.add_argument("--redirect-all", action="store_true")
     parser.add_argument("--capture")
