@@ -41,8 +41,7 @@ pub fn parse(text: &[u8]) -> Result<Parsed, serde_json::Error> {
     if starts_object {
         match serde_json::from_slice::<WellFormedRequest>(text) {
             Ok(request)
-                if request.jsonrpc == "2.0"
-                    && request.id.as_ref().is_some_and(|id| !id.is_null()) =>
+                if request.jsonrpc == "2.0" && request.id.as_ref().is_some_and(is_request_id) =>
             {
                 let (params, arguments) = match request.params {
                     Some(params) if request.method == "tools/call" => {
@@ -166,6 +165,11 @@ pub enum Incoming {
     Invalid(Value),
 }
 
+/// An id a request may have.
+fn is_request_id(id: &Value) -> bool {
+    id.is_string() || id.is_number()
+}
+
 /// Sorts a raw message.
 pub fn classify(message: Value) -> Incoming {
     let Value::Object(mut map) = message else {
@@ -188,13 +192,21 @@ pub fn classify(message: Value) -> Incoming {
     }
     let method = map.get("method").and_then(Value::as_str).map(str::to_owned);
     match (method, map.remove("id")) {
-        (Some(method), Some(id)) if !id.is_null() => Incoming::Request {
+        (Some(method), Some(id)) if is_request_id(&id) => Incoming::Request {
             id,
             method,
             params: map.remove("params"),
             arguments: None,
         },
-        (Some(_), _) => Incoming::Other(Value::Object(map)),
+        // MCP: a request's id is a string or an integer, never null (a
+        // null id would make it a notification nobody answers, while its
+        // sender waits).
+        (Some(_), Some(_)) => Incoming::Invalid(jsonrpc::error(
+            Value::Null,
+            INVALID_REQUEST,
+            "a request's id must be a string or a number",
+        )),
+        (Some(_), None) => Incoming::Other(Value::Object(map)),
         (None, Some(id)) if map.contains_key("result") || map.contains_key("error") => {
             map.insert("id".to_owned(), id);
             Incoming::Other(Value::Object(map))
@@ -289,6 +301,21 @@ mod tests {
         };
         assert!(arguments.is_none());
         assert_eq!(params, Some(json!({"name": "p", "arguments": {"a": "1"}})));
+    }
+
+    #[test]
+    fn a_request_whose_id_is_null_or_not_a_scalar_is_refused() {
+        for text in [
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":{"odd":true},"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":[1],"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#,
+        ] {
+            let Ok(Parsed::One(Incoming::Invalid(error))) = parse(text.as_bytes()) else {
+                panic!("{text} was not refused");
+            };
+            assert_eq!(error["error"]["code"], INVALID_REQUEST, "{text}");
+        }
     }
 
     #[test]
