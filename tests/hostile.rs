@@ -530,6 +530,31 @@ async fn an_empty_http_answer_leaves_the_request_waiting() {
     assert!(body.to_string().contains("did not answer within"), "{body}");
 }
 
+/// An answer's body that trickles on after its call timed out is not read
+/// for ever: the connection is let go (it used to stay, one per call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickling_answer_is_let_go_after_its_call_timed_out() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(
+        &temp.path().join("data"),
+        &["--request-timeout", "2", "--connect-timeout", "2"],
+    );
+    let (_server, port) = common::hostile_listening(&[], "--http");
+    register(&d, http_server("web", port)).await;
+    wait_status(&d, "web", "CONNECTED", UP).await;
+    let (status, body) = rest_call(&d, "web.trickle", json!({})).await;
+    assert_ne!(status, 200, "{body}");
+    let end = Instant::now() + UP;
+    loop {
+        let (_, state) = rest_call(&d, "web.trickle_state", json!({})).await;
+        if state["content"][0]["text"] == "true" {
+            break;
+        }
+        assert!(Instant::now() < end, "the trickle was still read: {state}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// A server's answer over the limit is dropped, but the call it answers
 /// fails at once, not at its timeout (an hour here), wherever the answer
 /// puts its id.

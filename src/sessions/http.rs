@@ -31,19 +31,27 @@ const DEFAULT_RESUME_DELAY: Duration = Duration::from_millis(500);
 /// for each stream in a row that ended within `LISTEN_QUICK_END`.
 const LISTEN_MIN_DELAY: Duration = Duration::from_secs(1);
 const LISTEN_QUICK_END: Duration = Duration::from_secs(5);
+/// How much longer than the longest wait an answer's body is read.
+const ANSWER_READ_MARGIN: Duration = Duration::from_secs(5);
 /// The longest `retry:` we honour: a server cannot park a call for hours.
 const MAX_RESUME_DELAY: Duration = Duration::from_secs(60);
 
-/// The id of the request a message is, if it is one: its answer is
-/// waited for.
-fn request_id(message: &[u8]) -> Option<u64> {
+/// The id of the request a message is, if it is one (its answer is
+/// waited for), and whether it opens a subscription (whose stream lasts).
+fn request_id(message: &[u8]) -> (Option<u64>, bool) {
     #[derive(serde::Deserialize)]
-    struct Request {
+    struct Request<'a> {
         id: Option<u64>,
-        method: Option<serde::de::IgnoredAny>,
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
     }
-    let request: Request = serde_json::from_slice(message).ok()?;
-    request.method.and(request.id)
+    match serde_json::from_slice::<Request>(message) {
+        Ok(Request {
+            id,
+            method: Some(method),
+        }) => (id, method == "subscriptions/listen"),
+        _ => (None, false),
+    }
 }
 
 /// How an event stream ended.
@@ -78,6 +86,10 @@ struct Inner {
     state: LinkState,
     /// The server's login, when it may ask for one.
     auth: Option<Authorizer>,
+    /// The longest any request waits for its answer: reading an answer
+    /// longer than that (a server trickling its body) only holds a
+    /// connection nobody waits on.
+    answer_within: Duration,
 }
 
 /// A server's login and the service that keeps it.
@@ -95,6 +107,7 @@ pub fn open(
     headers: &BTreeMap<String, String>,
     inbound: Inbound,
     auth: Option<Authorizer>,
+    answer_within: Duration,
 ) -> Result<HttpLink, LinkError> {
     let url = reqwest::Url::parse(url)
         .map_err(|err| LinkError::Protocol(format!("invalid URL {url:?}: {err}")))?;
@@ -111,6 +124,7 @@ pub fn open(
             inbound,
             state: LinkState::default(),
             auth,
+            answer_within,
         }),
         listener: std::sync::Mutex::new(None),
     })
@@ -339,14 +353,33 @@ impl Inner {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_owned();
-        let waiting = request_id(&message);
+        let (waiting, listens) = request_id(&message);
         let inner = Arc::clone(self);
+        // A subscription's stream lasts as long as the subscription; any
+        // other answer is read no longer than anyone waits for it, and
+        // not after the link closed.
+        let limit = (!listens).then_some(self.answer_within + ANSWER_READ_MARGIN);
+        let closed = self.state.token();
         tokio::spawn(async move {
-            let unanswered = if content_type.starts_with(EVENT_STREAM) {
-                let end = inner.read_event_stream(response, None).await;
-                inner.resume(end).await
-            } else {
-                inner.read_json_body(response, &content_type).await
+            let read = async {
+                if content_type.starts_with(EVENT_STREAM) {
+                    let end = inner.read_event_stream(response, None).await;
+                    inner.resume(end).await
+                } else {
+                    inner.read_json_body(response, &content_type).await
+                }
+            };
+            let bounded = async {
+                match limit {
+                    Some(limit) => tokio::time::timeout(limit, read).await.unwrap_or_else(|_| {
+                        Some(format!("the server's answer did not end within {limit:?}"))
+                    }),
+                    None => read.await,
+                }
+            };
+            let unanswered = tokio::select! {
+                unanswered = bounded => unanswered,
+                () = closed.cancelled() => None,
             };
             // Nothing else will bring this answer: the request fails now,
             // not at its timeout.

@@ -877,6 +877,10 @@ async fn open_in(
                     headers,
                     inbound_tx,
                     auth,
+                    shared
+                        .settings
+                        .request_timeout
+                        .max(shared.settings.connect_timeout),
                 )
                 .map_err(|e| failed(e.to_string()))?,
             )

@@ -94,6 +94,8 @@ TOOLS = [
     ("html_answer", "HTTP only: answer 200 with an HTML page"),
     ("empty_answer", "HTTP only: answer 200 with an empty body (the answer never comes)"),
     ("hang_post", "HTTP only: take the request and never send a response (not even headers)"),
+    ("trickle", "HTTP only: answer 200 and send the body one space a second, for up to 300 s"),
+    ("trickle_state", "HTTP only: whether the client hung up on the last trickle"),
     ("empty_stream", "HTTP only: answer with an event stream that ends with a log event and no "
                      "answer, and no event id to resume it from"),
     ("endless_event", "HTTP only: answer with an SSE event that never ends"),
@@ -108,6 +110,7 @@ TOOLS = [
 BROKEN_LIST = [False]
 GET_COUNT = [0]
 LISTENS = [0]
+TRICKLE = {"hung_up": None}
 
 
 def tool_list():
@@ -344,6 +347,8 @@ def call_tool(peer, rid, name, arguments, meta):
         return text_result(json.dumps(LAST_ASK["outcome"]))
     if name == "listens":
         return text_result(str(LISTENS[0]))
+    if name == "trickle_state":
+        return text_result(json.dumps(TRICKLE["hung_up"]))
     raise KeyError(name)
 
 
@@ -532,6 +537,21 @@ def serve_http(port):
                 self.send_header("Content-Length", str(len(page)))
                 self.end_headers()
                 self.wfile.write(page)
+                return
+            if name == "trickle":
+                TRICKLE["hung_up"] = False
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+                try:
+                    for _ in range(300):
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                        time.sleep(1)
+                except OSError:
+                    TRICKLE["hung_up"] = True
                 return
             if name == "hang_post":
                 time.sleep(300)
