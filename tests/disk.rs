@@ -282,6 +282,50 @@ async fn starting_on_a_full_disk_serves_and_leaves_no_temporary_file() {
     assert!(leftovers(&data).is_empty(), "{:?}", leftovers(&data));
 }
 
+/// A config file the full disk kept from being applied at start is
+/// applied once the disk has room, with no edit or restart (it used to be
+/// marked applied and never tried again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_file_a_full_disk_refused_at_start_is_applied_once_it_has_room() {
+    let temp = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(&temp.path().join("disk"), "16m") else {
+        return;
+    };
+    let data = disk.mount.join("data");
+    let log = temp.path().join("daemon.log");
+    let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
+    assert_eq!(register_at(&url, "kept").await.0, 201);
+    assert!(stop(&mut child).success());
+    let config = temp.path().join("servers.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {
+            "from_file": {"command": "true", "auto_connect": false},
+            "from_file_too": {"command": "true", "auto_connect": false}}})
+        .to_string(),
+    )
+    .unwrap();
+    let filler = disk.fill();
+    let (mut child, url) = serve_on(
+        &data,
+        &log,
+        &["--search", "off", "--config", config.to_str().unwrap()],
+    );
+    assert!(names_at(&url).await.contains(&"kept".to_owned()));
+    assert!(!names_at(&url).await.contains(&"from_file".to_owned()));
+    std::fs::remove_file(filler).unwrap();
+    let end = Instant::now() + UP;
+    while !names_at(&url).await.contains(&"from_file_too".to_owned()) {
+        assert!(
+            Instant::now() < end,
+            "the config file was never applied: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(stop(&mut child).success());
+}
+
 /// A data dir with a few registrations, its daemon stopped cleanly.
 async fn used_data_dir(data: &Path) {
     let mut d = Daemon::start_in(data, &["--search", "off"]);

@@ -212,6 +212,12 @@ impl ConfigFiles {
         self.record(path, None, stamp, Ok(servers));
     }
 
+    /// Watches a file the store could not take at start (a full disk):
+    /// it counts as changed, so it is applied again until it is.
+    pub fn started_without(&self, path: &Path, reason: &str) {
+        self.record(path, None, None, Err(reason.to_owned()));
+    }
+
     /// Loads and applies a file in `env` (a client's), and keeps it
     /// applied from now on. `Err` says why it was not.
     pub async fn apply_file(
@@ -229,19 +235,38 @@ impl ConfigFiles {
             Some(env) => crate::config::load_with_env(path, &|name| env.get(name).cloned()),
             None => crate::config::load(path),
         };
+        let mut disk_failed = false;
         let result = match loaded {
             Ok(loaded) => apply(&self.registry, Some(&self.router), path, loaded)
                 .await
                 .map(|applied| applied.servers)
-                .map_err(|err| format!("cannot apply {}: {err}", path.display())),
+                .map_err(|err| {
+                    disk_failed = matches!(
+                        err,
+                        RegistryError::Store(crate::store::StoreError::Disk { .. })
+                    );
+                    format!("cannot apply {}: {err}", path.display())
+                }),
             Err(err) => Err(err.to_string()),
         };
         if let Err(reason) = &result {
-            tracing::warn!(
-                config = %path.display(),
-                "{reason}; the servers stay as the last good version left them"
-            );
+            // Said once for as long as it fails the same way (a full disk
+            // is tried again every second).
+            let said = self
+                .files
+                .lock()
+                .ok()
+                .and_then(|files| files.get(path).and_then(|w| w.status.error.clone()));
+            if said.as_deref() != Some(reason.as_str()) {
+                tracing::warn!(
+                    config = %path.display(),
+                    "{reason}; the servers stay as the last good version left them"
+                );
+            }
         }
+        // A file the disk could not take counts as unread: it is applied
+        // again at the next look, until the disk takes it.
+        let stamp = if disk_failed { None } else { stamp };
         self.record(path, env, stamp, result.clone());
         result.map(|_| ())
     }

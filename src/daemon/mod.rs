@@ -277,6 +277,9 @@ pub struct Stack {
     /// The index's and the classifier's workers, each ending its running
     /// job before it returns (see `index::let_go`).
     workers: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Why the config file given at start could not be applied (a full
+    /// disk): it is applied again once the disk takes it.
+    pub config_error: Option<String>,
 }
 
 impl Stack {
@@ -313,13 +316,15 @@ impl Stack {
             Err(err) => return Err(err.into()),
         }
         let registry = Registry::new(Arc::clone(&store));
+        let mut config_error = None;
         if let Some((path, loaded)) = config {
             match config_files::apply(&registry, None, path, loaded).await {
                 Err(RegistryError::Store(err @ StoreError::Disk { .. })) => {
                     tracing::warn!(
                         config = %path.display(),
-                        "the config file could not be applied ({err}); the stored registrations are served"
+                        "the config file could not be applied ({err}); the stored registrations are served, and the file is applied once the disk takes it"
                     );
+                    config_error = Some(format!("cannot apply {}: {err}", path.display()));
                 }
                 other => {
                     other?;
@@ -438,6 +443,7 @@ impl Stack {
             skills,
             background,
             workers: std::sync::Mutex::new(vec![maintenance, classifier, resumer]),
+            config_error,
         })
     }
 
@@ -569,7 +575,10 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     let stack = open_when_free(&options, config).await?;
     let config_files = config_files::ConfigFiles::new(stack.registry.clone(), stack.router.clone());
     if let Some((path, servers)) = first_config {
-        config_files.started_with(&path, servers);
+        match &stack.config_error {
+            None => config_files.started_with(&path, servers),
+            Some(reason) => config_files.started_without(&path, reason),
+        }
     }
     config_files.spawn_watch(shutdown.clone());
     if let Some(descriptors) = crate::listener::raise_descriptor_limit() {
