@@ -828,6 +828,30 @@ pub fn token_required(listen: SocketAddr, require_token: bool) -> bool {
 
 /// The bearer token, when one is required: `MCP_AGGREGATOR_TOKEN`, else the
 /// data dir's token file, generated (mode 0600) on first use.
+/// A token file someone else could read (made by hand, restored from a
+/// backup, a link to a shared file) is made readable by its owner only,
+/// and the user is told: whoever read it may use it.
+fn keep_token_file_private(path: &Path) {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let Ok(link) = std::fs::symlink_metadata(path) else {
+        return;
+    };
+    if link.file_type().is_symlink() {
+        tracing::warn!(token_file = %path.display(), "the token file is a symbolic link; the token it holds may be readable elsewhere: replace it with a file of its own (delete it and restart to have one generated)");
+        return;
+    }
+    if link.mode() & 0o077 == 0 {
+        return;
+    }
+    let fixed = link.uid() == rustix::process::getuid().as_raw()
+        && std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).is_ok();
+    tracing::warn!(
+        token_file = %path.display(),
+        made_private = fixed,
+        "the token file was readable by others; anyone who read it can use the API: replace the token (delete the file and restart) if that matters"
+    );
+}
+
 fn admin_token(options: &ServeOptions) -> Result<Option<String>, DaemonError> {
     if !token_required(options.listen, options.require_token) {
         return Ok(None);
@@ -851,6 +875,7 @@ fn admin_token(options: &ServeOptions) -> Result<Option<String>, DaemonError> {
     }
     let path = options.data_dir.join(paths::TOKEN_FILE);
     if let Some(token) = paths::read_token(&options.data_dir) {
+        keep_token_file_private(&path);
         return Ok(Some(token));
     }
     let token = format!(
@@ -889,6 +914,18 @@ pub fn cancel_on_signals(token: CancellationToken) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_file_others_can_read_is_made_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let temp = tempfile::tempdir().unwrap();
+        let path = temp.path().join(paths::TOKEN_FILE);
+        std::fs::write(&path, "secret").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        keep_token_file_private(&path);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
 
     #[test]
     fn a_token_is_required_beyond_loopback_or_when_asked() {
