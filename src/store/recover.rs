@@ -230,6 +230,12 @@ fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
         recovered: None,
         damaged_kept: None,
     };
+    // redb would take an empty file for a new store and call it sound
+    // (and `--replace` would swap an empty store in): it holds nothing.
+    if std::fs::metadata(copy).is_ok_and(|m| m.len() == 0) {
+        report.open_error = Some("the file is empty: it holds no store".to_owned());
+        return report;
+    }
     // redb's own check of every page first, then a plain open to read
     // what can be read whatever it found.
     report.integrity_ok = guard_damage(copy, || {
@@ -454,5 +460,22 @@ mod tests {
                 .is_symlink()
         );
         assert_eq!(std::fs::read(&at).unwrap(), b"the store");
+    }
+
+    #[test]
+    fn an_empty_store_file_is_not_called_sound() {
+        let temp = tempfile::tempdir().unwrap();
+        std::fs::write(temp.path().join(STORE_FILE), b"").unwrap();
+        let report = check(temp.path()).unwrap();
+        assert!(!report.sound(), "{report}");
+        assert!(report.to_string().contains("empty"), "{report}");
+        let recovered = recover(temp.path(), true).unwrap();
+        assert!(recovered.recovered.is_none(), "{recovered}");
+        assert_eq!(
+            std::fs::metadata(temp.path().join(STORE_FILE))
+                .unwrap()
+                .len(),
+            0
+        );
     }
 }
