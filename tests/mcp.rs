@@ -2308,3 +2308,31 @@ async fn a_new_get_stream_takes_over_from_one_that_dropped() {
     );
     assert_eq!(list_with("2025-06-18").await.unwrap().status(), 200);
 }
+
+/// A subscription is answered only when it ends: asked for over HTTP by a
+/// client that takes no event stream, it is refused (406) instead of
+/// leaving the client waiting for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_asked_for_without_an_event_stream_is_refused() {
+    let d = Daemon::start();
+    let response = http()
+        .post(d.api("/mcp"))
+        .header("accept", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
+            "params": {"notifications": {"toolsListChanged": true}, "_meta": modern_meta(json!({}))}}))
+        .timeout(std::time::Duration::from_secs(30))
+        .send()
+        .await
+        .expect("an answer, not a wait");
+    assert_eq!(response.status(), 406);
+    let body: Value = response.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("text/event-stream"),
+        "{body}"
+    );
+}

@@ -580,6 +580,16 @@ async fn stateless_post(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("text/event-stream"));
+    // A subscription is answered only when it ends: over a plain JSON
+    // answer the client would wait for ever.
+    if method == "subscriptions/listen" && !wants_stream {
+        let answer = crate::jsonrpc::error(
+            id,
+            crate::jsonrpc::INVALID_REQUEST,
+            "subscriptions/listen answers with an event stream: send Accept: text/event-stream",
+        );
+        return (StatusCode::NOT_ACCEPTABLE, axum::Json(answer)).into_response();
+    }
     let (tx, rx) = Outbound::for_client();
     let tx = Arc::new(tx);
     let transport = ClientConnection::new(Arc::clone(&tx));
