@@ -187,6 +187,7 @@ impl McpHttp {
     fn open_session(
         &self,
         remote: IpAddr,
+        token: Option<&crate::model::TokenName>,
         profile: Option<&str>,
     ) -> Result<(String, Arc<HttpSession>, InUse), HttpError> {
         let (outbound, notifications) = Outbound::for_client();
@@ -207,7 +208,13 @@ impl McpHttp {
             stream_ended: Notify::new(),
             notifier: notifier.abort_handle(),
         });
-        match self.sessions.insert(remote, Arc::clone(&session)) {
+        // Local clients share one address: with named tokens, each token
+        // is a client of its own, and one cannot crowd out the others.
+        let client = match token {
+            Some(token) => super::session_table::ClientKey::token(&token.0),
+            None => remote.into(),
+        };
+        match self.sessions.insert(client, Arc::clone(&session)) {
             Ok((id, in_use)) => Ok((id, session, in_use)),
             Err(full) => {
                 let status = match full {
@@ -430,7 +437,7 @@ pub async fn post(
         if let Err(err) = picked.check_exists(&mcp).await {
             return err.into_response();
         }
-        match mcp.open_session(remote, picked.0.as_deref()) {
+        match mcp.open_session(remote, token.as_deref(), picked.0.as_deref()) {
             Ok((id, session, in_use)) => {
                 session.connection.set_token(token.as_deref());
                 (Some(id), session, in_use)

@@ -1,6 +1,7 @@
 //! The table of `/mcp` sessions, bounded three ways: sessions idle longer
-//! than the idle timeout expire; one remote address holds at most
-//! `max_per_client`; the whole table holds at most `max_sessions`. Room is
+//! than the idle timeout expire; one client — the named token it came
+//! with, else its remote address — holds at most `max_per_client`; the
+//! whole table holds at most `max_sessions`. Room is
 //! made by evicting an idle session (no request running, no open stream) —
 //! at the per-client cap one of that client's own, at the total cap one of
 //! the address that holds the most — never one in use, so one client
@@ -18,6 +19,29 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
 /// Default cap on one remote address's sessions.
 pub const DEFAULT_MAX_PER_CLIENT: usize = 1_000;
+
+/// Who a session counts against: the named token its client came with
+/// (every local client shares one address), else its remote address.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClientKey(String);
+
+impl ClientKey {
+    pub fn token(name: &str) -> ClientKey {
+        ClientKey(format!("token {name}"))
+    }
+}
+
+impl From<IpAddr> for ClientKey {
+    fn from(address: IpAddr) -> ClientKey {
+        ClientKey(format!("address {address}"))
+    }
+}
+
+impl std::fmt::Display for ClientKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 /// The bounds of the table.
 #[derive(Debug, Clone, Copy)]
@@ -73,7 +97,7 @@ impl Drop for InUse {
 
 struct Entry<T> {
     value: Arc<T>,
-    remote: IpAddr,
+    remote: ClientKey,
     activity: Arc<Activity>,
 }
 
@@ -131,7 +155,12 @@ impl<T> SessionTable<T> {
 
     /// Adds a session for `remote` under a fresh id, evicting an idle one
     /// when a cap is reached; returns the id and the session marked in use.
-    pub fn insert(&self, remote: IpAddr, value: Arc<T>) -> Result<(String, InUse), TableFull> {
+    pub fn insert(
+        &self,
+        remote: impl Into<ClientKey>,
+        value: Arc<T>,
+    ) -> Result<(String, InUse), TableFull> {
+        let remote = remote.into();
         let Ok(mut entries) = self.entries.lock() else {
             return Err(TableFull::Total(0));
         };
@@ -147,12 +176,15 @@ impl<T> SessionTable<T> {
             }
         }
         if entries.len() >= self.limits.max_sessions {
-            let mut counts: HashMap<IpAddr, usize> = HashMap::new();
+            let mut counts: HashMap<&ClientKey, usize> = HashMap::new();
             for entry in entries.values() {
-                *counts.entry(entry.remote).or_default() += 1;
+                *counts.entry(&entry.remote).or_default() += 1;
             }
-            // The address holding the most sessions gives one up.
-            let mut hogs: Vec<(IpAddr, usize)> = counts.into_iter().collect();
+            // The client holding the most sessions gives one up.
+            let mut hogs: Vec<(ClientKey, usize)> = counts
+                .into_iter()
+                .map(|(client, count)| (client.clone(), count))
+                .collect();
             hogs.sort_by_key(|hog| std::cmp::Reverse(hog.1));
             let victim = hogs
                 .iter()
@@ -264,6 +296,29 @@ mod tests {
             max_sessions,
             max_per_client,
         })
+    }
+
+    #[test]
+    fn each_token_is_a_client_of_its_own_on_one_address() {
+        let table = table(100, 2);
+        let (mine, _) = table
+            .insert(ClientKey::token("owner"), Arc::new(1))
+            .unwrap();
+        // Another token on the same address fills its own share (its own
+        // idle sessions make room) and never touches the owner's.
+        for n in 0..10 {
+            table
+                .insert(ClientKey::token("flood"), Arc::new(n))
+                .unwrap();
+        }
+        assert!(
+            table.get(&mine).is_some(),
+            "the owner's session was evicted"
+        );
+        // Without tokens, the address is the client.
+        table.insert(ip(9), Arc::new(0)).unwrap();
+        table.insert(ip(9), Arc::new(0)).unwrap();
+        assert!(table.get(&mine).is_some());
     }
 
     #[test]
