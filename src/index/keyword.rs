@@ -171,22 +171,35 @@ impl KeywordIndex {
                 "the keyword index is damaged ({err}); it is rebuilt from the store"
             ),
         }
-        // A file where a folder of ours belongs (`index` itself) goes too.
-        if let Some(parent) = dir.parent()
-            && parent.is_file()
-        {
-            std::fs::remove_file(parent)?;
-        }
-        remove_any(dir)?;
-        std::fs::create_dir_all(dir)?;
-        let (schema, _) = schema();
-        Index::create_in_dir(dir, schema)?;
-        match KeywordIndex::open_existing(dir)? {
-            Some(opened) => Ok(opened),
-            None => Err(KeywordError::Tantivy(tantivy::TantivyError::InternalError(
-                "a new keyword index could not be opened".into(),
-            ))),
-        }
+        let created = (|| {
+            // A file where a folder of ours belongs (`index` itself) goes too.
+            if let Some(parent) = dir.parent()
+                && parent.is_file()
+            {
+                std::fs::remove_file(parent)?;
+            }
+            remove_any(dir)?;
+            std::fs::create_dir_all(dir)?;
+            let (schema, _) = schema();
+            Index::create_in_dir(dir, schema)?;
+            match KeywordIndex::open_existing(dir)? {
+                Some(opened) => Ok(opened),
+                None => Err(KeywordError::Tantivy(tantivy::TantivyError::InternalError(
+                    "a new keyword index could not be opened".into(),
+                ))),
+            }
+        })();
+        // Derived data is no reason not to start (a full disk, no inodes
+        // left, a read-only data dir): the index is built in memory from
+        // the store, and written to disk at a start that can.
+        created.or_else(|err| {
+            tracing::warn!(
+                dir = %dir.display(),
+                "cannot write the keyword index ({err}); it is kept in memory until a start that can write it"
+            );
+            let (schema, fields) = schema();
+            KeywordIndex::from_index(Index::create_in_ram(schema), fields)
+        })
     }
 
     /// The index in `dir` if there is a sound one of this schema; `None`
@@ -210,6 +223,15 @@ impl KeywordIndex {
                 damaged.len()
             ))));
         }
+        KeywordIndex::from_index(index, fields).map(Some)
+    }
+
+    /// The index over an opened tantivy index, and the store generation it
+    /// was last synced to.
+    fn from_index(
+        index: Index,
+        fields: Fields,
+    ) -> Result<(KeywordIndex, Option<u64>), KeywordError> {
         index.tokenizers().register(ANALYZER, analyzer(&[]));
         let generation = index
             .load_metas()?
@@ -220,7 +242,7 @@ impl KeywordIndex {
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
             .try_into()?;
-        Ok(Some((
+        Ok((
             KeywordIndex {
                 index,
                 fields,
@@ -229,7 +251,7 @@ impl KeywordIndex {
                 query_analyzer: Mutex::new(analyzer(QUERY_FILLER)),
             },
             generation,
-        )))
+        ))
     }
 
     /// Every tool id in the index with its definition hash.

@@ -397,3 +397,17 @@ async fn maintenance_reports_its_first_sync_ended_and_search_off_as_synced() {
         task.await.unwrap();
     }
 }
+
+#[test]
+fn a_keyword_index_that_cannot_be_written_is_kept_in_memory() {
+    let f = fixture();
+    // Nothing can be created under /proc, whoever we are (root included).
+    let unwritable = std::path::Path::new("/proc/self/no-such-dir");
+    let index = SearchIndex::open(Arc::clone(&f.store), unwritable).unwrap();
+    index.sync(false).unwrap();
+    assert!(
+        ask(&index, "pull request", SearchMode::Keyword, None)
+            .iter()
+            .any(|id| id == "github.create_pull_request")
+    );
+}
