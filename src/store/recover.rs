@@ -114,7 +114,7 @@ impl std::fmt::Display for Report {
 pub fn check(data_dir: &Path) -> Result<Report, StoreError> {
     super::health::expect_damage();
     let (path, copy) = copy_of(data_dir)?;
-    let report = examine(&path, &copy.0, None);
+    let report = examine(&path, &copy.path, None);
     Ok(report)
 }
 
@@ -124,11 +124,14 @@ pub fn check(data_dir: &Path) -> Result<Report, StoreError> {
 pub fn confirmed_sound(data_dir: &Path) -> bool {
     super::health::expect_damage();
     let path = data_dir.join(STORE_FILE);
-    let copy = Copy(data_dir.join(format!("{STORE_FILE}.check-{}", std::process::id())));
-    if private_copy(&path, &copy.0).is_err() {
+    let copy = Copy {
+        path: data_dir.join(format!("{STORE_FILE}.check-{}", std::process::id())),
+        _held: None,
+    };
+    if private_copy(&path, &copy.path).is_err() {
         return false;
     }
-    examine(&path, &copy.0, None).sound()
+    examine(&path, &copy.path, None).sound()
 }
 
 /// Copies everything readable into `store.recovered.redb`; with `replace`,
@@ -138,7 +141,7 @@ pub fn recover(data_dir: &Path, replace: bool) -> Result<Report, StoreError> {
     let (path, copy) = copy_of(data_dir)?;
     let target = data_dir.join(RECOVERED_FILE);
     let _ = std::fs::remove_file(&target);
-    let mut report = examine(&path, &copy.0, Some(&target));
+    let mut report = examine(&path, &copy.path, Some(&target));
     if report.recovered.is_none() {
         return Ok(report);
     }
@@ -161,8 +164,12 @@ pub fn recover(data_dir: &Path, replace: bool) -> Result<Report, StoreError> {
     Ok(report)
 }
 
-/// A copy of the store file that is removed when dropped.
-struct Copy(PathBuf);
+/// A copy of the store file that is removed when dropped, and the store
+/// itself held open (read-only) meanwhile, when it opens.
+struct Copy {
+    path: PathBuf,
+    _held: Option<redb::ReadOnlyDatabase>,
+}
 
 /// Copies `from` into a new file at `to`, readable by its owner only. Not
 /// `fs::copy`: it follows a symlink planted at `to` (a data dir may be
@@ -184,7 +191,7 @@ fn private_copy(from: &Path, to: &Path) -> std::io::Result<()> {
 
 impl Drop for Copy {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -198,22 +205,26 @@ fn copy_of(data_dir: &Path) -> Result<(PathBuf, Copy), StoreError> {
         });
     }
     // A running daemon holds the file: checking it under its feet would
-    // read a moving file.
-    if let Ok(Err(StoreError::AlreadyOpen { .. })) =
-        std::panic::catch_unwind(|| match redb::ReadOnlyDatabase::open(&path) {
-            Err(redb::DatabaseError::DatabaseAlreadyOpen) => Err(StoreError::AlreadyOpen {
+    // read a moving file. Once opened here, it is held (read-only) until
+    // the copy is done with — and, for `--replace`, until the recovered
+    // store is in its place: a daemon starting meanwhile would write to a
+    // file about to be set aside, and what it wrote would be lost.
+    let held = match std::panic::catch_unwind(|| redb::ReadOnlyDatabase::open(&path)) {
+        Ok(Err(redb::DatabaseError::DatabaseAlreadyOpen)) => {
+            return Err(StoreError::AlreadyOpen {
                 path: data_dir.to_path_buf(),
-            }),
-            _ => Ok(()),
-        })
-    {
-        return Err(StoreError::AlreadyOpen {
-            path: data_dir.to_path_buf(),
-        });
-    }
-    let copy = Copy(data_dir.join(format!("{STORE_FILE}.check-{}", std::process::id())));
-    private_copy(&path, &copy.0).map_err(|source| StoreError::DataDir {
-        path: copy.0.clone(),
+            });
+        }
+        Ok(Ok(database)) => Some(database),
+        // Too damaged to open: no daemon can open it either.
+        _ => None,
+    };
+    let copy = Copy {
+        path: data_dir.join(format!("{STORE_FILE}.check-{}", std::process::id())),
+        _held: held,
+    };
+    private_copy(&path, &copy.path).map_err(|source| StoreError::DataDir {
+        path: copy.path.clone(),
         source,
     })?;
     Ok((path, copy))
@@ -460,6 +471,19 @@ mod tests {
                 .is_symlink()
         );
         assert_eq!(std::fs::read(&at).unwrap(), b"the store");
+    }
+
+    #[test]
+    fn no_daemon_opens_the_store_while_it_is_being_recovered() {
+        let temp = tempfile::tempdir().unwrap();
+        drop(crate::store::Store::open(temp.path()).unwrap());
+        let (_, held) = copy_of(temp.path()).unwrap();
+        assert!(matches!(
+            crate::store::Store::open(temp.path()),
+            Err(StoreError::AlreadyOpen { .. })
+        ));
+        drop(held);
+        assert!(crate::store::Store::open(temp.path()).is_ok());
     }
 
     #[test]
