@@ -507,6 +507,18 @@ def serve_http(port):
             self.send_header("Content-Length", "0")
             self.end_headers()
 
+        def log_then_close(self, text):
+            """Answers with an event stream of one log message, then ends
+            it: no answer, no event id to resume from."""
+            log = {"jsonrpc": "2.0", "method": "notifications/message",
+                   "params": {"level": "info", "data": text}}
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(f"data: {json.dumps(log)}\n\n".encode())
+            self.close_connection = True
+
         def do_POST(self):
             raw = self.body()
             if self.captured(raw):
@@ -563,14 +575,7 @@ def serve_http(port):
                 self.end_headers()
                 return
             if name == "empty_stream":
-                log = {"jsonrpc": "2.0", "method": "notifications/message",
-                       "params": {"level": "info", "data": "no answer follows"}}
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.wfile.write(f"data: {json.dumps(log)}\n\n".encode())
-                self.close_connection = True
+                self.log_then_close("no answer follows")
                 return
             if name == "huge_body":
                 megabytes = int((params.get("arguments") or {}).get("mb", 100))
@@ -650,14 +655,7 @@ def serve_http(port):
                 # The subscription's stream is cut (as a proxy's idle
                 # timeout does): no answer, no event id to resume from.
                 LISTENS[0] += 1
-                log = {"jsonrpc": "2.0", "method": "notifications/message",
-                       "params": {"level": "info", "data": "listening"}}
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.wfile.write(f"data: {json.dumps(log)}\n\n".encode())
-                self.close_connection = True
+                self.log_then_close("listening")
                 return
             answer = handle(HttpPeer(), message)
             if answer is None:
