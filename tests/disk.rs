@@ -694,6 +694,15 @@ async fn a_store_that_is_not_a_store_file_is_refused_as_damaged() {
     let (code, log) = serve_until_exit(&data);
     assert_eq!(code, 65, "{log}");
     assert!(log.contains("is damaged"), "{log}");
+    // Cut short inside its header: damage too (it read as a disk that
+    // fails to read, exit 1, and a service restarted in a loop).
+    used_data_dir(&temp.path().join("sound")).await;
+    let sound = std::fs::read(temp.path().join("sound").join("store.redb")).unwrap();
+    std::fs::write(&store, &sound[..100]).unwrap();
+    let _ = std::fs::remove_file(log_path(&data));
+    let (code, log) = serve_until_exit(&data);
+    assert_eq!(code, 65, "{log}");
+    assert!(!log.contains("cannot be written"), "{log}");
 }
 
 /// A daemon started on a full disk cannot write its servers' status, so

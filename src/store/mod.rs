@@ -170,8 +170,14 @@ impl From<redb::Error> for StoreError {
     fn from(err: redb::Error) -> Self {
         match err {
             // Bytes that are not what redb wrote (another file, a zeroed
-            // header): damage, not a disk that fails.
-            redb::Error::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
+            // header), or fewer than its header says there are (a file
+            // cut short): damage, not a disk that fails.
+            redb::Error::Io(io)
+                if matches!(
+                    io.kind(),
+                    std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+                ) =>
+            {
                 StoreError::Db(redb::Error::Corrupted(io.to_string()))
             }
             redb::Error::Io(io) => StoreError::Disk {
