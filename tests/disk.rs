@@ -266,6 +266,11 @@ async fn starting_on_a_full_disk_serves_and_leaves_no_temporary_file() {
     assert_eq!(register_at(&url, "kept").await.0, 201);
     assert!(stop(&mut child).success());
     let filler = disk.fill();
+    // No room for the copy a check reads: an I/O failure (1), not a
+    // refused input (2).
+    let (code, _, err) = cli(&data, &["store", "check"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(leftovers(&data).is_empty(), "{:?}", leftovers(&data));
     let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
     // It serves what is stored, and says why it cannot write.
     assert!(names_at(&url).await.contains(&"kept".to_owned()));
