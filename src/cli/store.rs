@@ -27,17 +27,10 @@ pub(super) async fn run(command: StoreCommand) -> Result<ExitCode, CliError> {
     })
     .await
     .map_err(|err| CliError::Failed(err.to_string()))?
-    .map_err(|err| match err {
-        // Refused: the daemon must be stopped first, or there is no
-        // store where the user pointed.
-        crate::store::StoreError::AlreadyOpen { .. } => CliError::Usage(err.to_string()),
-        crate::store::StoreError::DataDir { ref source, .. }
-            if source.kind() == std::io::ErrorKind::NotFound =>
-        {
-            CliError::Usage(err.to_string())
-        }
+    .map_err(|err| match crate::daemon::store_refused(&err) {
+        true => CliError::Usage(err.to_string()),
         // The disk (full, read-only, failing): exit 1, as I/O is.
-        other => CliError::Failed(other.to_string()),
+        false => CliError::Failed(err.to_string()),
     })?;
     if args.json {
         println!(

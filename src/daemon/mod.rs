@@ -537,6 +537,17 @@ fn no_postgres() -> DaemonError {
 /// What `store check` and `store recover` found.
 use crate::store::RecoveryReport;
 
+/// Whether a `store check`/`recover` failure is a refusal — a daemon
+/// holds the store (stop it first), or there is none where the user
+/// pointed — rather than the disk failing.
+pub fn store_refused(err: &StoreError) -> bool {
+    match err {
+        StoreError::AlreadyOpen { .. } => true,
+        StoreError::DataDir { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+        _ => false,
+    }
+}
+
 /// `store check`: every page and table of the data dir's store, read
 /// through a copy.
 pub fn check_store(data_dir: &Path) -> Result<RecoveryReport, StoreError> {
