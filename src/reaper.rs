@@ -15,6 +15,14 @@
 //!   children tokio spawned are tokio's to wait for), so none is left a
 //!   zombie.
 //!
+//! When the aggregator itself is killed (SIGKILL, the OOM killer) nothing
+//! of the above runs. Then each server's own process gets SIGKILL from the
+//! kernel (`PR_SET_PDEATHSIG`, set for the thread that starts servers,
+//! which lives as long as the process), and the processes that had left
+//! its group are ended by the next aggregator to start: a mark names the
+//! process that made it (pid and start time), so a mark whose maker is gone
+//! is an abandoned one (`sweep_abandoned`).
+//!
 //! What is not covered: a descendant that both clears its environment and
 //! leaves the tree before its server ends is known only as an orphan of
 //! ours (re-parented to us); it is killed when the aggregator exits.
@@ -34,11 +42,27 @@ pub const MARK_ENV: &str = "MCP_AGGREGATOR_SERVER";
 static MANAGED: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
-/// This process's part of every mark: a random tag, so marks of another
-/// aggregator (or an earlier one) never match ours.
+/// This process's part of every mark: its pid and start time (who made
+/// the mark, and whether it still lives) and a random tag, so marks of
+/// another aggregator (or an earlier one) never match ours.
 fn process_tag() -> &'static str {
     static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    TAG.get_or_init(|| format!("{:016x}", rand_u64()))
+    TAG.get_or_init(|| {
+        let me = std::process::id();
+        let start = stat(me).map_or(0, |s| s.start);
+        format!("{me}-{start}-{:016x}", rand_u64())
+    })
+}
+
+/// The process that made a mark (`<pid>-<start>-<random>.<instance>`), or
+/// `None` for a mark of another shape (an older aggregator's).
+fn maker_of(mark: &str) -> Option<(u32, u64)> {
+    let (tag, _instance) = mark.split_once('.')?;
+    let mut parts = tag.split('-');
+    let pid = parts.next()?.parse().ok()?;
+    let start = parts.next()?.parse().ok()?;
+    parts.next()?;
+    Some((pid, start))
 }
 
 fn rand_u64() -> u64 {
@@ -90,14 +114,72 @@ impl Default for Mark {
     }
 }
 
-/// Spawns `command` as a child tokio waits for (the reaper leaves it be).
-pub fn spawn(command: &mut tokio::process::Command) -> io::Result<tokio::process::Child> {
-    let mut managed = lock_managed();
-    let child = command.spawn()?;
-    if let Some(pid) = child.id() {
-        managed.get_or_insert_with(HashSet::new).insert(pid);
+/// Spawns `command` as a child tokio waits for (the reaper leaves it be),
+/// which the kernel kills if this process dies without ending it. Must be
+/// called inside a tokio runtime (the child is that runtime's to wait for).
+pub fn spawn(mut command: tokio::process::Command) -> io::Result<tokio::process::Child> {
+    let parent = rustix::process::getpid();
+    // SAFETY: the closure runs in the forked child before exec and makes
+    // only raw system calls (prctl, getppid), which are async-signal-safe;
+    // it allocates nothing and takes no lock.
+    unsafe {
+        command.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+            // The parent died between fork and prctl: the signal would
+            // never come.
+            if rustix::process::getppid() != Some(parent) {
+                return Err(io::Error::other("the aggregator exited"));
+            }
+            Ok(())
+        });
     }
-    Ok(child)
+    let runtime = tokio::runtime::Handle::current();
+    let (answer, answered) = std::sync::mpsc::sync_channel(1);
+    let job: SpawnJob = Box::new(move || {
+        let _entered = runtime.enter();
+        let mut managed = lock_managed();
+        let child = command.spawn();
+        if let Ok(child) = &child
+            && let Some(pid) = child.id()
+        {
+            managed.get_or_insert_with(HashSet::new).insert(pid);
+        }
+        drop(managed);
+        let _ = answer.send(child);
+    });
+    spawner()
+        .lock()
+        .map_err(|_| io::Error::other("the thread that starts servers failed"))?
+        .send(job)
+        .map_err(|_| io::Error::other("the thread that starts servers is gone"))?;
+    answered
+        .recv()
+        .map_err(|_| io::Error::other("the thread that starts servers failed"))?
+}
+
+type SpawnJob = Box<dyn FnOnce() + Send>;
+
+/// The one thread every server is forked from. The kernel's parent-death
+/// signal fires when the *thread* that forked a child ends, so servers are
+/// never forked from tokio's threads, which come and go; this one lives as
+/// long as the process.
+fn spawner() -> &'static Mutex<std::sync::mpsc::Sender<SpawnJob>> {
+    static SPAWNER: std::sync::OnceLock<Mutex<std::sync::mpsc::Sender<SpawnJob>>> =
+        std::sync::OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (jobs, queue) = std::sync::mpsc::channel::<SpawnJob>();
+        let started = std::thread::Builder::new()
+            .name("server-spawner".to_owned())
+            .spawn(move || {
+                while let Ok(job) = queue.recv() {
+                    job();
+                }
+            });
+        if let Err(err) = started {
+            tracing::error!("cannot start the thread that starts servers: {err}");
+        }
+        Mutex::new(jobs)
+    })
 }
 
 /// The child was waited for: its pid is no longer ours to spare.
@@ -270,6 +352,12 @@ const KILL_ROUNDS: usize = 10;
 /// whose link may be gone now. Blocking: reads `/proc` and waits.
 pub fn end(mark: &Mark, known: HashSet<Process>, grace: Duration) -> usize {
     let mut family = family(mark, None);
+    if family.is_empty() {
+        // A shared scan may predate the processes of an instance that
+        // lived only briefly (a server restarting in a loop): only a fresh
+        // one may say none is left.
+        family = family_in(&scan(Duration::ZERO), mark, None);
+    }
     family.extend(known);
     family.retain(|p| signal(*p, Signal::TERM));
     if family.is_empty() {
@@ -336,6 +424,53 @@ pub fn end_all() {
             break;
         }
     }
+}
+
+/// Ends the processes of servers whose aggregator died without ending them
+/// (killed outright): every process carrying a mark whose maker is no
+/// longer alive. SIGTERM, then SIGKILL after `grace`. Returns how many
+/// there were. Blocking: reads `/proc` and waits.
+pub fn sweep_abandoned(grace: Duration) -> usize {
+    let abandoned = |seen: &Seen| {
+        let Some((pid, start)) = seen.mark.as_deref().and_then(maker_of) else {
+            return false;
+        };
+        pid != std::process::id()
+            && owned_by_me(seen.pid)
+            && !stat(pid).is_some_and(|s| s.start == start && s.state != b'Z')
+    };
+    let found: HashSet<Process> = scan(Duration::ZERO)
+        .iter()
+        .filter(|seen| abandoned(seen))
+        .map(|seen| Process {
+            pid: seen.pid,
+            start: seen.start,
+        })
+        .collect();
+    let mut left: HashSet<Process> = found
+        .iter()
+        .copied()
+        .filter(|p| signal(*p, Signal::TERM))
+        .collect();
+    let deadline = std::time::Instant::now() + grace;
+    while !left.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        reap_orphans();
+        left.retain(|p| stat(p.pid).is_some_and(|s| s.start == p.start && s.state != b'Z'));
+    }
+    for process in &left {
+        signal(*process, Signal::KILL);
+    }
+    reap_orphans();
+    found.len()
+}
+
+/// Whether the process runs as our user: a root aggregator leaves other
+/// users' servers to their own aggregators.
+fn owned_by_me(pid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(format!("/proc/{pid}"))
+        .is_ok_and(|meta| meta.uid() == rustix::process::getuid().as_raw())
 }
 
 /// Whether a mark's value was made by this process.
@@ -410,6 +545,23 @@ pub fn marked_processes() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mark_names_its_maker_and_an_older_mark_names_none() {
+        let mark = Mark::new();
+        let me = std::process::id();
+        let (pid, start) = maker_of(mark.value()).expect("a mark of ours names its maker");
+        assert_eq!(pid, me);
+        assert_eq!(Some(start), stat(me).map(|s| s.start));
+        assert!(is_ours(mark.value(), process_tag()));
+        assert_eq!(
+            maker_of("00ff00ff00ff00ff.3"),
+            None,
+            "an older aggregator's"
+        );
+        assert_eq!(maker_of("12-34.1"), None, "no random part");
+        assert_eq!(maker_of("x-34-ab.1"), None);
+    }
 
     #[test]
     fn a_mark_is_found_in_a_childs_environment_and_its_descendants() {

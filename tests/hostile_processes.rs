@@ -211,3 +211,40 @@ async fn a_process_that_forks_when_told_to_stop_is_ended_too() {
         pids_in(&pids)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_outright_leaves_no_server_running_past_its_next_start() {
+    let temp = tempfile::tempdir().unwrap();
+    let data = temp.path().join("data");
+    let pids = temp.path().join("escaped.pids");
+    let servers = temp.path().join("server.pids");
+    let mut d = Daemon::start_in(&data, &[]);
+    let args = [
+        "--escape-pids",
+        pids.to_str().unwrap(),
+        "--pid-file",
+        servers.to_str().unwrap(),
+    ];
+    register(&d, hostile_server("runaway", &args)).await;
+    wait_status(&d, "runaway", "CONNECTED", UP).await;
+    let escaped = escape(&d, "runaway").await;
+    let server = pids_in(&servers)[0];
+    assert!(process_alive(escaped) && process_alive(server));
+
+    d.kill9();
+    // The server's own process dies with the daemon (the kernel's
+    // parent-death signal); nothing could end the one that left its group.
+    assert!(
+        wait_for(UP, || (!process_alive(server)).then_some(())).is_some(),
+        "the server {server} outlived the daemon killed outright"
+    );
+    assert!(process_alive(escaped), "{escaped} ignores SIGTERM and left");
+
+    // The next daemon on any data dir ends what the dead one left.
+    let other = temp.path().join("other");
+    let _next = Daemon::start_in(&other, &[]);
+    assert!(
+        wait_for(UP, || (!process_alive(escaped)).then_some(())).is_some(),
+        "the next start left {escaped} alive"
+    );
+}

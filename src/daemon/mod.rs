@@ -294,6 +294,22 @@ impl Stack {
         // This process runs the servers: their orphans are ours to end.
         crate::reaper::become_subreaper();
         crate::reaper::spawn_orphan_reaper();
+        // Servers left running by an aggregator that was killed outright
+        // (their own processes die with it; those that left their group
+        // do not). In the background: the grace must not delay the start.
+        tokio::spawn(async {
+            let swept = tokio::task::spawn_blocking(|| {
+                crate::reaper::sweep_abandoned(std::time::Duration::from_secs(1))
+            })
+            .await
+            .unwrap_or(0);
+            if swept > 0 {
+                tracing::warn!(
+                    processes = swept,
+                    "ended server processes left running by an aggregator that was killed"
+                );
+            }
+        });
         let (dir, shared_store) = (data_dir.to_path_buf(), shared.cloned());
         let store = tokio::task::spawn_blocking(move || open_store(&dir, shared_store.as_ref()))
             .await

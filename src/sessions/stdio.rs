@@ -56,7 +56,7 @@ pub fn open(server: &str, spec: &StdioSpec<'_>, inbound: Inbound) -> Result<Stdi
     if let Some(cwd) = spec.cwd {
         command.current_dir(cwd);
     }
-    let mut child = crate::reaper::spawn(&mut command).map_err(|err| LinkError::Spawn {
+    let mut child = crate::reaper::spawn(command).map_err(|err| LinkError::Spawn {
         command: spec.command.to_owned(),
         reason: err.to_string(),
     })?;
