@@ -1223,3 +1223,98 @@ async fn prompts_and_resource_templates_are_pinned_like_tools() {
         "{actions:?}"
     );
 }
+
+/// Opens a 2026-07-28 `subscriptions/listen` stream with `token` and
+/// returns the response (its body is the open stream).
+async fn open_listen(d: &Daemon, token: &str) -> reqwest::Response {
+    http()
+        .post(d.api("/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
+            "params": {"notifications": {"toolsListChanged": true}, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}}}),
+        )
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A named token cannot fill the listener with streams that never end:
+/// it holds at most a quarter of `--max-connections`, all named tokens
+/// three quarters; the owner's admin token and `/healthz` still get in,
+/// and a closed stream gives its place back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_named_token_cannot_hold_the_whole_listener_open() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let d = Daemon::start_in(&data_dir, &["--require-token", "--max-connections", "16"]);
+    let admin = std::fs::read_to_string(data_dir.join("admin.token")).unwrap();
+    let mut secrets = Vec::new();
+    for name in ["hog", "hog2", "hog3", "late"] {
+        let (code, out, err) = cli(&data_dir, &["tokens", "create", name, "--scope", "mcp"]);
+        assert_eq!(code, 0, "{err}");
+        secrets.push(out.trim().to_owned());
+    }
+    let mut streams = Vec::new();
+    for _ in 0..4 {
+        let stream = open_listen(&d, &secrets[0]).await;
+        assert_eq!(stream.status(), 200);
+        streams.push(stream);
+    }
+    let refused = open_listen(&d, &secrets[0]).await;
+    assert_eq!(refused.status(), 429);
+    let body: Value = refused.json().await.unwrap();
+    assert!(
+        body["detail"].as_str().is_some_and(|d| d.contains("hog")),
+        "{body}"
+    );
+    for token in &secrets[1..3] {
+        for _ in 0..4 {
+            let stream = open_listen(&d, token).await;
+            assert_eq!(stream.status(), 200);
+            streams.push(stream);
+        }
+    }
+    // Twelve streams: named tokens together hold all they may.
+    let late = open_listen(&d, &secrets[3]).await;
+    assert_eq!(late.status(), 429);
+    // The owner still gets in, four connections to spare.
+    assert_eq!(
+        status_after(&d, "/api/v1/aggregator/servers", admin.trim()).await,
+        200
+    );
+    assert_eq!(status_after(&d, "/healthz", "").await, 200);
+    // A stream closed gives its place back.
+    drop(streams.remove(0));
+    let again = wait_for_async(|| async {
+        let stream = open_listen(&d, &secrets[3]).await;
+        (stream.status() == 200).then_some(stream)
+    })
+    .await;
+    assert!(
+        again.is_some(),
+        "the place of a closed stream was not given back"
+    );
+}
+
+/// Polls `check` until it gives a value, for up to 30 s.
+async fn wait_for_async<T, F: std::future::Future<Output = Option<T>>>(
+    mut check: impl FnMut() -> F,
+) -> Option<T> {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Some(value) = check().await {
+            return Some(value);
+        }
+        if std::time::Instant::now() > end {
+            return None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

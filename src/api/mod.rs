@@ -7,6 +7,7 @@ pub mod auth;
 pub mod error;
 pub mod extract;
 pub mod guard;
+pub mod load;
 pub mod metrics;
 pub mod page;
 pub mod profiles;
@@ -58,6 +59,8 @@ pub struct AppState {
     pub replica: Option<Arc<str>>,
     /// The config files the daemon keeps applied, as they stand.
     pub config_files: tokio::sync::watch::Receiver<Vec<crate::registry::ConfigFileStatus>>,
+    /// What named tokens hold of the listener at once.
+    pub token_load: load::TokenLoad,
 }
 
 #[derive(OpenApi)]
@@ -171,6 +174,7 @@ pub fn router_with_openapi(
                 token: state.token.clone(),
                 sessions: state.page_sessions.clone(),
                 named: state.tokens.clone(),
+                load: state.token_load.clone(),
             },
             gate,
         ))
@@ -254,6 +258,7 @@ struct Gate {
     token: Option<Arc<str>>,
     sessions: page::Sessions,
     named: tokens::Tokens,
+    load: load::TokenLoad,
 }
 
 /// Every request: the host and origin checks first (a cross-site request
@@ -266,7 +271,26 @@ async fn gate(State(gate): State<Gate>, mut request: Request, next: Next) -> Res
     if let Some(refused) = check_token(&gate, &mut request) {
         return refused;
     }
-    as_json_error(next.run(request).await).await
+    // A named token's request counts until its answer is sent whole (an
+    // event stream until it closes); the admin token's never does.
+    let held = match (
+        request.extensions().get::<crate::model::TokenScope>(),
+        request.extensions().get::<TokenName>(),
+    ) {
+        (Some(_), Some(name)) => match gate.load.enter(&name.0) {
+            Ok(held) => Some(held),
+            Err(crowded) => {
+                return HttpError::new(StatusCode::TOO_MANY_REQUESTS, crowded.to_string())
+                    .into_response();
+            }
+        },
+        _ => None,
+    };
+    let response = as_json_error(next.run(request).await).await;
+    match held {
+        Some(held) => response.map(|body| axum::body::Body::new(load::HeldBody::new(body, held))),
+        None => response,
+    }
 }
 
 /// The refusal of a request without the token, when one is required.

@@ -134,7 +134,7 @@ pub(super) struct ListenerArgs {
     /// Seconds a client gets to send a request's headers; also how long an idle keep-alive connection stays open.
     #[arg(long, env = "MCP_AGGREGATOR_HEADER_TIMEOUT", value_name = "SECONDS", default_value_t = crate::listener::DEFAULT_HEADER_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
     pub(super) header_timeout: u64,
-    /// Connections open at once; beyond it new connections wait (a warning is logged).
+    /// Connections open at once; beyond it new connections wait (a warning is logged). One named token's requests and streams take at most a quarter of it, all named tokens three quarters (then 429).
     #[arg(long, env = "MCP_AGGREGATOR_MAX_CONNECTIONS", value_name = "N", default_value_t = crate::listener::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub(super) max_connections: usize,
     /// Seconds after which an unused `/mcp` session expires.

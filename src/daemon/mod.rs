@@ -629,6 +629,7 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
             .map(|s| Arc::from(s.replica_id.as_str())),
         started,
         config_files: config_files.status(),
+        token_load: api::load::TokenLoad::for_listener(options.listener.max_connections),
     };
     let mcp_http = McpHttp::new(
         Arc::clone(&stack.mcp),
