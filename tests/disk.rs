@@ -480,6 +480,36 @@ async fn a_store_recovered_from_a_sound_file_keeps_every_registration() {
     assert!(err.contains("in use"), "{err}");
 }
 
+/// A store cut short at its end (a copy or a disk that stopped part way)
+/// opens nowhere, but the pages still there are whole: `store recover`
+/// reads it as if the missing end were zeros and keeps every registration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_cut_short_at_its_end_is_recovered() {
+    let temp = tempfile::tempdir().unwrap();
+    let data = temp.path().join("data");
+    used_data_dir(&data).await;
+    let store = data.join("store.redb");
+    let sound = std::fs::read(&store).unwrap();
+    std::fs::write(&store, &sound[..sound.len() - 1]).unwrap();
+    let (code, log) = serve_until_exit(&data);
+    assert_eq!(code, 65, "{log}");
+    let (code, out, err) = cli(&data, &["store", "check"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("cut short"), "{out}{err}");
+    assert!(!out.contains("the store is sound"), "{out}");
+    let (code, out, err) = cli(&data, &["store", "recover", "--replace", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        report["cut_short"]["file_bytes"],
+        sound.len() - 1,
+        "{report}"
+    );
+    let d = Daemon::start_in(&data, &["--search", "off"]);
+    let servers: Vec<Value> = get_json(&d.api("/api/v1/aggregator/servers")).await;
+    assert_eq!(servers.len(), 20);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_emptied_store_is_not_started_on_in_silence() {
     let temp = tempfile::tempdir().unwrap();

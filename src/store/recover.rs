@@ -46,12 +46,24 @@ pub struct Report {
     /// Where the damaged file was moved, when the recovered one replaced it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub damaged_kept: Option<PathBuf>,
+    /// The file is cut short: it holds fewer bytes than its header says
+    /// it has; it was read as if the missing end were zeros.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut_short: Option<CutShort>,
+}
+
+/// How much of a store file is missing at its end.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct CutShort {
+    pub file_bytes: u64,
+    pub header_bytes: u64,
 }
 
 impl Report {
     /// Nothing damaged was found.
     pub fn sound(&self) -> bool {
         self.integrity_ok
+            && self.cut_short.is_none()
             && self.open_error.is_none()
             && self.tables.iter().all(|t| t.damage.is_none())
     }
@@ -63,6 +75,13 @@ impl std::fmt::Display for Report {
         writeln!(f, "store: {}", self.path.display())?;
         if let Some(err) = &self.open_error {
             writeln!(f, "cannot be opened: {err}")?;
+        }
+        if let Some(cut) = &self.cut_short {
+            writeln!(
+                f,
+                "cut short: {} of the {} bytes its header names; read as if the missing end were zeros",
+                cut.file_bytes, cut.header_bytes
+            )?;
         }
         writeln!(
             f,
@@ -240,6 +259,7 @@ fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
         tables: Vec::new(),
         recovered: None,
         damaged_kept: None,
+        cut_short: None,
     };
     // redb would take an empty file for a new store and call it sound
     // (and `--replace` would swap an empty store in): it holds nothing.
@@ -247,6 +267,7 @@ fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
         report.open_error = Some("the file is empty: it holds no store".to_owned());
         return report;
     }
+    report.cut_short = pad_if_cut_short(copy);
     // redb's own check of every page first, then a plain open to read
     // what can be read whatever it found.
     report.integrity_ok = guard_damage(copy, || {
@@ -312,6 +333,41 @@ fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
         }
     }
     report
+}
+
+/// The largest length a cut-short copy is padded to (sparse: the padding
+/// takes no disk); a header naming more is not believed.
+const MAX_PADDED_BYTES: u64 = 64 << 30;
+
+/// A file cut short (fewer bytes than the layout its header names: a copy
+/// or a disk that stopped part way) does not open at all, though the pages
+/// still there are whole. Read as if its missing end were zeros, they can
+/// be copied out. Pads the copy to the header's length; returns how much
+/// was missing when it did.
+fn pad_if_cut_short(copy: &Path) -> Option<CutShort> {
+    let refusal = match guard_damage(copy, || {
+        Ok(Database::create(copy).map_err(redb::Error::from)?)
+    }) {
+        Ok(_) => return None,
+        Err(StoreError::Damaged { detail, .. }) => detail,
+        Err(other) => other.to_string(),
+    };
+    // redb says "File truncated below stored layout: file_len=…,
+    // layout_len=…" and nowhere else gives the length.
+    let (_, after) = refusal.split_once("truncated below stored layout")?;
+    let (_, layout) = after.split_once("layout_len=")?;
+    let digits: String = layout.chars().take_while(char::is_ascii_digit).collect();
+    let header_bytes: u64 = digits.parse().ok()?;
+    let file = std::fs::OpenOptions::new().write(true).open(copy).ok()?;
+    let file_bytes = file.metadata().ok()?.len();
+    if header_bytes <= file_bytes || header_bytes > MAX_PADDED_BYTES {
+        return None;
+    }
+    file.set_len(header_bytes).ok()?;
+    Some(CutShort {
+        file_bytes,
+        header_bytes,
+    })
 }
 
 /// Entries read before they are written to the recovered store.
