@@ -1290,6 +1290,19 @@ async fn a_named_token_cannot_hold_the_whole_listener_open() {
         200
     );
     assert_eq!(status_after(&d, "/healthz", "").await, 200);
+    // Anyone may ask whether it is up; where its data lives is the owner's.
+    let health = |token: Option<&str>| {
+        let mut request = http().get(d.api("/healthz"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let open = health(None).await;
+    assert_eq!(open["status"], "ok", "{open}");
+    assert!(open["storage"].get("path").is_none(), "{open}");
+    let owner = health(Some(admin.trim())).await;
+    assert!(owner["storage"]["path"].is_string(), "{owner}");
     // A stream closed gives its place back.
     drop(streams.remove(0));
     let again = wait_for_async(|| async {

@@ -5,6 +5,8 @@
 pub struct StorageStatus {
     /// `ok`, or `failing` while writes fail.
     pub status: &'static str,
+    /// The store file (left out of `/healthz` without the admin token).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub path: String,
     /// The last write error while failing.
     #[serde(skip_serializing_if = "Option::is_none")]
