@@ -198,6 +198,27 @@ async fn a_deep_schema_or_a_bad_header_annotation_refuses_that_tool_alone() {
     assert!(server["tool_count"].as_u64().unwrap_or(0) > 10, "{server}");
 }
 
+/// A refusal is said in the log when a listing first refuses it, not again
+/// at every relisting that refuses the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_is_logged_once_not_at_every_relisting() {
+    let d = Daemon::start();
+    register(&d, hostile_server("odd", &["--deep", "3000"])).await;
+    wait_status(&d, "odd", "CONNECTED", UP).await;
+    wait_tool(&d, "odd", "deep").await;
+    for n in 1..=2 {
+        let (status, body) = rest_call(&d, "odd.grow", json!({})).await;
+        assert_eq!(status, 200, "{body}");
+        wait_tool(&d, "odd", &format!("grown_{n}")).await;
+    }
+    let log = std::fs::read_to_string(log_path(&d.data_dir)).unwrap_or_default();
+    let said = log
+        .lines()
+        .filter(|line| line.contains("item=deep") && line.contains("refused"))
+        .count();
+    assert_eq!(said, 1, "{log}");
+}
+
 /// A server that answers a later tools/list with something that is not a
 /// list: its stored tools stay (a broken answer is no empty list).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,7 @@
 
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::rpc_error::RpcError;
@@ -339,7 +339,7 @@ pub async fn discover(session: &Session, server_id: ServerId, catalog: &Catalog,
                 tracing::warn!(server, "the server offers no tools");
             }
             session.tools_listed(None);
-            say_refused(server, "tools/list", &refused);
+            say_refused(server, server_id, "tools/list", &refused);
             let count = items.len() + refused.len();
             match catalog
                 .apply_tools(server_id, items, refused, complete)
@@ -384,7 +384,7 @@ async fn store_items(
             refused,
             complete,
         }) => {
-            say_refused(server, method, &refused);
+            say_refused(server, server_id, method, &refused);
             let count = items.len();
             if let Err(err) = catalog.apply_items(server_id, kind, items, complete).await {
                 tracing::error!(server, "cannot store the result of {method}: {err}");
@@ -397,9 +397,32 @@ async fn store_items(
 }
 
 /// Says what a list refused: the first few by name, then a count (a
-/// server refused 50,000 times is one line, not 50,000).
-fn say_refused(server: &str, method: &str, refused: &[RefusedItem]) {
+/// server refused 50,000 times is one line, not 50,000); and only when it
+/// differs from what the server's last listing refused (every relisting
+/// would say it again).
+fn say_refused(server: &str, server_id: ServerId, method: &str, refused: &[RefusedItem]) {
     const NAMED: usize = 5;
+    static LAST_SAID: std::sync::Mutex<Option<HashMap<(ServerId, String), u64>>> =
+        std::sync::Mutex::new(None);
+    let fingerprint = {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for item in refused {
+            (&item.name, &item.reason).hash(&mut hasher);
+        }
+        hasher.finish()
+    };
+    let mut last = match LAST_SAID.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    let said = last
+        .get_or_insert_with(HashMap::new)
+        .insert((server_id, method.to_owned()), fingerprint);
+    drop(last);
+    if said == Some(fingerprint) {
+        return;
+    }
     for item in refused.iter().take(NAMED) {
         tracing::warn!(server, method, item = %item.name, "{}; refused", item.reason);
     }

@@ -81,6 +81,7 @@ TOOLS = [
     ("malformed", "Write lines that are not JSON-RPC, then answer"),
     ("wrong_id", "Answer with an id that was never asked"),
     ("hang", "Never answer"),
+    ("grow", "Offer one more tool (grown_N) from now on, and say the list changed"),
     ("break_list", "From now on answer tools/list with a `tools` that is not a list, and say the list changed"),
     ("exit", "Exit the process in the middle of the call"),
     ("grandchild", "Start a grandchild that ignores SIGTERM; answer its pid"),
@@ -108,6 +109,7 @@ TOOLS = [
 
 
 BROKEN_LIST = [False]
+GROWN = [0]
 GET_COUNT = [0]
 LISTENS = [0]
 TRICKLE = {"hung_up": None}
@@ -126,6 +128,9 @@ def tool_list():
                 "a": {"type": "string", "x-mcp-header": "Region"},
                 "b": {"type": "string", "x-mcp-header": "region"}}},
         })
+    for n in range(GROWN[0]):
+        tools.append({"name": f"grown_{n + 1}", "description": "A tool added later",
+                      "inputSchema": {"type": "object"}})
     for n in range(ARGS.tools):
         tools.append({
             "name": f"extra_{n}",
@@ -271,6 +276,10 @@ def call_tool(peer, rid, name, arguments, meta):
     token = (meta or {}).get("progressToken")
     if name == "echo":
         return text_result(json.dumps(arguments))
+    if name == "grow":
+        GROWN[0] += 1
+        peer.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        return text_result(str(GROWN[0]))
     if name == "break_list":
         BROKEN_LIST[0] = True
         peer.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
