@@ -50,23 +50,31 @@ async fn escape(d: &Daemon, server: &str) -> u32 {
         .unwrap_or_else(|| panic!("{body}"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_process_that_leaves_its_group_ends_with_its_server_and_the_daemon() {
-    let temp = tempfile::tempdir().unwrap();
-    let pids = temp.path().join("escaped.pids");
-    let mut d = Daemon::start_in(&temp.path().join("data"), &[]);
-    let servers = temp.path().join("server.pids");
+/// Registers a server that, once connected, starts a process that leaves
+/// its group and ignores SIGTERM; the pids of that escapee and of the
+/// server's own process (both alive).
+async fn start_runaway(d: &Daemon, dir: &Path, name: &str) -> (u32, u32) {
+    let escapees = dir.join(format!("{name}.escaped.pids"));
+    let servers = dir.join(format!("{name}.server.pids"));
     let args = [
         "--escape-pids",
-        pids.to_str().unwrap(),
+        escapees.to_str().unwrap(),
         "--pid-file",
         servers.to_str().unwrap(),
     ];
-    register(&d, hostile_server("runaway", &args)).await;
-    wait_status(&d, "runaway", "CONNECTED", UP).await;
-    let escaped = escape(&d, "runaway").await;
-    assert!(process_alive(escaped));
+    register(d, hostile_server(name, &args)).await;
+    wait_status(d, name, "CONNECTED", UP).await;
+    let escaped = escape(d, name).await;
     let server = pids_in(&servers)[0];
+    assert!(process_alive(escaped) && process_alive(server));
+    (escaped, server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_that_leaves_its_group_ends_with_its_server_and_the_daemon() {
+    let temp = tempfile::tempdir().unwrap();
+    let mut d = Daemon::start_in(&temp.path().join("data"), &[]);
+    let (escaped, server) = start_runaway(&d, temp.path(), "runaway").await;
     assert_ne!(pgrp(escaped), pgrp(server), "it left the server's group");
     // Counted among the servers' processes: the server and the escapee.
     assert!(metric(&d, "mcp_aggregator_server_processes").await >= 2.0);
@@ -79,10 +87,7 @@ async fn a_process_that_leaves_its_group_ends_with_its_server_and_the_daemon() {
     );
 
     // Another one, and the daemon stops.
-    register(&d, hostile_server("runaway2", &args)).await;
-    wait_status(&d, "runaway2", "CONNECTED", UP).await;
-    let escaped = escape(&d, "runaway2").await;
-    assert!(process_alive(escaped));
+    let (escaped, _) = start_runaway(&d, temp.path(), "runaway2").await;
     let status = d.terminate(UP).expect("the daemon exits on SIGTERM");
     assert!(status.success(), "{status:?}");
     assert!(
@@ -215,21 +220,8 @@ async fn a_process_that_forks_when_told_to_stop_is_ended_too() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_killed_outright_leaves_no_server_running_past_its_next_start() {
     let temp = tempfile::tempdir().unwrap();
-    let data = temp.path().join("data");
-    let pids = temp.path().join("escaped.pids");
-    let servers = temp.path().join("server.pids");
-    let mut d = Daemon::start_in(&data, &[]);
-    let args = [
-        "--escape-pids",
-        pids.to_str().unwrap(),
-        "--pid-file",
-        servers.to_str().unwrap(),
-    ];
-    register(&d, hostile_server("runaway", &args)).await;
-    wait_status(&d, "runaway", "CONNECTED", UP).await;
-    let escaped = escape(&d, "runaway").await;
-    let server = pids_in(&servers)[0];
-    assert!(process_alive(escaped) && process_alive(server));
+    let mut d = Daemon::start_in(&temp.path().join("data"), &[]);
+    let (escaped, server) = start_runaway(&d, temp.path(), "runaway").await;
 
     d.kill9();
     // The server's own process dies with the daemon (the kernel's
