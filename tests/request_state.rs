@@ -295,3 +295,83 @@ async fn a_state_issued_through_call_tool_resumes_that_call_only() {
     assert_eq!(done["result"]["resultType"], "complete", "{done}");
     assert!(done.to_string().contains("file:///x"), "{done}");
 }
+
+/// A parked request (its server's question is with a client that has not
+/// retried yet) does not make another client's call on that server
+/// ambiguous: the server is waiting for the parked one's answer, so its
+/// new question is the other call's. Each client then gets its own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_request_does_not_keep_other_clients_from_their_questions() {
+    let d = Daemon::start();
+    register(
+        &d,
+        json!({"name": "fx", "transport_type": "STDIO",
+            "connection_config": {"command": FIXTURE, "args": ["--legacy-only"]}}),
+    )
+    .await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    let first = asked(&d, "fx__roots", json!({})).await;
+    // Left parked while a second client calls the same server.
+    let second = asked(&d, "fx__roots", json!({})).await;
+    assert_ne!(first["requestState"], second["requestState"]);
+    for (parked, root) in [(&second, "file:///second"), (&first, "file:///first")] {
+        let done = call(&d, "fx__roots", json!({}), retry(parked, root)).await;
+        assert_eq!(done["result"]["resultType"], "complete", "{done}");
+        assert!(done.to_string().contains(root), "{done}");
+    }
+}
+
+/// One client (token and view) holds at most 16 parked requests: its own
+/// oldest goes first, and another client's parked request stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_push_out_another_clients_parked_requests() {
+    let d = Daemon::start();
+    register(
+        &d,
+        json!({"name": "fx", "transport_type": "STDIO",
+            "connection_config": {"command": FIXTURE, "args": ["--legacy-only"]}}),
+    )
+    .await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    for profile in ["mine", "theirs"] {
+        let put = http()
+            .put(d.api(&format!("/api/v1/profiles/{profile}")))
+            .json(&json!({"servers": ["*"]}))
+            .send()
+            .await
+            .unwrap();
+        assert!(put.status().is_success(), "{put:?}");
+    }
+    let park = |path: &'static str| {
+        let d = &d;
+        async move {
+            let answer = call_at(d, path, "fx__roots", json!({}), json!({})).await;
+            assert_eq!(answer["result"]["resultType"], "input_required", "{answer}");
+            answer["result"].clone()
+        }
+    };
+    let theirs = park("/mcp/theirs").await;
+    let mine_first = park("/mcp/mine").await;
+    for _ in 0..16 {
+        park("/mcp/mine").await;
+    }
+    let gone = call_at(
+        &d,
+        "/mcp/mine",
+        "fx__roots",
+        json!({}),
+        retry(&mine_first, "file:///mine"),
+    )
+    .await;
+    assert_eq!(gone["error"]["code"], -32602, "{gone}");
+    let done = call_at(
+        &d,
+        "/mcp/theirs",
+        "fx__roots",
+        json!({}),
+        retry(&theirs, "file:///theirs"),
+    )
+    .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert!(done.to_string().contains("file:///theirs"), "{done}");
+}

@@ -39,6 +39,25 @@ pub struct ClientConnection {
     /// For a 2026-07-28 request: where a server's questions go instead of
     /// being sent to the client (see `relay`).
     pub(super) inputs: Option<tokio::sync::mpsc::Sender<super::relay::Step>>,
+    /// A server's questions handed to this 2026-07-28 request's client and
+    /// not answered yet (the request is parked until it retries).
+    pub(super) waiting_for_input: std::sync::atomic::AtomicUsize,
+}
+
+/// Counts a question waiting for the client's retry while it lives.
+struct WaitingForInput<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> WaitingForInput<'a> {
+    fn new(count: &'a std::sync::atomic::AtomicUsize) -> WaitingForInput<'a> {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        WaitingForInput(count)
+    }
+}
+
+impl Drop for WaitingForInput<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// A 2025 client that never called `logging/setLevel`: it gets every log
@@ -107,6 +126,7 @@ impl ClientConnection {
             next_ask: std::sync::atomic::AtomicU64::new(1),
             log_level: Arc::new(std::sync::atomic::AtomicUsize::new(LEVEL_UNSET)),
             inputs: None,
+            waiting_for_input: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -131,6 +151,7 @@ impl ClientConnection {
             next_ask: std::sync::atomic::AtomicU64::new(1 << 32),
             log_level: Arc::clone(&self.log_level),
             inputs: None,
+            waiting_for_input: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -164,6 +185,7 @@ impl ClientConnection {
             next_ask: std::sync::atomic::AtomicU64::new(1 << 48),
             log_level: Arc::new(std::sync::atomic::AtomicUsize::new(level)),
             inputs,
+            waiting_for_input: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -186,6 +208,14 @@ impl ClientConnection {
     /// 2026-07-28 request's connection, never sent requests.
     pub fn takes_input_results(&self) -> bool {
         self.inputs.is_some()
+    }
+
+    /// Whether the request is parked: a server's question is with the
+    /// client, and the request waits for its retry.
+    pub(super) fn is_waiting_for_input(&self) -> bool {
+        self.waiting_for_input
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
     }
 
     /// Whether the client asked for log messages (`logging/setLevel`, or a
@@ -266,6 +296,7 @@ impl ClientConnection {
                 reply,
             };
             let gone = || json!({"code": INTERNAL_ERROR, "message": "the client did not answer"});
+            let _waiting = WaitingForInput::new(&self.waiting_for_input);
             if inputs.send(step).await.is_err() {
                 return Err(gone());
             }

@@ -33,6 +33,10 @@ use super::failure::RpcFailure;
 pub const PARK_TTL: Duration = Duration::from_secs(600);
 /// At most this many requests parked at once; the oldest goes first.
 const MAX_PARKED: usize = 1024;
+/// At most this many parked for one client (token and view); its own
+/// oldest goes first, so one client cannot push out everyone else's, nor
+/// take all of a server's requests that may wait on clients (64).
+const MAX_PARKED_PER_OWNER: usize = 16;
 
 /// What a running request reports to whoever waits for it.
 pub(super) enum Step {
@@ -223,6 +227,16 @@ impl Relay {
         };
         if let Ok(mut all) = self.parked.lock() {
             all.retain(|_, p| p.parked_at.elapsed() < PARK_TTL);
+            let of_owner = all.values().filter(|p| p.owner == parked.owner).count();
+            if of_owner >= MAX_PARKED_PER_OWNER
+                && let Some(oldest) = all
+                    .iter()
+                    .filter(|(_, p)| p.owner == parked.owner)
+                    .min_by_key(|(_, p)| p.parked_at)
+                    .map(|(k, _)| *k)
+            {
+                all.remove(&oldest);
+            }
             if all.len() >= MAX_PARKED
                 && let Some(oldest) = all.iter().min_by_key(|(_, p)| p.parked_at).map(|(k, _)| *k)
             {

@@ -3,7 +3,12 @@
 //! the one client with a call running on it. Outside a call, or when several
 //! clients have calls running on that server, nobody can tell whose request
 //! it is, so it is refused — except on the stdio front door, where exactly
-//! one client is attached.
+//! one client is attached. A call that is parked (its server's question is
+//! with a 2026-07-28 client, waiting for the client's retry) steps aside:
+//! its server is waiting for that answer, so a new request is another
+//! call's; otherwise a client that never comes back would leave every
+//! other client of that server without its questions for as long as a
+//! request stays parked.
 
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -142,6 +147,12 @@ impl FrontDoor {
                 .collect()
         } else {
             calling
+        };
+        let waiting = |c: &Arc<ClientConnection>| c.is_waiting_for_input();
+        let candidates = if candidates.iter().any(|c| !waiting(c)) {
+            candidates.into_iter().filter(|c| !waiting(c)).collect()
+        } else {
+            candidates
         };
         let mut distinct: Vec<Arc<ClientConnection>> = Vec::new();
         for client in candidates {
