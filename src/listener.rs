@@ -4,8 +4,14 @@
 //! after the header-read timeout (which also closes idle keep-alive
 //! connections), a request body that stops arriving is cut after the body
 //! timeout, and open connections are capped (a warning when the cap is
-//! reached; accepting resumes as connections close). The soft descriptor
-//! limit is raised at start so the cap, not the limit, is what binds.
+//! reached; accepting resumes as connections close). At the cap, kept-alive
+//! connections that have been served are asked to close once their current
+//! request is answered (at most once a second): otherwise anyone sending a
+//! cheap request every few seconds on `--max-connections` connections
+//! would keep everyone else — the owner's admin token included — waiting
+//! for ever. Event streams are not cut (named tokens' share of them is
+//! bounded by `api::load`). The soft descriptor limit is raised at start so
+//! the cap, not the limit, is what binds.
 
 use axum::extract::ConnectInfo;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -59,8 +65,11 @@ pub async fn serve(
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     // Every connection task holds a receiver; all dropped = all closed.
     let (open_tx, open_rx) = watch::channel(());
+    // Bumped to ask served keep-alive connections to close (at the cap).
+    let (shed_tx, shed_rx) = watch::channel(0u64);
+    let mut last_shed: Option<std::time::Instant> = None;
     let mut at_cap = false;
-    loop {
+    'accepting: loop {
         let slot = match Arc::clone(&slots).try_acquire_owned() {
             Ok(slot) => {
                 at_cap = false;
@@ -70,16 +79,23 @@ pub async fn serve(
                 if !at_cap {
                     tracing::warn!(
                         max = limits.max_connections,
-                        "connection cap reached (--max-connections); new connections wait until others close"
+                        "connection cap reached (--max-connections); served keep-alive connections are closed to make room"
                     );
                     at_cap = true;
                 }
-                tokio::select! {
-                    slot = Arc::clone(&slots).acquire_owned() => match slot {
-                        Ok(slot) => slot,
-                        Err(_) => break,
-                    },
-                    () = shutdown.cancelled() => break,
+                loop {
+                    if last_shed.is_none_or(|at| at.elapsed() >= SHED_EVERY) {
+                        shed_tx.send_modify(|generation| *generation += 1);
+                        last_shed = Some(std::time::Instant::now());
+                    }
+                    tokio::select! {
+                        slot = Arc::clone(&slots).acquire_owned() => match slot {
+                            Ok(slot) => break slot,
+                            Err(_) => break 'accepting,
+                        },
+                        () = tokio::time::sleep(SHED_EVERY) => {}
+                        () = shutdown.cancelled() => break 'accepting,
+                    }
                 }
             }
         };
@@ -98,13 +114,21 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let app = app.clone();
+        // Set once the connection has sent a request: one that has not yet
+        // (just accepted) is never asked to close; the header timeout
+        // bounds it.
+        let served = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let served_seen = Arc::clone(&served);
         let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
+            served_seen.store(true, std::sync::atomic::Ordering::Relaxed);
             request.extensions_mut().insert(ConnectInfo(remote));
             let mut app = app.clone();
             async move { tower_service::Service::call(&mut app, request).await }
         });
         let shutdown = shutdown.clone();
         let open = open_rx.clone();
+        let mut shed = shed_rx.clone();
+        shed.mark_unchanged();
         tokio::spawn(async move {
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
@@ -115,11 +139,23 @@ pub async fn serve(
                 .serve_connection(TokioIo::new(stream), service)
                 .with_upgrades();
             tokio::pin!(connection);
-            tokio::select! {
-                _ = connection.as_mut() => {}
-                () = shutdown.cancelled() => {
-                    connection.as_mut().graceful_shutdown();
-                    let _ = connection.await;
+            let mut listening = true;
+            loop {
+                tokio::select! {
+                    _ = connection.as_mut() => break,
+                    () = shutdown.cancelled() => {
+                        connection.as_mut().graceful_shutdown();
+                        let _ = connection.as_mut().await;
+                        break;
+                    }
+                    changed = shed.changed(), if listening => {
+                        listening = changed.is_ok();
+                        if listening && served.load(std::sync::atomic::Ordering::Relaxed) {
+                            connection.as_mut().graceful_shutdown();
+                            let _ = connection.as_mut().await;
+                            break;
+                        }
+                    }
                 }
             }
             drop(slot);
@@ -128,8 +164,14 @@ pub async fn serve(
     }
     drop(listener);
     drop(open_rx);
+    drop(shed_rx);
     open_tx.closed().await;
+    drop(shed_tx);
 }
+
+/// How often, at most, served connections are asked to close while the
+/// cap holds.
+const SHED_EVERY: Duration = Duration::from_secs(1);
 
 /// Raises the soft limit on open descriptors to the hard limit, so the
 /// connection cap is what binds; returns the new soft limit.

@@ -488,3 +488,73 @@ async fn the_aggregator_refuses_itself_as_a_server() {
         .unwrap();
     assert_eq!(state["total_tools"], 0, "{state}");
 }
+
+/// Connections kept alive with a cheap request every few seconds, as many
+/// as the listener takes, do not keep the owner out: at the cap, served
+/// keep-alive connections are closed to make room.
+#[tokio::test(flavor = "multi_thread")]
+async fn keep_alive_connections_cannot_hold_the_listener_against_the_owner() {
+    use std::io::{Read as _, Write as _};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let d = Daemon::start_in(
+        &data_dir,
+        &[
+            "--require-token",
+            "--max-connections",
+            "8",
+            "--header-timeout",
+            "120",
+        ],
+    );
+    let admin = std::fs::read_to_string(data_dir.join("admin.token")).unwrap();
+    let address = d.url.trim_start_matches("http://").to_owned();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let hogs: Vec<_> = (0..8)
+        .map(|_| {
+            let (address, stop) = (address.clone(), std::sync::Arc::clone(&stop));
+            std::thread::spawn(move || {
+                // Bounded: stops when told, or after 600 requests.
+                let mut sent = 0;
+                while !stop.load(Ordering::Relaxed) && sent < 600 {
+                    let Ok(mut stream) = std::net::TcpStream::connect(&address) else {
+                        std::thread::sleep(Duration::from_millis(100));
+                        continue;
+                    };
+                    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                    let mut buffer = [0u8; 4096];
+                    while !stop.load(Ordering::Relaxed) && sent < 600 {
+                        let request = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+                        sent += 1;
+                        if stream.write_all(request.as_bytes()).is_err() {
+                            break;
+                        }
+                        match stream.read(&mut buffer) {
+                            Ok(n) if n > 0 => {}
+                            _ => break,
+                        }
+                        std::thread::sleep(Duration::from_millis(500));
+                    }
+                }
+            })
+        })
+        .collect();
+    // Until the hogs hold every connection.
+    let _ = wait_for(Duration::from_secs(30), || {
+        let log = std::fs::read_to_string(log_path(&data_dir)).unwrap_or_default();
+        log.contains("connection cap reached").then_some(())
+    });
+    let owner = http()
+        .get(d.api("/api/v1/aggregator/servers"))
+        .bearer_auth(admin.trim())
+        .timeout(Duration::from_secs(60))
+        .send()
+        .await;
+    stop.store(true, Ordering::Relaxed);
+    for hog in hogs {
+        let _ = hog.join();
+    }
+    let owner = owner.expect("the owner got in while others held every connection");
+    assert_eq!(owner.status(), 200);
+}
