@@ -901,3 +901,17 @@ async fn every_misbehaviour_leaves_the_aggregator_responsive_and_bounded() {
         alive()
     );
 }
+
+/// A 2025 server that never answers a method it does not know (here
+/// `server/discover`, the 2026-07-28 probe) is taken for a 2025 server
+/// once the probe's share of the connect timeout passes, and connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_silent_on_the_revision_probe_connects_as_a_2025_server() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_in(&temp.path().join("data"), &["--connect-timeout", "6"]);
+    register(&d, hostile_server("quiet", &["--silent-unknown"])).await;
+    let server = wait_status(&d, "quiet", "CONNECTED", UP).await;
+    assert_eq!(server["protocol_version"], "2025-06-18", "{server}");
+    let (status, body) = rest_call(&d, "quiet.echo", json!({"said": "hi"})).await;
+    assert_eq!(status, 200, "{body}");
+}

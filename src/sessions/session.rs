@@ -82,8 +82,15 @@ impl revision::Opening for Opener<'_> {
                 }
                 std::future::pending::<()>().await
             };
+            // No sweeper runs before the session is open: the timeout is
+            // kept here (a server that ignores a method it does not know,
+            // `server/discover`, must not hold the whole connect).
+            let asked = tokio::time::timeout(
+                timeout,
+                session.request_with_timeout(method, params, timeout),
+            );
             tokio::select! {
-                result = session.request_with_timeout(method, params, timeout) => result,
+                result = asked => result.unwrap_or(Err(RpcError::Timeout(timeout))),
                 () = forward_replies => unreachable!("pending never resolves"),
             }
         })

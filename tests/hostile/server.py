@@ -38,6 +38,8 @@ Standard library only. Speaks newline-delimited JSON-RPC on stdio, or, with
   --bad-header      offer one more tool, `bad_header`, whose x-mcp-header
                     annotation is used twice (invalid: clients must leave it out)
   --stderr-flood    write 8 KB lines to stderr as fast as it can, for ever
+  --silent-unknown  never answer a method it does not know (as some 2025
+                    servers do with `server/discover`)
 
 Tools: fds, flood, huge_line, malformed, wrong_id, hang, exit, grandchild,
 sample, ask_later, last_ask, echo, huge_body (HTTP), endless_event (HTTP), ndjson_ask (HTTP),
@@ -417,6 +419,8 @@ def handle(peer, message):
                     "error": {"code": -32602, "message": f"unknown tool {params.get('name')}"}}
         if result is None:
             return None
+    elif ARGS.silent_unknown:
+        return None
     else:
         return {"jsonrpc": "2.0", "id": rid,
                 "error": {"code": -32601, "message": f"no method {method}"}}
@@ -773,6 +777,7 @@ def main():
     parser.add_argument("--hang-list", action="store_true")
     parser.add_argument("--get-status", type=int, default=0)
     parser.add_argument("--tools", type=int, default=0)
+    parser.add_argument("--silent-unknown", action="store_true")
     parser.add_argument("--http", type=int)
     parser.add_argument("--wait-for")
     parser.add_argument("--stateless", action="store_true")
