@@ -50,19 +50,41 @@ fn process_tag() -> &'static str {
     TAG.get_or_init(|| {
         let me = std::process::id();
         let start = stat(me).map_or(0, |s| s.start);
-        format!("{me}-{start}-{:016x}", rand_u64())
+        let namespace = pid_namespace("self").unwrap_or(0);
+        format!("{me}-{start}-{namespace}-{:016x}", rand_u64())
     })
 }
 
-/// The process that made a mark (`<pid>-<start>-<random>.<instance>`), or
-/// `None` for a mark of another shape (an older aggregator's).
-fn maker_of(mark: &str) -> Option<(u32, u64)> {
+/// The pid namespace a process is in (the inode `/proc/PID/ns/pid` names):
+/// a pid means the same process only within one.
+fn pid_namespace(pid: &str) -> Option<u64> {
+    let link = std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()?;
+    let text = link.to_str()?;
+    text.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
+}
+
+/// Who made a mark (`<pid>-<start>-<pid namespace>-<random>.<instance>`).
+#[derive(Debug, PartialEq, Eq)]
+struct Maker {
+    pid: u32,
+    start: u64,
+    namespace: u64,
+}
+
+/// The maker a mark names, or `None` for a mark of another shape (an older
+/// aggregator's, or one made up).
+fn maker_of(mark: &str) -> Option<Maker> {
     let (tag, _instance) = mark.split_once('.')?;
     let mut parts = tag.split('-');
     let pid = parts.next()?.parse().ok()?;
     let start = parts.next()?.parse().ok()?;
-    parts.next()?;
-    Some((pid, start))
+    let namespace = parts.next()?.parse().ok()?;
+    let random = parts.next()?;
+    (random.len() == 16 && parts.next().is_none()).then_some(Maker {
+        pid,
+        start,
+        namespace,
+    })
 }
 
 fn rand_u64() -> u64 {
@@ -427,29 +449,42 @@ pub fn end_all() {
 }
 
 /// Ends the processes of servers whose aggregator died without ending them
-/// (killed outright): every process carrying a mark whose maker is no
-/// longer alive. SIGTERM, then SIGKILL after `grace`. Returns how many
-/// there were. Blocking: reads `/proc` and waits.
+/// (killed outright): every process of our user carrying a mark whose
+/// maker — in our pid namespace — is no longer alive. Never this process's
+/// own ancestors (a shell a dead aggregator's server opened may start the
+/// next one). SIGTERM, then SIGKILL after `grace`, then SIGKILL rounds by
+/// those marks, for processes that fork when told to stop. Returns how
+/// many there were. Blocking: reads `/proc` and waits.
 pub fn sweep_abandoned(grace: Duration) -> usize {
+    let Some(namespace) = pid_namespace("self") else {
+        return 0;
+    };
+    let me = std::process::id();
+    let ancestors = ancestors_of(me);
     let abandoned = |seen: &Seen| {
-        let Some((pid, start)) = seen.mark.as_deref().and_then(maker_of) else {
+        let Some(maker) = seen.mark.as_deref().and_then(maker_of) else {
             return false;
         };
-        pid != std::process::id()
+        maker.namespace == namespace
+            && maker.pid != me
+            && !ancestors.contains(&seen.pid)
             && owned_by_me(seen.pid)
-            && !stat(pid).is_some_and(|s| s.start == start && s.state != b'Z')
+            && !stat(maker.pid).is_some_and(|s| s.start == maker.start && s.state != b'Z')
     };
-    let found: HashSet<Process> = scan(Duration::ZERO)
-        .iter()
-        .filter(|seen| abandoned(seen))
-        .map(|seen| Process {
-            pid: seen.pid,
-            start: seen.start,
-        })
-        .collect();
+    let find = || -> HashSet<Process> {
+        scan(Duration::ZERO)
+            .iter()
+            .filter(|seen| abandoned(seen))
+            .map(|seen| Process {
+                pid: seen.pid,
+                start: seen.start,
+            })
+            .collect()
+    };
+    let found = find();
+    let mut ended = found.clone();
     let mut left: HashSet<Process> = found
-        .iter()
-        .copied()
+        .into_iter()
         .filter(|p| signal(*p, Signal::TERM))
         .collect();
     let deadline = std::time::Instant::now() + grace;
@@ -461,8 +496,33 @@ pub fn sweep_abandoned(grace: Duration) -> usize {
     for process in &left {
         signal(*process, Signal::KILL);
     }
+    for _ in 0..KILL_ROUNDS {
+        let again = find();
+        if again.is_empty() {
+            break;
+        }
+        for process in &again {
+            signal(*process, Signal::KILL);
+        }
+        ended.extend(again);
+        reap_orphans();
+        std::thread::sleep(Duration::from_millis(10));
+    }
     reap_orphans();
-    found.len()
+    ended.len()
+}
+
+/// The pids of `pid`'s parent, its parent's parent, and so on.
+fn ancestors_of(pid: u32) -> HashSet<u32> {
+    let mut ancestors = HashSet::new();
+    let mut current = pid;
+    while let Some(parent) = stat(current).map(|s| s.ppid) {
+        if parent == 0 || !ancestors.insert(parent) {
+            break;
+        }
+        current = parent;
+    }
+    ancestors
 }
 
 /// Whether the process runs as our user: a root aggregator leaves other
@@ -550,17 +610,20 @@ mod tests {
     fn a_mark_names_its_maker_and_an_older_mark_names_none() {
         let mark = Mark::new();
         let me = std::process::id();
-        let (pid, start) = maker_of(mark.value()).expect("a mark of ours names its maker");
-        assert_eq!(pid, me);
-        assert_eq!(Some(start), stat(me).map(|s| s.start));
+        let maker = maker_of(mark.value()).expect("a mark of ours names its maker");
+        assert_eq!(maker.pid, me);
+        assert_eq!(Some(maker.start), stat(me).map(|s| s.start));
+        assert_eq!(Some(maker.namespace), pid_namespace("self"));
         assert!(is_ours(mark.value(), process_tag()));
         assert_eq!(
             maker_of("00ff00ff00ff00ff.3"),
             None,
             "an older aggregator's"
         );
-        assert_eq!(maker_of("12-34.1"), None, "no random part");
-        assert_eq!(maker_of("x-34-ab.1"), None);
+        assert_eq!(maker_of("12-34-00ff00ff00ff00ff.1"), None, "no namespace");
+        assert_eq!(maker_of("1-0-abc.1"), None, "made up");
+        assert_eq!(maker_of("x-34-5-00ff00ff00ff00ff.1"), None);
+        assert!(ancestors_of(me).contains(&stat(me).unwrap().ppid));
     }
 
     #[test]

@@ -53,15 +53,16 @@ async fn escape(d: &Daemon, server: &str) -> u32 {
 /// Registers a server that, once connected, starts a process that leaves
 /// its group and ignores SIGTERM; the pids of that escapee and of the
 /// server's own process (both alive).
-async fn start_runaway(d: &Daemon, dir: &Path, name: &str) -> (u32, u32) {
+async fn start_runaway(d: &Daemon, dir: &Path, name: &str, extra: &[&str]) -> (u32, u32) {
     let escapees = dir.join(format!("{name}.escaped.pids"));
     let servers = dir.join(format!("{name}.server.pids"));
-    let args = [
+    let mut args = vec![
         "--escape-pids",
         escapees.to_str().unwrap(),
         "--pid-file",
         servers.to_str().unwrap(),
     ];
+    args.extend(extra);
     register(d, hostile_server(name, &args)).await;
     wait_status(d, name, "CONNECTED", UP).await;
     let escaped = escape(d, name).await;
@@ -74,7 +75,7 @@ async fn start_runaway(d: &Daemon, dir: &Path, name: &str) -> (u32, u32) {
 async fn a_process_that_leaves_its_group_ends_with_its_server_and_the_daemon() {
     let temp = tempfile::tempdir().unwrap();
     let mut d = Daemon::start_in(&temp.path().join("data"), &[]);
-    let (escaped, server) = start_runaway(&d, temp.path(), "runaway").await;
+    let (escaped, server) = start_runaway(&d, temp.path(), "runaway", &[]).await;
     assert_ne!(pgrp(escaped), pgrp(server), "it left the server's group");
     // Counted among the servers' processes: the server and the escapee.
     assert!(metric(&d, "mcp_aggregator_server_processes").await >= 2.0);
@@ -87,7 +88,7 @@ async fn a_process_that_leaves_its_group_ends_with_its_server_and_the_daemon() {
     );
 
     // Another one, and the daemon stops.
-    let (escaped, _) = start_runaway(&d, temp.path(), "runaway2").await;
+    let (escaped, _) = start_runaway(&d, temp.path(), "runaway2", &[]).await;
     let status = d.terminate(UP).expect("the daemon exits on SIGTERM");
     assert!(status.success(), "{status:?}");
     assert!(
@@ -221,7 +222,8 @@ async fn a_process_that_forks_when_told_to_stop_is_ended_too() {
 async fn a_daemon_killed_outright_leaves_no_server_running_past_its_next_start() {
     let temp = tempfile::tempdir().unwrap();
     let mut d = Daemon::start_in(&temp.path().join("data"), &[]);
-    let (escaped, server) = start_runaway(&d, temp.path(), "runaway").await;
+    // Its escapee forks another each time it is told to stop.
+    let (escaped, server) = start_runaway(&d, temp.path(), "runaway", &["--fork-on-term"]).await;
 
     d.kill9();
     // The server's own process dies with the daemon (the kernel's
@@ -232,11 +234,78 @@ async fn a_daemon_killed_outright_leaves_no_server_running_past_its_next_start()
     );
     assert!(process_alive(escaped), "{escaped} ignores SIGTERM and left");
 
-    // The next daemon on any data dir ends what the dead one left.
+    // The next daemon on any data dir ends what the dead one left, and
+    // what that forked when told to stop.
     let other = temp.path().join("other");
     let _next = Daemon::start_in(&other, &[]);
+    let escapees = temp.path().join("runaway.escaped.pids");
+    let left = wait_for(UP, || {
+        let seen = pids_in(&escapees);
+        (seen.len() >= 2 && seen.iter().all(|p| !process_alive(*p))).then_some(())
+    });
     assert!(
-        wait_for(UP, || (!process_alive(escaped)).then_some(())).is_some(),
-        "the next start left {escaped} alive"
+        left.is_some(),
+        "the next start left {:?} of {:?} alive",
+        pids_in(&escapees)
+            .into_iter()
+            .filter(|p| process_alive(*p))
+            .collect::<Vec<_>>(),
+        pids_in(&escapees)
     );
+    assert!(!process_alive(escaped));
+}
+
+/// The sweep at start spares this daemon's own ancestors (a shell a dead
+/// aggregator's server opened, which inherited its mark, may start the
+/// next daemon), while other processes with that abandoned mark end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_start_up_sweep_spares_the_daemons_own_ancestors() {
+    let temp = tempfile::tempdir().unwrap();
+    // A maker that is gone: a process that ran and was waited for.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let _ = gone.wait();
+    let namespace = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    let namespace = namespace.to_str().unwrap();
+    let namespace = &namespace["pid:[".len()..namespace.len() - 1];
+    let mark = format!("{}-1-{namespace}-00ff00ff00ff00ff.1", gone.id());
+    let mut bystander = std::process::Command::new("sleep")
+        .arg("120")
+        .env("MCP_AGGREGATOR_SERVER", &mark)
+        .spawn()
+        .unwrap();
+    // A shell carrying the mark starts the daemon (and waits for it).
+    let data = temp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let log = std::fs::File::create(log_path(&data)).unwrap();
+    let mut shell = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{} serve --listen 127.0.0.1:0 --data-dir {}; true",
+            env!("CARGO_BIN_EXE_mcp-aggregator"),
+            data.display()
+        ))
+        .env("MCP_AGGREGATOR_SERVER", &mark)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let daemon = wait_for(UP, || {
+        let text = std::fs::read_to_string(data.join("daemon.json")).ok()?;
+        serde_json::from_str::<serde_json::Value>(&text).ok()?["pid"].as_i64()
+    })
+    .expect("the daemon started");
+    let swept = wait_for(UP, || bystander.try_wait().ok().flatten());
+    let shell_alive = shell.try_wait().ok().flatten().is_none();
+    signal(daemon as i32, libc::SIGTERM);
+    let _ = wait_for(UP, || (!process_alive(daemon as u32)).then_some(()));
+    let _ = shell.kill();
+    let _ = shell.wait();
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+    assert!(
+        swept.is_some(),
+        "the bystander with the abandoned mark was left"
+    );
+    assert!(shell_alive, "the daemon ended its own parent");
 }

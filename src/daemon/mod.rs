@@ -295,8 +295,9 @@ impl Stack {
         crate::reaper::become_subreaper();
         crate::reaper::spawn_orphan_reaper();
         // Servers left running by an aggregator that was killed outright
-        // (their own processes die with it; those that left their group
-        // do not). In the background: the grace must not delay the start.
+        // (the process it started for each dies with it; the rest of a
+        // server does not). In the background: the grace must not delay
+        // the start.
         tokio::spawn(async {
             let swept = tokio::task::spawn_blocking(|| {
                 crate::reaper::sweep_abandoned(std::time::Duration::from_secs(1))
