@@ -508,6 +508,16 @@ async fn a_store_cut_short_at_its_end_is_recovered() {
     let d = Daemon::start_in(&data, &["--search", "off"]);
     let servers: Vec<Value> = get_json(&d.api("/api/v1/aggregator/servers")).await;
     assert_eq!(servers.len(), 20);
+    drop(d);
+    // Cut by half, the pages that lead to the registrations are gone: no
+    // store without them is put in its place.
+    std::fs::write(&store, &sound[..sound.len() / 2]).unwrap();
+    let before = sha256(&store);
+    let (code, out, err) = cli(&data, &["store", "recover", "--replace"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("nothing recovered"), "{out}{err}");
+    assert_eq!(sha256(&store), before, "the damaged store was replaced");
+    assert!(!data.join("store.recovered.redb").exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

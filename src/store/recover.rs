@@ -50,6 +50,9 @@ pub struct Report {
     /// it has; it was read as if the missing end were zeros.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cut_short: Option<CutShort>,
+    /// Why nothing was recovered though the store opened (`recover` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_recovered: Option<String>,
 }
 
 /// How much of a store file is missing at its end.
@@ -101,6 +104,9 @@ impl std::fmt::Display for Report {
                     table.table, table.entries
                 )?,
             }
+        }
+        if let Some(why) = &self.not_recovered {
+            return write!(f, "{why}");
         }
         match (&self.recovered, &self.damaged_kept) {
             (Some(recovered), Some(kept)) => write!(
@@ -162,6 +168,21 @@ pub fn recover(data_dir: &Path, replace: bool) -> Result<Report, StoreError> {
     let _ = std::fs::remove_file(&target);
     let mut report = examine(&path, &copy.path, Some(&target));
     if report.recovered.is_none() {
+        return Ok(report);
+    }
+    // Registrations are what a store is recovered for: a new store without
+    // one of them, when they could not be read, would only be put in the
+    // damaged one's place and lose them for good.
+    let registrations_lost = report
+        .tables
+        .iter()
+        .any(|t| t.table == "servers" && t.entries == 0 && t.damage.is_some());
+    if registrations_lost {
+        let _ = std::fs::remove_file(&target);
+        report.recovered = None;
+        report.not_recovered = Some(
+            "nothing recovered: no registration could be read (the pages that lead to them are gone), and a store without them would only lose them; the damaged file is left as it is — put a backup of store.redb in its place, or move it aside to start with an empty store".to_owned(),
+        );
         return Ok(report);
     }
     super::restrict_to_owner(&target, 0o600).map_err(|source| StoreError::DataDir {
@@ -260,6 +281,7 @@ fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
         recovered: None,
         damaged_kept: None,
         cut_short: None,
+        not_recovered: None,
     };
     // redb would take an empty file for a new store and call it sound
     // (and `--replace` would swap an empty store in): it holds nothing.
