@@ -839,3 +839,42 @@ async fn servers_a_full_disk_kept_from_connecting_connect_once_it_has_room() {
 
     assert!(stop(&mut child).success());
 }
+
+/// A first start on a full disk cannot make its store; it leaves none
+/// behind (zeros that every later start would call a damaged store), and
+/// starts once the disk has room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_start_on_a_full_disk_leaves_no_store_behind() {
+    let temp = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(&temp.path().join("disk"), "2M") else {
+        return;
+    };
+    let data = disk.mount.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let filler = disk.fill();
+    let log = temp.path().join("first.log");
+    let mut first = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .env("RUST_BACKTRACE", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let status = wait_for(UP, || first.try_wait().ok().flatten()).expect("it exits");
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!status.success(), "{said}");
+    assert_ne!(status.code(), Some(65), "a full disk is no damage: {said}");
+    assert!(said.contains("start again"), "{said}");
+    assert!(!data.join("store.redb").exists(), "{said}");
+    std::fs::remove_file(filler).unwrap();
+    let (mut second, url) = serve_on(&data, &temp.path().join("second.log"), &[]);
+    assert_eq!(register_at(&url, "after").await.0, 201);
+    assert!(stop(&mut second).success());
+    let mode = std::fs::metadata(data.join("store.redb"))
+        .unwrap()
+        .permissions();
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(mode.mode() & 0o777, 0o600);
+}

@@ -70,6 +70,13 @@ pub enum DaemonError {
         "{TOKEN_ENV} cannot be used as a token: {0} (use up to 512 visible ASCII characters, e.g. `openssl rand -hex 32`)"
     )]
     BadToken(&'static str),
+    /// The store could not be opened for a disk that refuses writes: what
+    /// a running daemon waits out, a start cannot.
+    #[error(
+        "the store cannot be opened ({reason}){}; nothing already stored is lost: start again once it takes writes",
+        if *full { ": the disk holding the data dir is full, free space there" } else { "" }
+    )]
+    DiskAtStart { reason: String, full: bool },
 }
 
 /// The exit status of a daemon whose store cannot be used as it is
@@ -510,7 +517,10 @@ impl Stack {
 /// names one. Blocking.
 fn open_store(data_dir: &Path, shared: Option<&SharedStore>) -> Result<Store, DaemonError> {
     match shared {
-        None => Ok(Store::open(data_dir)?),
+        None => Store::open(data_dir).map_err(|err| match err {
+            StoreError::Disk { reason, full } => DaemonError::DiskAtStart { reason, full },
+            err => DaemonError::Store(err),
+        }),
         #[cfg(feature = "postgres")]
         Some(shared) => replicas::open_store(data_dir, shared),
         #[cfg(not(feature = "postgres"))]

@@ -38,6 +38,18 @@ impl Store {
         create_private_dir(data_dir)?;
         let path = data_dir.join(STORE_FILE);
         refuse_emptied(data_dir, &path)?;
+        let creating = std::fs::symlink_metadata(&path).is_err();
+        let opened = Store::open_file(data_dir, path.clone());
+        if creating && opened.is_err() {
+            // A store this start created and could not make whole (a full
+            // disk) holds nothing: left behind, its zeros would read as a
+            // damaged store at every later start.
+            let _ = std::fs::remove_file(&path);
+        }
+        opened
+    }
+
+    fn open_file(data_dir: &Path, path: std::path::PathBuf) -> Result<Store, StoreError> {
         let health = Arc::new(health::Health::new(&path));
         // A full check of a store of ordinary size: a file damaged while
         // the daemon was stopped is found here, not by a read that panics
@@ -220,11 +232,14 @@ pub(super) fn open_database(
     check: bool,
     after_failed_write: bool,
 ) -> Result<Database, StoreError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        // Private from its first byte, whatever the umask.
+        .mode(0o600)
         .open(path)
         .map_err(|source| StoreError::DataDir {
             path: path.to_path_buf(),
