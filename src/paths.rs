@@ -142,8 +142,8 @@ impl DaemonInfo {
     /// be another process's, and the CLI would send the admin token to
     /// whatever listens at the address the file names).
     pub fn read(data_dir: &Path) -> Option<DaemonInfo> {
-        let text = std::fs::read_to_string(data_dir.join(DAEMON_FILE)).ok()?;
-        let info: DaemonInfo = serde_json::from_str(&text).ok()?;
+        let bytes = read_regular_file(&data_dir.join(DAEMON_FILE), 64 * 1024).ok()?;
+        let info: DaemonInfo = serde_json::from_slice(&bytes).ok()?;
         let running = match info.started {
             Some(started) => process_start(info.pid) == Some(started),
             None => Path::new(&format!("/proc/{}", info.pid)).exists(),
@@ -168,9 +168,9 @@ impl DaemonInfo {
     /// Removes the daemon file if it is still ours.
     pub fn remove(data_dir: &Path, pid: u32) {
         let path = data_dir.join(DAEMON_FILE);
-        let ours = std::fs::read_to_string(&path)
+        let ours = read_regular_file(&path, 64 * 1024)
             .ok()
-            .and_then(|text| serde_json::from_str::<DaemonInfo>(&text).ok())
+            .and_then(|bytes| serde_json::from_slice::<DaemonInfo>(&bytes).ok())
             .is_some_and(|info| info.pid == pid);
         if ours {
             let _ = std::fs::remove_file(path);
@@ -180,10 +180,34 @@ impl DaemonInfo {
 
 /// Reads the admin token of a data dir, if there is one.
 pub fn read_token(data_dir: &Path) -> Option<String> {
-    std::fs::read_to_string(data_dir.join(TOKEN_FILE))
+    let bytes = read_regular_file(&data_dir.join(TOKEN_FILE), 64 * 1024).ok()?;
+    String::from_utf8(bytes)
         .ok()
         .map(|t| t.trim().to_owned())
         .filter(|t| !t.is_empty())
+}
+
+/// Reads a small file of the data dir, at most `max` bytes of it, refusing
+/// anything but a regular file: a FIFO (or a device) planted in its place
+/// would block the reader for ever — a daemon that SIGTERM cannot stop, a
+/// CLI that hangs.
+pub fn read_regular_file(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        // Opening a FIFO with no writer would block here.
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Writes a file only its owner can read, replacing nothing that exists.
@@ -207,7 +231,7 @@ pub fn write_private_file(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 /// written (0600) on first use. `Ok(None)` when the file has another length
 /// (the caller says what to do about it).
 pub fn private_key(path: &Path) -> std::io::Result<Option<[u8; 32]>> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match read_regular_file(path, 64) {
         Ok(bytes) => bytes,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             use chacha20poly1305::aead::{OsRng, rand_core::RngCore as _};

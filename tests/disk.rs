@@ -878,3 +878,38 @@ async fn a_first_start_on_a_full_disk_leaves_no_store_behind() {
     use std::os::unix::fs::PermissionsExt as _;
     assert_eq!(mode.mode() & 0o777, 0o600);
 }
+
+/// A FIFO planted in place of a key or the token file is refused at once,
+/// by name: reading it would block the daemon (and the CLI) for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_in_place_of_a_key_or_the_token_is_refused_not_waited_on() {
+    let temp = tempfile::tempdir().unwrap();
+    for file in ["secret.key", "state.key", "admin.token"] {
+        let data = temp.path().join(file.replace('.', "-"));
+        std::fs::create_dir_all(&data).unwrap();
+        let planted = data.join(file);
+        let made = Command::new("mkfifo").arg(&planted).status().unwrap();
+        assert!(made.success());
+        // The token file is read only when a token is asked for.
+        let extra: &[&str] = if file == "admin.token" {
+            &["--require-token"]
+        } else {
+            &[]
+        };
+        let mut child = spawn_serve_with_env(&data, extra, &[("RUST_BACKTRACE", "0")]);
+        let status = wait_for(UP, || child.try_wait().ok().flatten());
+        let log = std::fs::read_to_string(log_path(&data)).unwrap_or_default();
+        let Some(status) = status else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{file}: the daemon kept running: {log}");
+        };
+        assert!(!status.success(), "{file}: {log}");
+        assert!(log.contains("not a regular file"), "{file}: {log}");
+        // The CLI reads the token and the daemon file too.
+        if file == "admin.token" {
+            let (code, _, err) = cli(&data, &["servers", "list"]);
+            assert_ne!(code, 0, "{err}");
+        }
+    }
+}

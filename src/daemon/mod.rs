@@ -913,6 +913,15 @@ fn admin_token(options: &ServeOptions) -> Result<Option<String>, DaemonError> {
         return Ok(Some(token.to_owned()));
     }
     let path = options.data_dir.join(paths::TOKEN_FILE);
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file() && !m.is_symlink()) {
+        return Err(DaemonError::DataFile {
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "it is not a regular file: move it away (a new token is then made)",
+            ),
+            path,
+        });
+    }
     if let Some(token) = paths::read_token(&options.data_dir) {
         keep_token_file_private(&path);
         return Ok(Some(token));
