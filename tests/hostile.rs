@@ -915,3 +915,18 @@ async fn a_server_silent_on_the_revision_probe_connects_as_a_2025_server() {
     let (status, body) = rest_call(&d, "quiet.echo", json!({"said": "hi"})).await;
     assert_eq!(status, 200, "{body}");
 }
+
+/// A server's error text reaches the terminal through `call` escaped: its
+/// newlines cannot forge lines, its escape sequences cannot drive the
+/// terminal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_servers_error_text_cannot_drive_the_terminal_through_call() {
+    let d = Daemon::start();
+    register(&d, hostile_server("h", &[])).await;
+    wait_status(&d, "h", "CONNECTED", UP).await;
+    let (code, out, err) = cli(&d.data_dir, &["call", "h.error_text", "{}"]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains("it failed"), "{err}");
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
+    assert!(!err.lines().any(|l| l.starts_with("FAKE LINE")), "{err:?}");
+}

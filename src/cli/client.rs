@@ -158,6 +158,9 @@ impl AdminClient {
                 .ok()
                 .and_then(|v| v.get("detail").and_then(Value::as_str).map(str::to_owned))
                 .unwrap_or_else(|| format!("{status}: {}", String::from_utf8_lossy(&bytes)));
+            // It may quote what a server said: shown, never acted on by
+            // the terminal.
+            let detail = crate::model::printable::printable(&detail);
             return Err(ClientError::Api { status, detail });
         }
         let bytes = if bytes.is_empty() {

@@ -83,6 +83,7 @@ TOOLS = [
     ("malformed", "Write lines that are not JSON-RPC, then answer"),
     ("wrong_id", "Answer with an id that was never asked"),
     ("hang", "Never answer"),
+    ("error_text", "Fail with an error whose message holds a newline and terminal escapes"),
     ("grow", "Offer one more tool (grown_N) from now on, and say the list changed"),
     ("break_list", "From now on answer tools/list with a `tools` that is not a list, and say the list changed"),
     ("exit", "Exit the process in the middle of the call"),
@@ -273,9 +274,15 @@ def sampling_params():
     }
 
 
+class ToolFailure(Exception):
+    """A tool's JSON-RPC error, with its message."""
+
+
 def call_tool(peer, rid, name, arguments, meta):
     """Runs one tool; returns the result, or None when it answers itself."""
     token = (meta or {}).get("progressToken")
+    if name == "error_text":
+        raise ToolFailure("it failed\nFAKE LINE \x1b[31mred\x1b[0m \x1b]52;c;aGk=\x07")
     if name == "echo":
         return text_result(json.dumps(arguments))
     if name == "grow":
@@ -417,6 +424,9 @@ def handle(peer, message):
         except KeyError:
             return {"jsonrpc": "2.0", "id": rid,
                     "error": {"code": -32602, "message": f"unknown tool {params.get('name')}"}}
+        except ToolFailure as failure:
+            return {"jsonrpc": "2.0", "id": rid,
+                    "error": {"code": -32000, "message": str(failure)}}
         if result is None:
             return None
     elif ARGS.silent_unknown:
