@@ -136,6 +136,18 @@ async fn a_crash_looping_server_leaves_no_process_behind() {
         "earlier starts left {:?} (all: {started:?})",
         started.iter().filter(|p| in_proc(**p)).collect::<Vec<_>>()
     );
+    // Each loss soon after connecting waits a step longer than the last
+    // (it used to retry every second for ever).
+    let log = std::fs::read_to_string(log_path(&d.data_dir)).unwrap_or_default();
+    let steps: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("connection lost") && l.contains("crashy"))
+        .filter_map(|l| l.split("backoff_step=").nth(1)?.split_whitespace().next())
+        .collect();
+    assert!(
+        steps.len() >= 2 && steps[..2] == ["0", "1"],
+        "{steps:?}\n{log}"
+    );
     assert_eq!(remove(&d, "crashy").await, 204);
     assert!(
         wait_for(UP, || pids_in(&pids)

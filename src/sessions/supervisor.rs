@@ -51,6 +51,9 @@ pub(super) async fn run(
     let _started = StartedOnDrop(Arc::clone(&shared), id);
     let mut want = false;
     let mut failures: usize = 0;
+    // Sessions lost in a row soon after connecting: a server that connects
+    // and then dies at once backs off as one that fails to connect does.
+    let mut quick_losses: usize = 0;
     loop {
         if !want {
             match commands.recv().await {
@@ -186,6 +189,7 @@ pub(super) async fn run(
         };
 
         failures = 0;
+        let connected_at = std::time::Instant::now();
         vitals.reset_for_session();
         let pid = session.pid();
         // Whoever sees CONNECTED and looks for this server's tools waits
@@ -355,10 +359,13 @@ pub(super) async fn run(
                 let reason = crate::model::redact::shown_reason(&reason);
                 publish.send_replace(None);
                 session.close().await;
+                let lasted = connected_at.elapsed() >= STABLE_SESSION;
+                let waits = if lasted { 0 } else { quick_losses };
+                quick_losses = if lasted { 0 } else { quick_losses + 1 };
                 if trigger == StatusTrigger::HealthFailed {
-                    tracing::warn!(server = %name, "unhealthy, reconnecting: {reason}");
+                    tracing::warn!(server = %name, backoff_step = waits, "unhealthy, reconnecting: {reason}");
                 } else {
-                    tracing::warn!(server = %name, "connection lost: {reason}");
+                    tracing::warn!(server = %name, backoff_step = waits, "connection lost: {reason}");
                 }
                 let message = reason.clone();
                 let checked = (trigger == StatusTrigger::HealthFailed).then(chrono::Utc::now);
@@ -376,15 +383,22 @@ pub(super) async fn run(
                     },
                 )
                 .await;
-                match wait_before_retry(&shared, &mut commands, 0, id).await {
+                match wait_before_retry(&shared, &mut commands, waits, id).await {
                     Retry::Now => failures = 1,
-                    Retry::Disconnected => want = false,
+                    Retry::Disconnected => {
+                        want = false;
+                        quick_losses = 0;
+                    }
                     Retry::Stop => return,
                 }
             }
         }
     }
 }
+
+/// A session that lasted this long was a working one: losing it starts
+/// the back-off again from its first step.
+const STABLE_SESSION: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Runs a discovery while answering commands: a connect (it is connected
 /// already) waits for the discovery's end; a disconnect or a stop ends the
