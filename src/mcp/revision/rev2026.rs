@@ -548,6 +548,14 @@ fn check_param_headers(
         let Some(value) = value.filter(|v| !v.is_null()) else {
             continue;
         };
+        // Two values: a proxy reading the other one would see another
+        // request than the one checked here.
+        if headers.get_all(name.as_str()).iter().nth(1).is_some() {
+            return Err(format!(
+                "Header mismatch: the Mcp-Param-{} header is sent more than once",
+                param.header
+            ));
+        }
         let header = match headers.get(name.as_str()) {
             None => return Err(format!("the Mcp-Param-{} header is missing", param.header)),
             Some(header) => header.to_str().map(str::trim).map_err(|_| {
@@ -561,12 +569,27 @@ fn check_param_headers(
         let matches = match value {
             Value::String(text) => *text == decoded,
             Value::Bool(flag) => decoded == if *flag { "true" } else { "false" },
-            Value::Number(number) => decoded
-                .parse::<f64>()
-                .ok()
-                .zip(number.as_f64())
-                .is_some_and(|(a, b)| a == b),
-            _ => true,
+            // An integer exactly (as floats, 2^53 + 1 and 2^53 are one).
+            Value::Number(number) => match number
+                .as_i64()
+                .map(i128::from)
+                .or_else(|| number.as_u64().map(i128::from))
+            {
+                Some(integer) => decoded.parse::<i128>().is_ok_and(|d| d == integer),
+                None => decoded
+                    .parse::<f64>()
+                    .ok()
+                    .zip(number.as_f64())
+                    .is_some_and(|(a, b)| a == b),
+            },
+            // A header holds one scalar: an object or a list in its place
+            // is a call the header does not describe.
+            _ => {
+                return Err(format!(
+                    "Header mismatch: the argument mirrored into Mcp-Param-{} is not a string, number or boolean",
+                    param.header
+                ));
+            }
         };
         if !matches {
             return Err(format!(
@@ -576,4 +599,68 @@ fn check_param_headers(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::{HeaderMap, HeaderValue};
+    use serde_json::json;
+
+    fn route() -> crate::router::Route {
+        crate::router::Route {
+            server_id: crate::model::ServerId::nil(),
+            server_name: "h".into(),
+            original_name: "geo".into(),
+            tool_id: "h.geo".into(),
+            wire_name: Some("h__geo".into()),
+            header_params: vec![
+                crate::model::param_headers::HeaderParam {
+                    path: vec!["region".into()],
+                    header: "Region".into(),
+                },
+                crate::model::param_headers::HeaderParam {
+                    path: vec!["n".into()],
+                    header: "N".into(),
+                },
+            ]
+            .into(),
+        }
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn a_param_header_must_say_exactly_what_the_argument_says_once() {
+        let route = route();
+        let check = |pairs: &[(&'static str, &str)], arguments: Value| {
+            check_param_headers(&headers(pairs), &route, Some(&arguments))
+        };
+        let both = [("mcp-param-region", "eu"), ("mcp-param-n", "5")];
+        assert!(check(&both, json!({"region": "eu", "n": 5})).is_ok());
+        assert!(check(&both, json!({"region": "eu", "n": 5.0})).is_ok());
+        // 2^53 + 1 is not 2^53, though as floats they are one.
+        let big = [
+            ("mcp-param-region", "eu"),
+            ("mcp-param-n", "9007199254740992"),
+        ];
+        assert!(check(&big, json!({"region": "eu", "n": 9007199254740993u64})).is_err());
+        assert!(check(&big, json!({"region": "eu", "n": 9007199254740992u64})).is_ok());
+        // An object in place of the scalar the header mirrors.
+        assert!(check(&both, json!({"region": {"x": 1}, "n": 5})).is_err());
+        // The header twice, with another value the second time.
+        let twice = [
+            ("mcp-param-region", "eu"),
+            ("mcp-param-region", "us"),
+            ("mcp-param-n", "5"),
+        ];
+        let refused = check(&twice, json!({"region": "eu", "n": 5})).unwrap_err();
+        assert!(refused.contains("more than once"), "{refused}");
+    }
 }
