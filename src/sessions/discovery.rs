@@ -207,7 +207,7 @@ fn admit(item: &RawValue, key: &str, max: usize) -> Result<Value, RefusedItem> {
         )
     } else {
         match serde_json::from_str::<Value>(item.get()) {
-            Ok(value) => return Ok(value),
+            Ok(value) => return Ok(without_unsafe_icons(value)),
             Err(err) if err.to_string().contains("recursion limit") => {
                 "its definition is nested more than 128 levels deep".to_owned()
             }
@@ -228,6 +228,28 @@ fn admit(item: &RawValue, key: &str, max: usize) -> Result<Value, RefusedItem> {
         short
     };
     Err(RefusedItem { name, reason })
+}
+
+/// The item with only the icons a client may safely fetch or show: an
+/// `https:`, `http:` or `data:image/` source. A `javascript:` or `file:`
+/// source is dropped: a host that renders it would run or read what the
+/// server chose.
+fn without_unsafe_icons(mut item: Value) -> Value {
+    if let Some(Value::Array(icons)) = item.get_mut("icons") {
+        icons.retain(|icon| {
+            icon.get("src")
+                .and_then(Value::as_str)
+                .is_some_and(is_safe_icon_source)
+        });
+    }
+    item
+}
+
+fn is_safe_icon_source(source: &str) -> bool {
+    let lower = source.trim_start().to_ascii_lowercase();
+    lower.starts_with("https://")
+        || lower.starts_with("http://")
+        || lower.starts_with("data:image/")
 }
 
 /// Which lists to (re-)discover.
@@ -471,6 +493,34 @@ mod tests {
         assert!(budget.take("s", "prompts/list", 10));
         assert!(budget.take("s", "tools/list", 50), "the tools get the rest");
         assert!(!budget.take("s", "tools/list", 1), "and no more");
+    }
+
+    #[test]
+    fn icons_a_client_could_run_or_read_are_dropped() {
+        let item = serde_json::value::RawValue::from_string(
+            serde_json::json!({"name": "t", "icons": [
+                {"src": "https://example.com/a.png"},
+                {"src": "javascript:alert(document.cookie)"},
+                {"src": " JavaScript:alert(1)"},
+                {"src": "file:///etc/passwd"},
+                {"src": "data:text/html,<script>x</script>"},
+                {"src": "data:image/png;base64,AAAA"},
+                {"sizes": ["1x1"]}
+            ]})
+            .to_string(),
+        )
+        .unwrap();
+        let admitted = admit(&item, "name", 1 << 20).unwrap();
+        let kept: Vec<&str> = admitted["icons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|icon| icon["src"].as_str())
+            .collect();
+        assert_eq!(
+            kept,
+            ["https://example.com/a.png", "data:image/png;base64,AAAA"]
+        );
     }
 
     #[test]
