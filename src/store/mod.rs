@@ -82,7 +82,9 @@ pub enum StoreError {
         "the store in {path} has schema version {found}, newer than this build understands ({SCHEMA_VERSION}); upgrade mcp-aggregator"
     )]
     NewerSchema { path: PathBuf, found: u64 },
-    #[error("cannot create the data dir {path}: {source}")]
+    /// A file or folder of the data dir that cannot be made, read or
+    /// written.
+    #[error("cannot use {path}: {source}")]
     DataDir {
         path: PathBuf,
         source: std::io::Error,

@@ -225,8 +225,37 @@ fn private_copy(from: &Path, to: &Path) -> std::io::Result<()> {
         .create_new(true)
         .mode(0o600)
         .open(to)?;
-    std::io::copy(&mut std::fs::File::open(from)?, &mut out)?;
-    out.sync_all()
+    let copied = copy_sparse(&std::fs::File::open(from)?, &mut out).and_then(|()| out.sync_all());
+    // A disk too full for the copy leaves no part of it behind.
+    if copied.is_err() {
+        let _ = std::fs::remove_file(to);
+    }
+    copied
+}
+
+/// Copies the file's data and leaves its holes holes: a store is grown in
+/// regions not yet written, and a copy that filled them would need far
+/// more disk than the store takes.
+fn copy_sparse(input: &std::fs::File, out: &mut std::fs::File) -> std::io::Result<()> {
+    use rustix::fs::SeekFrom as Sparse;
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let len = input.metadata()?.len();
+    let mut at = 0;
+    while at < len {
+        let data = match rustix::fs::seek(input, Sparse::Data(at)) {
+            Ok(data) => data,
+            // Nothing but a hole from `at` to the end.
+            Err(rustix::io::Errno::NXIO) => break,
+            Err(err) => return Err(err.into()),
+        };
+        let hole = rustix::fs::seek(input, Sparse::Hole(data)).map_err(std::io::Error::from)?;
+        let mut from = input;
+        from.seek(SeekFrom::Start(data))?;
+        out.seek(SeekFrom::Start(data))?;
+        std::io::copy(&mut from.take(hole - data), out)?;
+        at = hole;
+    }
+    out.set_len(len)
 }
 
 impl Drop for Copy {
@@ -528,6 +557,30 @@ fn finish(target: &Database) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sparse_store_is_copied_with_its_holes() {
+        use std::io::{Seek as _, SeekFrom, Write as _};
+        use std::os::unix::fs::MetadataExt as _;
+        let temp = tempfile::tempdir().unwrap();
+        let from = temp.path().join("sparse");
+        let mut file = std::fs::File::create(&from).unwrap();
+        file.write_all(b"head").unwrap();
+        file.seek(SeekFrom::Start(32 << 20)).unwrap();
+        file.write_all(b"middle").unwrap();
+        file.set_len(64 << 20).unwrap();
+        drop(file);
+        let to = temp.path().join("copy");
+        private_copy(&from, &to).unwrap();
+        let (original, copy) = (std::fs::read(&from).unwrap(), std::fs::read(&to).unwrap());
+        assert_eq!(original.len(), copy.len());
+        assert!(original == copy, "the copy differs");
+        let allocated = |path: &Path| std::fs::metadata(path).unwrap().blocks() * 512;
+        // Where the disk keeps holes, the copy keeps them too.
+        if allocated(&from) < 1 << 20 {
+            assert!(allocated(&to) < 1 << 20, "{} bytes taken", allocated(&to));
+        }
+    }
 
     #[test]
     fn a_private_copy_does_not_follow_a_planted_link() {
