@@ -155,7 +155,8 @@ pub fn spawn(mut command: tokio::process::Command) -> io::Result<tokio::process:
             Ok(())
         });
     }
-    let runtime = tokio::runtime::Handle::current();
+    let runtime = tokio::runtime::Handle::try_current()
+        .map_err(|_| io::Error::other("servers are started from within the runtime"))?;
     let (answer, answered) = std::sync::mpsc::sync_channel(1);
     let job: SpawnJob = Box::new(move || {
         let _entered = runtime.enter();
@@ -194,7 +195,9 @@ fn spawner() -> &'static Mutex<std::sync::mpsc::Sender<SpawnJob>> {
             .name("server-spawner".to_owned())
             .spawn(move || {
                 while let Ok(job) = queue.recv() {
-                    job();
+                    // One failed start must not leave the process unable
+                    // to start any server.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
                 }
             });
         if let Err(err) = started {
