@@ -384,32 +384,49 @@ pub fn end(mark: &Mark, known: HashSet<Process>, grace: Duration) -> usize {
         family = family_in(&scan(Duration::ZERO), mark, None);
     }
     family.extend(known);
-    family.retain(|p| signal(*p, Signal::TERM));
-    if family.is_empty() {
+    terminate(family, grace, || {
+        family_in(&scan(Duration::ZERO), mark, None)
+    })
+}
+
+/// Ends `found`: SIGTERM, SIGKILL to those left after `grace`, then SIGKILL
+/// to whatever `find` still finds (fresh scans: a process that forks when
+/// told to stop is found again), until none is left or `KILL_ROUNDS`.
+/// Returns how many processes there were.
+fn terminate(
+    found: HashSet<Process>,
+    grace: Duration,
+    find: impl Fn() -> HashSet<Process>,
+) -> usize {
+    let mut left: HashSet<Process> = found
+        .into_iter()
+        .filter(|p| signal(*p, Signal::TERM))
+        .collect();
+    if left.is_empty() {
         return 0;
     }
-    let mut ended: HashSet<Process> = family.clone();
+    let mut ended: HashSet<Process> = left.clone();
     let deadline = std::time::Instant::now() + grace;
     loop {
         reap_orphans();
-        family.retain(|p| stat(p.pid).is_some_and(|s| s.start == p.start && s.state != b'Z'));
-        if family.is_empty() || std::time::Instant::now() >= deadline {
+        left.retain(|p| stat(p.pid).is_some_and(|s| s.start == p.start && s.state != b'Z'));
+        if left.is_empty() || std::time::Instant::now() >= deadline {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    for process in &family {
+    for process in &left {
         signal(*process, Signal::KILL);
     }
     for _ in 0..KILL_ROUNDS {
-        let left = family_in(&scan(Duration::ZERO), mark, None);
-        if left.is_empty() {
+        let again = find();
+        if again.is_empty() {
             break;
         }
-        for process in &left {
+        for process in &again {
             signal(*process, Signal::KILL);
         }
-        ended.extend(left);
+        ended.extend(again);
         reap_orphans();
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -484,35 +501,7 @@ pub fn sweep_abandoned(grace: Duration) -> usize {
             })
             .collect()
     };
-    let found = find();
-    let mut ended = found.clone();
-    let mut left: HashSet<Process> = found
-        .into_iter()
-        .filter(|p| signal(*p, Signal::TERM))
-        .collect();
-    let deadline = std::time::Instant::now() + grace;
-    while !left.is_empty() && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-        reap_orphans();
-        left.retain(|p| stat(p.pid).is_some_and(|s| s.start == p.start && s.state != b'Z'));
-    }
-    for process in &left {
-        signal(*process, Signal::KILL);
-    }
-    for _ in 0..KILL_ROUNDS {
-        let again = find();
-        if again.is_empty() {
-            break;
-        }
-        for process in &again {
-            signal(*process, Signal::KILL);
-        }
-        ended.extend(again);
-        reap_orphans();
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    reap_orphans();
-    ended.len()
+    terminate(find(), grace, find)
 }
 
 /// The pids of `pid`'s parent, its parent's parent, and so on.

@@ -69,6 +69,29 @@ fn retry(asked: &Value, uri: &str) -> Value {
     json!({"inputResponses": answers(asked, uri), "requestState": asked["requestState"]})
 }
 
+/// A daemon with the fixture as a 2025 server (`fx`, whose `roots` asks the
+/// client for its roots), and two views of everything, `mine` and `theirs`.
+async fn legacy_fixture_with_two_views() -> Daemon {
+    let d = Daemon::start();
+    register(
+        &d,
+        json!({"name": "fx", "transport_type": "STDIO",
+            "connection_config": {"command": FIXTURE, "args": ["--legacy-only"]}}),
+    )
+    .await;
+    wait_status(&d, "fx", "CONNECTED", UP).await;
+    for profile in ["mine", "theirs"] {
+        let put = http()
+            .put(d.api(&format!("/api/v1/profiles/{profile}")))
+            .json(&json!({"servers": ["*"]}))
+            .send()
+            .await
+            .unwrap();
+        assert!(put.status().is_success(), "{put:?}");
+    }
+    d
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_used_state_replayed_after_a_restart_resumes_nothing() {
     let temp = tempfile::tempdir().unwrap();
@@ -206,23 +229,7 @@ async fn a_state_is_not_taken_to_another_server_by_a_bare_name() {
 /// view here), and a wrong retry does not use up the right one's state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_request_resumes_only_for_the_client_it_was_handed_to() {
-    let d = Daemon::start();
-    register(
-        &d,
-        json!({"name": "fx", "transport_type": "STDIO",
-            "connection_config": {"command": FIXTURE, "args": ["--legacy-only"]}}),
-    )
-    .await;
-    wait_status(&d, "fx", "CONNECTED", UP).await;
-    for profile in ["mine", "theirs"] {
-        let put = http()
-            .put(d.api(&format!("/api/v1/profiles/{profile}")))
-            .json(&json!({"servers": ["*"]}))
-            .send()
-            .await
-            .unwrap();
-        assert!(put.status().is_success(), "{put:?}");
-    }
+    let d = legacy_fixture_with_two_views().await;
     let end = Instant::now() + UP;
     let mine = loop {
         let answer = call_at(&d, "/mcp/mine", "fx__roots", json!({}), json!({})).await;
@@ -325,23 +332,7 @@ async fn a_parked_request_does_not_keep_other_clients_from_their_questions() {
 /// oldest goes first, and another client's parked request stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_client_cannot_push_out_another_clients_parked_requests() {
-    let d = Daemon::start();
-    register(
-        &d,
-        json!({"name": "fx", "transport_type": "STDIO",
-            "connection_config": {"command": FIXTURE, "args": ["--legacy-only"]}}),
-    )
-    .await;
-    wait_status(&d, "fx", "CONNECTED", UP).await;
-    for profile in ["mine", "theirs"] {
-        let put = http()
-            .put(d.api(&format!("/api/v1/profiles/{profile}")))
-            .json(&json!({"servers": ["*"]}))
-            .send()
-            .await
-            .unwrap();
-        assert!(put.status().is_success(), "{put:?}");
-    }
+    let d = legacy_fixture_with_two_views().await;
     let park = |path: &'static str| {
         let d = &d;
         async move {
