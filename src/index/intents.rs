@@ -159,6 +159,25 @@ const ABBREVIATIONS: &[&str] = &[
     "e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "st", "no", "approx", "inc", "ltd",
 ];
 
+/// Abbreviations that often end a sentence too ("… for Apple Inc. Can
+/// you …"): there a capitalised request after them opens the next one.
+const ENDS_SENTENCES: &[&str] = &["inc", "ltd", "etc"];
+
+/// `text` starts with a capitalised word a request opens with ("Can",
+/// "Please", "Find", "Lastly").
+fn request_follows(text: &str) -> bool {
+    let Some(first) = text.split_whitespace().next() else {
+        return false;
+    };
+    let word = first
+        .trim_matches(|c: char| !c.is_alphanumeric() && c != '\'')
+        .to_lowercase();
+    first.chars().next().is_some_and(char::is_uppercase)
+        && (POLITE_OPENINGS.contains(&word.as_str())
+            || REQUEST_VERBS.contains(&word.as_str())
+            || ORDINALS.contains(&word.as_str()))
+}
+
 /// Cut at `.`, `!`, `?` and `;` followed by a space (URLs, versions and
 /// decimals have none), except after an abbreviation.
 fn sentences(text: &str) -> Vec<String> {
@@ -179,7 +198,9 @@ fn sentences(text: &str) -> Vec<String> {
                 .next()
                 .unwrap_or("")
                 .to_ascii_lowercase();
-            if ABBREVIATIONS.contains(&word.as_str()) {
+            if ABBREVIATIONS.contains(&word.as_str())
+                && !(ENDS_SENTENCES.contains(&word.as_str()) && request_follows(&text[i + 1..]))
+            {
                 continue;
             }
         }
@@ -634,6 +655,27 @@ mod tests {
         );
         // One number is not a list.
         assert_eq!(intents("upgrade to version 2. thanks").len(), 1);
+    }
+
+    #[test]
+    fn a_company_name_can_end_a_sentence() {
+        assert_eq!(
+            intents(
+                "I need the cash flow statement for Apple Inc. Can you get the \
+                 historical prices chart for the past 6 months?"
+            ),
+            [
+                "I need the cash flow statement for Apple Inc",
+                "Can you get the historical prices chart for the past 6 months?"
+            ]
+        );
+        // Not before a name or a lower-case word.
+        for query in [
+            "Compare Acme Inc. Widgets with the rest",
+            "List the stocks of Acme Inc. listed in Berlin",
+        ] {
+            assert_eq!(intents(query), vec![query.to_owned()], "{query}");
+        }
     }
 
     #[test]

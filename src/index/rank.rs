@@ -144,25 +144,23 @@ pub fn with_context(
     out
 }
 
-/// One ranking from several (a request's whole ranking and one per
-/// intent): round by round, each list in turn gives its best tool not
-/// taken yet, so every intent is represented near the top. Scores are each
+/// One ranking from several (one per intent of a request): round by
+/// round, each list gives the tool at that round's place in it, unless
+/// another list took that tool already. So every intent's best is near
+/// the top, and a list whose best another list took (two pieces of one
+/// request that want the same tool) does not push its runner-up ahead of
+/// the other lists' own: it waits for the next round. Scores are each
 /// tool's own, held down so they never rise along the list.
 pub fn interleave(lists: &[Vec<(String, f32)>]) -> Vec<(String, f32)> {
     let longest = lists.iter().map(Vec::len).max().unwrap_or(0);
     let mut taken: std::collections::HashSet<&str> = std::collections::HashSet::new();
     let mut out: Vec<(String, f32)> = Vec::new();
     let mut ceiling = f32::INFINITY;
-    let mut next = vec![0usize; lists.len()];
-    for _round in 0..longest {
-        for (list, at) in lists.iter().zip(next.iter_mut()) {
-            while let Some((id, score)) = list.get(*at) {
-                *at += 1;
-                if taken.insert(id.as_str()) {
-                    ceiling = ceiling.min(*score);
-                    out.push((id.clone(), ceiling));
-                    break;
-                }
+    for place in 0..longest {
+        for (id, score) in lists.iter().filter_map(|list| list.get(place)) {
+            if taken.insert(id.as_str()) {
+                ceiling = ceiling.min(*score);
+                out.push((id.clone(), ceiling));
             }
         }
     }
@@ -200,21 +198,36 @@ mod tests {
         assert!(z.iter().all(|(_, s)| (0.0..=1.0).contains(s)));
     }
 
+    /// A ranking of `ids`, best first, scores falling by 0.1.
+    fn list(ids: &[&str]) -> Vec<(String, f32)> {
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| ((*id).to_owned(), 1.0 - i as f32 * 0.1))
+            .collect()
+    }
+
     #[test]
     fn interleaving_puts_each_lists_best_near_the_top() {
-        let list = |ids: &[&str]| -> Vec<(String, f32)> {
-            ids.iter()
-                .enumerate()
-                .map(|(i, id)| ((*id).to_owned(), 1.0 - i as f32 * 0.1))
-                .collect()
-        };
-        let whole = list(&["a", "b", "c", "x"]);
         let first = list(&["a", "c", "d"]);
         let second = list(&["x", "y", "a"]);
-        let fused = interleave(&[whole, first, second]);
+        let third = list(&["z", "c", "w"]);
+        let fused = interleave(&[first, second, third]);
         let order: Vec<&str> = fused.iter().map(|(id, _)| id.as_str()).collect();
-        assert_eq!(order, ["a", "c", "x", "b", "d", "y"]);
+        assert_eq!(order, ["a", "x", "z", "c", "y", "d", "w"]);
         assert!(fused.windows(2).all(|w| w[0].1 >= w[1].1), "{fused:?}");
+    }
+
+    #[test]
+    fn a_list_whose_best_was_taken_does_not_push_its_runner_up_ahead() {
+        // Two pieces of one request that both want `a`, and a third intent.
+        let fused = interleave(&[
+            list(&["a", "b1", "b2"]),
+            list(&["a", "c1", "c2"]),
+            list(&["x", "y1"]),
+        ]);
+        let order: Vec<&str> = fused.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(order[..2], ["a", "x"], "{order:?}");
+        assert_eq!(order, ["a", "x", "b1", "c1", "y1", "b2", "c2"]);
     }
 
     #[test]
