@@ -225,6 +225,11 @@ pub struct Pin {
     /// A definition a user rejected (held until the server changes it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected: Option<String>,
+    /// Made by a release whose fingerprint covers the UI a host renders
+    /// (`_meta.ui`). A pin without it is carried over to today's
+    /// fingerprint once, at the first listing after an upgrade.
+    #[serde(default)]
+    pub ui_pinned: bool,
 }
 
 #[cfg(test)]

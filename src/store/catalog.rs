@@ -187,7 +187,16 @@ impl Store {
                         }
                         // The policy or a pin may have changed since.
                         let mut record = old.clone();
-                        if judged && trust.apply(txn, &mut record, definition, refusal, false)? {
+                        if judged
+                            && trust.apply(
+                                txn,
+                                &mut record,
+                                definition,
+                                Some(definition),
+                                refusal,
+                                false,
+                            )?
+                        {
                             diff.unchanged -= 1;
                             diff.updated += 1;
                             txn.insert(TOOLS, &(key, (*name).to_owned()), &encode(&record)?)?;
@@ -261,7 +270,15 @@ impl Store {
                     }
                 };
                 if judged {
-                    trust.apply(txn, &mut record, definition, refusal, true)?;
+                    let listed_before = existing.get(*name).map(|old| old.definition.value());
+                    trust.apply(
+                        txn,
+                        &mut record,
+                        definition,
+                        listed_before.as_ref(),
+                        refusal,
+                        true,
+                    )?;
                 }
                 if record.wire_name.is_none() {
                     diff.rejected += 1;
@@ -346,11 +363,19 @@ impl Store {
                 let judged;
                 let item = match &mut trust {
                     Some((pass, server_name)) => {
-                        let old = existing
+                        let listed_before = existing
                             .get(id)
-                            .and_then(|bytes| decode::<Value>(bytes).ok())
-                            .and_then(|old| crate::model::ItemTrust::of(&old));
-                        judged = judge_item(txn, pass, kind, server_name, id, item, old)?;
+                            .and_then(|bytes| decode::<Value>(bytes).ok());
+                        let old = listed_before.as_ref().and_then(crate::model::ItemTrust::of);
+                        judged = judge_item(
+                            txn,
+                            pass,
+                            kind,
+                            server_name,
+                            id,
+                            (item, listed_before.as_ref()),
+                            old,
+                        )?;
                         &judged
                     }
                     None => item,
@@ -640,7 +665,7 @@ fn judge_item(
     kind: CatalogKind,
     server_name: &str,
     key: &str,
-    item: &Value,
+    (item, listed_before): (&Value, Option<&Value>),
     old: Option<crate::model::ItemTrust>,
 ) -> Result<Value, StoreError> {
     let mut offered = item.clone();
@@ -657,6 +682,7 @@ fn judge_item(
         what: item_what(kind, &id),
         id,
         definition: &offered,
+        listed_before,
     };
     let mut findings = Vec::new();
     let hold = pass.judge(

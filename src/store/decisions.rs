@@ -353,6 +353,7 @@ fn pin_rejection(
         approved_at: Utc::now(),
         approved_by: String::new(),
         rejected: None,
+        ui_pinned: true,
     });
     if pin.fingerprint == current {
         return Err(StoreError::Stale(format!(

@@ -89,6 +89,7 @@ pub(super) fn new_pin(definition: &Value, fingerprint: String, approved_by: &str
         approved_at: Utc::now(),
         approved_by: approved_by.to_owned(),
         rejected: None,
+        ui_pinned: true,
     }
 }
 
@@ -154,6 +155,8 @@ pub(super) struct Judged<'a> {
     /// What approves it (`fx.add`, `prompt:fx.greet`).
     pub id: String,
     pub definition: &'a Value,
+    /// The definition stored from the listing before this one, if any.
+    pub listed_before: Option<&'a Value>,
 }
 
 impl TrustPass {
@@ -221,6 +224,7 @@ impl TrustPass {
         txn: &Writer<'_>,
         record: &mut ToolRecord,
         definition: &Value,
+        listed_before: Option<&Value>,
         base_refusal: &Option<String>,
         rescan: bool,
     ) -> Result<bool, StoreError> {
@@ -233,6 +237,7 @@ impl TrustPass {
             what: format!("tool {}", record.id),
             id: record.id.clone(),
             definition,
+            listed_before,
         };
         let hold = self.judge(
             txn,
@@ -268,7 +273,34 @@ impl TrustPass {
         rescan: bool,
     ) -> Result<Option<Hold>, StoreError> {
         let fingerprint = crate::trust::fingerprint(item.definition);
-        let pin = pin_in(txn, self.server, &item.pin_key)?;
+        let mut pin = pin_in(txn, self.server, &item.pin_key)?;
+        // A pin made before a release pinned `_meta` (the UI a host
+        // renders) approved, or rejected, all that was pinned then. At its
+        // first judgment since, it is carried over to today's fingerprint,
+        // so an upgrade holds nothing, but only if the definition stored
+        // from the listing before (what that release saw) has today's
+        // fingerprint: a UI swapped at the upgrade is held. Never again
+        // after: a UI added or swapped later is held as any other change.
+        let mut carried = None;
+        if let Some(old_pin) = pin.as_mut().filter(|p| !p.ui_pinned) {
+            let earlier = crate::trust::earlier_fingerprint(item.definition);
+            let seen_before = item
+                .listed_before
+                .is_some_and(|before| crate::trust::fingerprint(before) == fingerprint);
+            if let (Some(earlier), true) = (&earlier, seen_before) {
+                if old_pin.fingerprint == *earlier {
+                    old_pin.fingerprint = fingerprint.clone();
+                    old_pin.definition = crate::trust::pinned_fields(item.definition);
+                    carried = Some(earlier.clone());
+                }
+                if old_pin.rejected.as_ref() == Some(earlier) {
+                    old_pin.rejected = Some(fingerprint.clone());
+                    carried = Some(earlier.clone());
+                }
+            }
+            old_pin.ui_pinned = true;
+            put_pin(txn, self.server, &item.pin_key, old_pin)?;
+        }
         let approved_as_is = pin.as_ref().is_some_and(|p| p.fingerprint == fingerprint);
         if rescan || !approved_as_is {
             *findings = crate::trust::scan_definition(item.definition, &self.context);
@@ -311,7 +343,11 @@ impl TrustPass {
         };
         let mut held = hold_of(reason, &item.what, &item.id, &fingerprint);
         match old {
-            Some(old) if old.reason == reason && old.fingerprint == fingerprint => {
+            Some(old)
+                if old.reason == reason
+                    && (old.fingerprint == fingerprint
+                        || carried.as_ref() == Some(&old.fingerprint)) =>
+            {
                 held.since = old.since;
             }
             _ => {

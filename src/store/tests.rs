@@ -659,12 +659,107 @@ mod catalog {
         rediscovery_keeps_unchanged_updates_changed_and_removes_vanished,
         a_list_cut_off_keeps_what_it_did_not_reach_and_refused_tools_show_why,
         a_colliding_wire_name_rejects_only_that_tool_and_removal_cleans_up,
+        the_ui_a_host_renders_is_pinned_and_an_earlier_pin_carried_over_once,
     );
 
     fn stored(store: &Store, name: &str) -> ServerRecord {
         let r = record(name);
         store.insert_server(&r, "test").unwrap();
         r
+    }
+
+    fn the_ui_a_host_renders_is_pinned_and_an_earlier_pin_carried_over_once(engine: Engine) {
+        let Some(store) = TestStore::open(
+            engine,
+            "the_ui_a_host_renders_is_pinned_and_an_earlier_pin_carried_over_once",
+        ) else {
+            return;
+        };
+        let server = stored(&store, "srv");
+        let rules = WireNameRules::default();
+        let view = |uri: &str, revision: u64| {
+            json!({"name": "view", "description": "Shows the board.",
+                "inputSchema": {"type": "object"},
+                "_meta": {"ui": {"resourceUri": uri}, "vendor/revision": revision}})
+        };
+        let ping = |meta: serde_json::Value| {
+            json!({"name": "ping", "description": "Answers pong.",
+                "inputSchema": {"type": "object"}, "_meta": meta})
+        };
+        let list = |tools: &[serde_json::Value]| {
+            store.replace_tools(server.id, tools, &rules).unwrap();
+            let held = |name: &str| {
+                store
+                    .tool(server.id, name)
+                    .unwrap()
+                    .unwrap()
+                    .hold
+                    .map(|h| h.reason)
+            };
+            (held("view"), held("ping"))
+        };
+        assert_eq!(
+            list(&[view("ui://srv/board", 1), ping(json!({}))]),
+            (None, None),
+            "approved on first use"
+        );
+        // Other `_meta` keys change freely.
+        assert_eq!(
+            list(&[view("ui://srv/board", 2), ping(json!({}))]),
+            (None, None)
+        );
+
+        // A pin as a release before this one left it: the fingerprint of
+        // the fields it pinned, no `_meta`. Relisted as it was, it is
+        // carried over, not held.
+        let earlier = crate::trust::earlier_fingerprint(&view("ui://srv/board", 2)).unwrap();
+        let as_an_earlier_release_left_it = || {
+            store
+                .write(|txn| {
+                    let key = crate::store::pins::tool_key("view");
+                    let mut pin =
+                        crate::store::pins::pin_in(txn, server.id.as_u128(), &key)?.unwrap();
+                    pin.fingerprint = earlier.clone();
+                    pin.ui_pinned = false;
+                    crate::store::pins::put_pin(txn, server.id.as_u128(), &key, &pin)
+                })
+                .unwrap();
+        };
+        as_an_earlier_release_left_it();
+        assert_eq!(
+            list(&[view("ui://srv/board", 2), ping(json!({}))]),
+            (None, None),
+            "an upgrade holds nothing"
+        );
+
+        // A server that swaps the UI at the first listing after the
+        // upgrade (what the earlier release stored had the old one) is
+        // held, and stays held when it lists the same again.
+        let changed = Some(crate::model::HoldReason::Changed);
+        as_an_earlier_release_left_it();
+        assert_eq!(
+            list(&[view("ui://evil/board", 2), ping(json!({}))]),
+            (changed, None)
+        );
+        assert_eq!(
+            list(&[view("ui://evil/board", 2), ping(json!({}))]),
+            (changed, None)
+        );
+
+        // The UI swapped, or added to a tool approved without one: held.
+        assert_eq!(
+            list(&[
+                view("ui://evil/board", 2),
+                ping(json!({"ui": {"resourceUri": "ui://evil/ping"}}))
+            ]),
+            (changed, changed)
+        );
+        let old_flat = ping(json!({"ui/resourceUri": "ui://srv/ping"}));
+        assert_ne!(
+            crate::trust::fingerprint(&old_flat),
+            crate::trust::fingerprint(&ping(json!({}))),
+            "the older flat key is pinned too"
+        );
     }
 
     fn definitions_are_kept_raw_with_unknown_fields(engine: Engine) {

@@ -15,6 +15,6 @@ pub mod scan;
 
 pub use arguments::ArgumentProblem;
 pub use diff::{FieldChange, changes};
-pub use fingerprint::{fingerprint, pinned_fields};
+pub use fingerprint::{earlier_fingerprint, fingerprint, pinned_fields};
 pub use judge::{PinAction, Verdict, judge};
 pub use scan::{ScanContext, scan_definition, warm_up};
