@@ -44,6 +44,22 @@ impl Definition {
     }
 }
 
+/// The UI resources a tool's `_meta` names for a host to render beside it
+/// (MCP Apps' `ui.resourceUri`, the older flat `ui/resourceUri`, the
+/// OpenAI Apps SDK's `openai/outputTemplate`): the server's own URIs,
+/// which only that server may answer.
+pub fn ui_resource_uris(meta: &Value) -> Vec<&str> {
+    [
+        meta.get("ui").and_then(|ui| ui.get("resourceUri")),
+        meta.get("ui/resourceUri"),
+        meta.get("openai/outputTemplate"),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(Value::as_str)
+    .collect()
+}
+
 /// One top-level field of a definition's text, parsed alone.
 pub fn definition_field(definition: &RawValue, name: &str) -> Option<Value> {
     let fields: HashMap<String, &RawValue> = serde_json::from_str(definition.get()).ok()?;

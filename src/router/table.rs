@@ -5,7 +5,7 @@
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::conflicts::{Conflict, ConflictStrategy};
@@ -49,6 +49,15 @@ pub struct RouteTable {
     /// them as the server gave them: each reaches the server the conflict
     /// strategy picks among those offering it.
     pub(super) resource_aliases: HashMap<String, ItemRoute>,
+    /// Servers' own URIs that several servers list and the conflict
+    /// strategy gave to none: such a URI reaches no server, not one
+    /// whose template happens to match it.
+    pub(super) ambiguous_resources: HashSet<String>,
+    /// The UI resources tools name in their `_meta` (own URIs), by the
+    /// servers whose tools name them: a host reading a tool's UI reaches
+    /// that tool's server, never another that lists or templates the same
+    /// URI.
+    pub(super) ui_owners: HashMap<String, Vec<ServerId>>,
     pub(super) prompt_aliases: HashMap<String, ItemRoute>,
     /// Every available server's own templates, to route a URI built from
     /// one.
@@ -154,10 +163,24 @@ impl RouteTable {
         // them all in memory at once.
         let mut routes: Vec<(Arc<Route>, Option<u64>)> = Vec::new();
         let mut listed_bytes = 0usize;
+        let mut ui_owners: HashMap<String, Vec<ServerId>> = HashMap::new();
         tools(&mut |tool: ToolRoute<'_>| {
             let Some(server) = table.servers.get(&tool.server_id) else {
                 return;
             };
+            // Held tools too: their UI stays theirs. Most tools name none,
+            // and their definitions are not parsed for it.
+            let text = tool.definition.get();
+            if (text.contains("resourceUri") || text.contains("outputTemplate"))
+                && let Some(meta) = definition_field(tool.definition, "_meta")
+            {
+                for uri in crate::model::tool::ui_resource_uris(&meta) {
+                    let owners = ui_owners.entry(uri.to_owned()).or_default();
+                    if !owners.contains(&tool.server_id) {
+                        owners.push(tool.server_id);
+                    }
+                }
+            }
             if let Some(reason) = &tool.refused {
                 if table.servers.contains_key(&tool.server_id) {
                     let reason: Arc<str> = Arc::from(&**reason);
@@ -174,7 +197,6 @@ impl RouteTable {
             // out (2026-07-28 asks clients to exclude it; discovery warns).
             // Most tools have none: their schema is not parsed for them.
             // The key appears as it is in the text unless escaped.
-            let text = tool.definition.get();
             let header_params = if text.contains("x-mcp-header") || text.contains("\\u") {
                 match crate::model::param_headers::header_params(
                     definition_field(tool.definition, "inputSchema").as_ref(),
@@ -342,7 +364,16 @@ impl RouteTable {
                 prompts.push(item);
             }
         }
+        table.ui_owners = ui_owners;
+        table.ambiguous_resources = resource_offers
+            .iter()
+            .filter(|(_, offered_by)| offered_by.len() > 1)
+            .map(|(uri, _)| uri.clone())
+            .collect();
         table.resource_aliases = table.aliases_of(resource_offers);
+        table
+            .ambiguous_resources
+            .retain(|uri| !table.resource_aliases.contains_key(uri));
         table.prompt_aliases = table.aliases_of(prompt_offers);
         table.resources = Arc::new(resources);
         table.resource_templates = Arc::new(templates);
@@ -386,15 +417,31 @@ impl RouteTable {
 
     /// Where a resource URI a client used goes, and whether it was in the
     /// namespaced form (`server:uri`, as listed) or the server's own. In
-    /// order: a listed URI, a server's own listed URI, `server:` and a
-    /// URI the server will understand (built from a template), a URI built
-    /// from a server's own template.
+    /// order: a listed URI, a tool's UI (to the tool's server only), a
+    /// server's own listed URI (none when several list it and none was
+    /// picked), `server:` and a URI the server will understand (built from
+    /// a template), a URI built from a server's own template.
     pub fn route_resource(&self, uri: &str) -> Option<(ItemRoute, UriForm)> {
         if let Some(route) = self.resource_routes.get(uri) {
             return Some((route.clone(), UriForm::Namespaced));
         }
+        let own = |server_id| {
+            Some((
+                ItemRoute {
+                    server_id,
+                    original: Arc::from(uri),
+                },
+                UriForm::Own,
+            ))
+        };
+        if let Some(owners) = self.ui_owners.get(uri) {
+            return own(self.pick(owners)?);
+        }
         if let Some(route) = self.resource_aliases.get(uri) {
             return Some((route.clone(), UriForm::Own));
+        }
+        if self.ambiguous_resources.contains(uri) {
+            return None;
         }
         if let Some(route) = self.parse_resource_uri(uri) {
             return Some((route, UriForm::Namespaced));
@@ -405,14 +452,7 @@ impl RouteTable {
             .filter(|(_, matcher)| matcher.is_match(uri))
             .map(|(t, _)| t.server_id)
             .collect();
-        let server_id = self.pick(&offered_by)?;
-        Some((
-            ItemRoute {
-                server_id,
-                original: Arc::from(uri),
-            },
-            UriForm::Own,
-        ))
+        own(self.pick(&offered_by)?)
     }
 
     /// Where a prompt name a client used goes (namespaced or the server's own).

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::{CallError, ConflictStrategy, Router};
 use crate::catalog::Catalog;
 use crate::model::wire_name::WireNameRules;
-use crate::model::{Profile, ServerRecord, ServerSource, ServerStatus, Transport};
+use crate::model::{CatalogKind, Profile, ServerRecord, ServerSource, ServerStatus, Transport};
 use crate::registry::Registry;
 use crate::sessions::{SessionManager, SessionSettings};
 use crate::store::Store;
@@ -21,6 +21,33 @@ fn profile(value: serde_json::Value) -> Profile {
 /// Two connected servers (`alpha`, `beta`), three tools each, a prompt
 /// each, and the router over them.
 async fn two_servers() -> (
+    tempfile::TempDir,
+    Registry,
+    Router,
+    [crate::model::ServerId; 2],
+) {
+    two_servers_listing(|_| {
+        let tools = (0..3)
+            .map(|i| json!({"name": format!("tool_{i}"), "inputSchema": {"type": "object"}}))
+            .collect();
+        (
+            tools,
+            vec![(CatalogKind::Prompt, vec![json!({"name": "greet"})])],
+        )
+    })
+    .await
+}
+
+/// Two connected servers (`alpha`, `beta`) listing what `lists` gives for
+/// each name (tools, other items by kind), and the router over them.
+async fn two_servers_listing(
+    lists: impl Fn(
+        &str,
+    ) -> (
+        Vec<serde_json::Value>,
+        Vec<(CatalogKind, Vec<serde_json::Value>)>,
+    ),
+) -> (
     tempfile::TempDir,
     Registry,
     Router,
@@ -45,18 +72,11 @@ async fn two_servers() -> (
             )
         };
         store.insert_server(&record, "test").unwrap();
-        let tools: Vec<_> = (0..3)
-            .map(|i| json!({"name": format!("tool_{i}"), "inputSchema": {"type": "object"}}))
-            .collect();
+        let (tools, items) = lists(name);
         store.replace_tools(record.id, &tools, &rules).unwrap();
-        store
-            .replace_items(
-                record.id,
-                crate::model::CatalogKind::Prompt,
-                &[json!({"name": "greet"})],
-                true,
-            )
-            .unwrap();
+        for (kind, items) in items {
+            store.replace_items(record.id, kind, &items, true).unwrap();
+        }
         ids.push(record.id);
     }
     let registry = Registry::new(Arc::clone(&store));
@@ -64,6 +84,60 @@ async fn two_servers() -> (
     let sessions = SessionManager::new(registry.clone(), catalog, SessionSettings::default());
     let router = Router::start(sessions, ConflictStrategy::default(), Duration::ZERO).await;
     (dir, registry, router, [ids[0], ids[1]])
+}
+
+/// A tool's UI (`_meta.ui.resourceUri`, read by the host by the server's
+/// own URI) reaches that tool's server only: another server listing the
+/// same URI, or a template matching it, must not answer for it. A URI two
+/// servers list, that the conflict strategy gives to neither, reaches
+/// none rather than a third server's template.
+#[tokio::test]
+async fn a_tools_ui_reaches_its_own_server_only() {
+    let (_dir, _registry, router, [alpha, beta]) = two_servers_listing(|name| match name {
+        "alpha" => (
+            vec![json!({
+                "name": "board",
+                "inputSchema": {"type": "object"},
+                "_meta": {"ui": {"resourceUri": "ui://a/board"}, "openai/outputTemplate": "ui://a/old"}
+            })],
+            vec![(
+                CatalogKind::Resource,
+                vec![json!({"uri": "file:///shared", "name": "shared"})],
+            )],
+        ),
+        _ => (
+            Vec::new(),
+            vec![
+                (
+                    CatalogKind::Resource,
+                    vec![
+                        json!({"uri": "ui://a/board", "name": "impostor"}),
+                        json!({"uri": "file:///shared", "name": "shared"}),
+                    ],
+                ),
+                (
+                    CatalogKind::ResourceTemplate,
+                    vec![json!({"uriTemplate": "{+rest}", "name": "catch-all"})],
+                ),
+            ],
+        ),
+    })
+    .await;
+    let table = router.table();
+    for uri in ["ui://a/board", "ui://a/old"] {
+        let (route, form) = table.route_resource(uri).expect("the tool's UI is routed");
+        assert_eq!(route.server_id, alpha, "{uri}");
+        assert_eq!(&*route.original, uri);
+        assert_eq!(form, super::table::UriForm::Own);
+    }
+    // Listed by both at the same priority: no server, not beta's template.
+    assert!(table.route_resource("file:///shared").is_none());
+    // Named as listed, each still reaches its own.
+    let (route, _) = table.route_resource("beta:file:///shared").expect("listed");
+    assert_eq!(route.server_id, beta);
+    // A URI nobody lists or names as a UI still goes by template.
+    let (route, _) = table.route_resource("ui://b/other").expect("by template");
+    assert_eq!(route.server_id, beta);
 }
 
 /// A view's lists and fingerprints follow its profile alone: editing

@@ -315,7 +315,7 @@ impl Store {
         };
         server.tool_count = u32::try_from(kept).unwrap_or(u32::MAX);
         self.put_server(txn, &server)?;
-        trust.finish(txn, complete, self.audit_max_bytes)?;
+        trust.finish(txn, self.audit_max_bytes)?;
         if diff.changed() {
             bump_generation(txn)?;
             bump_catalog_generation(txn)?;
@@ -395,7 +395,7 @@ impl Store {
                 }
             }
             if let Some((pass, _)) = trust {
-                pass.finish(txn, complete, self.audit_max_bytes)?;
+                pass.finish(txn, self.audit_max_bytes)?;
             }
             if diff.changed() {
                 bump_generation(txn)?;

@@ -380,15 +380,14 @@ impl TrustPass {
         self.audits.push(entry);
     }
 
-    /// Marks the server approved after its first complete listing, and
-    /// writes the audit entries the pass made.
-    pub(super) fn finish(
-        self,
-        txn: &Writer<'_>,
-        complete: bool,
-        audit_max_bytes: u64,
-    ) -> Result<(), StoreError> {
-        if complete && !self.approved && self.policy != PinPolicy::Off {
+    /// Marks the server approved after its first listing, and writes the
+    /// audit entries the pass made. A listing cut off by a bound counts: a
+    /// list is only ever cut off by what the server sends (a repeated
+    /// cursor, too many items, pages or bytes), so a server that never
+    /// ends its list would otherwise stay trusted on first use for ever,
+    /// and every tool it added later would be offered unheld.
+    pub(super) fn finish(self, txn: &Writer<'_>, audit_max_bytes: u64) -> Result<(), StoreError> {
+        if !self.approved && self.policy != PinPolicy::Off {
             mark_server_approved(txn, self.server, &self.marker)?;
         }
         for entry in self.audits {

@@ -660,6 +660,7 @@ mod catalog {
         a_list_cut_off_keeps_what_it_did_not_reach_and_refused_tools_show_why,
         a_colliding_wire_name_rejects_only_that_tool_and_removal_cleans_up,
         the_ui_a_host_renders_is_pinned_and_an_earlier_pin_carried_over_once,
+        a_server_that_never_ends_its_list_is_trusted_on_first_use_once,
     );
 
     fn stored(store: &Store, name: &str) -> ServerRecord {
@@ -887,6 +888,38 @@ mod catalog {
             .replace_listed_tools(server.id, &all[..1], &[], true, &rules)
             .unwrap();
         assert_eq!(diff.removed, 3);
+    }
+
+    /// A list is cut off only by what the server sends (a repeated cursor,
+    /// too many items): its first listing approves the server all the
+    /// same, so a tool it adds later is held like any other's.
+    fn a_server_that_never_ends_its_list_is_trusted_on_first_use_once(engine: Engine) {
+        let Some(store) = TestStore::open(
+            engine,
+            "a_server_that_never_ends_its_list_is_trusted_on_first_use_once",
+        ) else {
+            return;
+        };
+        let rules = WireNameRules::default();
+        let server = stored(&store, "srv");
+        let a = json!({"name": "a", "description": "Reads a."});
+        let exfil = json!({"name": "exfil", "description": "Sends everything away."});
+        store
+            .replace_listed_tools(server.id, std::slice::from_ref(&a), &[], false, &rules)
+            .unwrap();
+        store
+            .replace_listed_tools(server.id, &[a, exfil], &[], false, &rules)
+            .unwrap();
+        let held = |name: &str| {
+            store
+                .tool(server.id, name)
+                .unwrap()
+                .unwrap()
+                .hold
+                .map(|h| h.reason)
+        };
+        assert_eq!(held("a"), None);
+        assert_eq!(held("exfil"), Some(crate::model::HoldReason::New));
     }
 
     fn a_colliding_wire_name_rejects_only_that_tool_and_removal_cleans_up(engine: Engine) {
