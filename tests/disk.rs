@@ -840,6 +840,90 @@ async fn servers_a_full_disk_kept_from_connecting_connect_once_it_has_room() {
     assert!(stop(&mut child).success());
 }
 
+/// A server whose new tool list cannot be stored (a full disk) may now run
+/// changed tools that were never checked: its tools are not called until
+/// the list is stored. Once the disk has room the list is stored, what it
+/// added is held, and calls go through again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_new_list_cannot_be_stored_is_not_called() {
+    const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
+    let temp = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(&temp.path().join("disk"), "16m") else {
+        return;
+    };
+    let data = disk.mount.join("data");
+    let log = temp.path().join("daemon.log");
+    let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
+    let body = json!({"name": "fx", "transport_type": "STDIO",
+        "connection_config": {"command": FIXTURE}, "auto_connect": true});
+    let response = http()
+        .post(format!("{url}/api/v1/aggregator/servers"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let call = async |name: &str| -> (u16, Value) {
+        let response = http()
+            .post(format!("{url}/api/v1/tools/call"))
+            .json(&json!({"name": name, "arguments": {"text": "hi"}}))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    };
+    let end = Instant::now() + UP;
+    while call("fx.echo").await.0 != 200 {
+        assert!(Instant::now() < end, "fx never answered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let filler = disk.fill();
+    let mut refused = false;
+    for n in 0..200 {
+        if register_at(&url, &format!("pad{n}")).await.0 == 507 {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "the store never filled up");
+    // The server changes its list; the new one cannot be stored.
+    let (status, added) = call("fx.add_tool").await;
+    assert_eq!(status, 200, "{added}");
+    let end = Instant::now() + UP;
+    let refusal = loop {
+        let (status, answer) = call("fx.echo").await;
+        if status != 200 {
+            break answer;
+        }
+        assert!(
+            Instant::now() < end,
+            "fx was still called with its new list unstored: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let detail = refusal["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("could not be stored"), "{refusal}");
+
+    std::fs::remove_file(filler).unwrap();
+    let end = Instant::now() + UP;
+    while call("fx.echo").await.0 != 200 {
+        assert!(
+            Instant::now() < end,
+            "fx was never called again once the disk had room: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let held: Value = get_json(&format!("{url}/api/v1/aggregator/tools/held")).await;
+    assert!(
+        held.to_string().contains("new"),
+        "what it added is held: {held}"
+    );
+    assert!(stop(&mut child).success());
+}
+
 /// A first start on a full disk cannot make its store; it leaves none
 /// behind (zeros that every later start would call a damaged store), and
 /// starts once the disk has room.

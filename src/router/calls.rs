@@ -244,6 +244,19 @@ impl Router {
         self.check_arguments(&table, &route, name, arguments.as_ref())
             .await?;
         let session = self.session_for(&table, route.server_id).await?;
+        if let Some(reason) = session.tools_unstored() {
+            let status = table
+                .server(route.server_id)
+                .map_or(crate::model::ServerStatus::Connected, |s| s.status);
+            return Err(CallError::Unavailable {
+                server: route.server_name.to_string(),
+                status,
+                reason: Some(format!(
+                    "its latest tool list could not be stored ({reason}), so its tools are \
+                     not called until it is: a changed tool would go unchecked"
+                )),
+            });
+        }
         let limits = table
             .server(route.server_id)
             .map(|s| Arc::clone(&s.limits))

@@ -363,10 +363,11 @@ pub async fn discover(session: &Session, server_id: ServerId, catalog: &Catalog,
             session.tools_listed(None);
             say_refused(server, server_id, "tools/list", &refused);
             let count = items.len() + refused.len();
-            match catalog
+            let stored = catalog
                 .apply_tools(server_id, items, refused, complete)
-                .await
-            {
+                .await;
+            session.tools_stored(stored.as_ref().err().map(ToString::to_string));
+            match stored {
                 // Servers often repeat list_changed; say so only when
                 // something changed.
                 Ok(diff) if diff.changed() => tracing::info!(

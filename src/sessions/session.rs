@@ -45,6 +45,10 @@ pub struct Session {
     /// The server's health record: every message marks it alive, every
     /// request made for a client is counted.
     vitals: Option<Arc<super::vitals::Vitals>>,
+    /// Why the server's latest tool list could not be stored (a full
+    /// disk): until it is, what is stored (and was checked) may not be
+    /// what the server now runs, so its tools are not called.
+    unstored_tools: Mutex<Option<String>>,
     sweep: Arc<Sweep>,
 }
 
@@ -134,6 +138,7 @@ impl Session {
             revision: revision::unopened(),
             list_ttls: Mutex::new(HashMap::new()),
             vitals: handshake.vitals.clone(),
+            unstored_tools: Mutex::new(None),
             sweep: Arc::default(),
         };
         // The dispatcher needs to answer the server's requests (ping) while
@@ -303,6 +308,19 @@ impl Session {
     /// Notes how a listing of the server's tools went, for the health
     /// figures (a failure leaves the stored tools as they were, which alone
     /// would not say why they are old or missing).
+    /// Records whether the server's latest tool list was stored (`None`)
+    /// or why not.
+    pub fn tools_stored(&self, error: Option<String>) {
+        if let Ok(mut unstored) = self.unstored_tools.lock() {
+            *unstored = error;
+        }
+    }
+
+    /// Why the server's latest tool list is not stored, if it is not.
+    pub fn tools_unstored(&self) -> Option<String> {
+        self.unstored_tools.lock().ok().and_then(|u| u.clone())
+    }
+
     pub fn tools_listed(&self, error: Option<String>) {
         if let Some(vitals) = &self.vitals {
             vitals.listed(error);
