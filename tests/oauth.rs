@@ -290,6 +290,42 @@ async fn a_login_keeps_working_through_expiry_revocation_and_a_forgotten_client(
     }
 }
 
+/// A pre-registered client belongs to one authorization server: a server
+/// naming another (here: its own, where the client was configured for
+/// `https://login.example.com`) gets no login with its id and secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_registered_client_goes_to_its_own_authorization_server_only() {
+    let (_server, base) = oauth_server();
+    let d = Daemon::start();
+    common::register(
+        &d,
+        json!({"name": "pre", "transport_type": "HTTP",
+               "connection_config": {"base_url": format!("{base}/mcp")},
+               "oauth": {"client_id": "pre-client", "client_secret": "pre-secret",
+                         "issuer": "https://login.example.com"}}),
+    )
+    .await;
+    let end = Instant::now() + Duration::from_secs(60);
+    let auth = loop {
+        let record = server_record(&d, "pre").await;
+        if record["auth"]["state"] == "failed" {
+            break record["auth"].clone();
+        }
+        assert!(
+            record["auth"]["authorization_url"].is_null(),
+            "a login was offered with the client of another server: {record}"
+        );
+        assert!(Instant::now() < end, "the login never failed: {record}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let detail = auth["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("https://login.example.com") && detail.contains("not sent elsewhere"),
+        "{auth}"
+    );
+    assert_eq!(stats(&base).await["codeExchanges"], 0);
+}
+
 /// A box without a browser: `login --device` shows a URL and a code to
 /// use on another device; the daemon polls until the user approved, and
 /// the server connects.

@@ -689,7 +689,7 @@ impl Parser<'_> {
     }
 
     /// A server's `oauth` object: `client_id`, `client_secret` (variables
-    /// expanded, as in `headers`), `scopes`, `client_metadata_url`.
+    /// expanded, as in `headers`), `issuer`, `scopes`, `client_metadata_url`.
     fn oauth_settings(
         &self,
         obj: &Map<String, Value>,
@@ -709,6 +709,7 @@ impl Parser<'_> {
         const KNOWN: &[&str] = &[
             "client_id",
             "client_secret",
+            "issuer",
             "scopes",
             "client_metadata_url",
         ];
@@ -733,6 +734,7 @@ impl Parser<'_> {
         Ok(Some(crate::model::OAuthClientSettings {
             client_id: expanded("client_id")?,
             client_secret: expanded("client_secret")?,
+            issuer: expanded("issuer")?,
             scopes,
             client_metadata_url: expanded("client_metadata_url")?,
         }))

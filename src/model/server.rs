@@ -202,6 +202,11 @@ pub struct OAuthClientSettings {
     /// Its secret (sealed at rest, never shown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_secret: Option<String>,
+    /// The authorization server (its issuer) that client belongs to: its
+    /// id and secret go to no other. Unset: the issuer of the first login
+    /// made with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
     /// The scopes to ask for (else the server's challenge or metadata say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scopes: Option<Vec<String>>,

@@ -763,6 +763,26 @@ impl OAuth {
             .as_deref();
         if let Some(settings) = &auth.settings {
             if let Some(client_id) = &settings.client_id {
+                // A client registered beforehand belongs to one
+                // authorization server: the one configured, else the one
+                // of the first login made with it. A server naming another
+                // must not receive its id and secret.
+                let bound = settings.issuer.clone().or_else(|| {
+                    lock(&auth.inner).grant.as_ref().and_then(|g| {
+                        (g.client.kind == "pre_registered" && &g.client.client_id == client_id)
+                            .then(|| g.issuer.clone())
+                    })
+                });
+                if let Some(bound) = bound
+                    && !discovery::same_issuer(&bound, &discovered.issuer)
+                {
+                    return Err(OAuthError::Discovery(format!(
+                        "the server now names the authorization server {}, but its \
+                         pre-registered client belongs to {bound}; its credentials are not \
+                         sent elsewhere (set oauth.issuer if it really moved)",
+                        discovered.issuer
+                    )));
+                }
                 return Ok(Client {
                     client_id: client_id.clone(),
                     client_secret: settings.client_secret.clone(),

@@ -340,6 +340,7 @@ fn validate_oauth(
     for (path, value) in [
         ("oauth.client_id", &oauth.client_id),
         ("oauth.client_secret", &oauth.client_secret),
+        ("oauth.issuer", &oauth.issuer),
         ("oauth.client_metadata_url", &oauth.client_metadata_url),
     ] {
         if let Some(value) = value {
@@ -355,6 +356,20 @@ fn validate_oauth(
             "oauth.client_secret",
             "a client secret needs its client_id",
         ));
+    }
+    if let Some(issuer) = &oauth.issuer {
+        if oauth.client_id.is_none() {
+            return Err(ValidationError::new(
+                "oauth.issuer",
+                "names the authorization server of a pre-registered client: it needs its client_id",
+            ));
+        }
+        if !matches!(url::Url::parse(issuer), Ok(u) if matches!(u.scheme(), "https" | "http")) {
+            return Err(ValidationError::new(
+                "oauth.issuer",
+                "must be the authorization server's issuer, an https:// URL",
+            ));
+        }
     }
     if let Some(url) = &oauth.client_metadata_url
         && !url.starts_with("https://")
