@@ -48,7 +48,7 @@ pub struct RegisterServerRequest {
     #[serde(default)]
     pub priority: Option<i32>,
     /// HTTP servers that need a login: a pre-registered OAuth client
-    /// (`client_id`, `client_secret`), `scopes`, `client_metadata_url`.
+    /// (`client_id`, `client_secret`, `issuer`), `scopes`, `client_metadata_url`.
     #[serde(default)]
     pub oauth: Option<crate::model::OAuthClientSettings>,
     /// `pinning` (`off`, `warn`, `block` — the default) and `limits` (`max_concurrent`, `calls_per_second`, `burst`,

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::admin_args::{LoginArgs, ServerNameArgs};
 use super::client::{connect, encode_segment};
 use super::error::CliError;
+use crate::model::printable::printable;
 
 const SERVERS_PATH: &str = "/api/v1/aggregator/servers";
 const POLL_EVERY: Duration = Duration::from_millis(500);
@@ -27,13 +28,10 @@ pub(super) async fn login(args: LoginArgs) -> Result<ExitCode, CliError> {
         println!("{started}");
         return Ok(ExitCode::SUCCESS);
     }
-    match started["user_code"].as_str() {
-        Some(code) => eprintln!(
-            "On any device with a browser, open\n\n  {url}\n\nand enter the code  {code}  to log in to {}.\n",
-            args.name
-        ),
-        None => eprintln!("Open this URL to log in to {}:\n\n  {url}\n", args.name),
-    }
+    eprintln!(
+        "{}",
+        instructions(url, started["user_code"].as_str(), &args.name)
+    );
     if !args.device && !args.no_browser && open_browser(url) {
         eprintln!("(opened in your browser)");
     }
@@ -57,12 +55,11 @@ pub(super) async fn login(args: LoginArgs) -> Result<ExitCode, CliError> {
                 return Ok(ExitCode::SUCCESS);
             }
             Some("failed") => {
-                return Err(CliError::Failed(
+                return Err(CliError::Failed(printable(
                     record["auth"]["detail"]
                         .as_str()
-                        .unwrap_or("the login failed")
-                        .to_owned(),
-                ));
+                        .unwrap_or("the login failed"),
+                )));
             }
             _ => {}
         }
@@ -91,6 +88,19 @@ pub(super) async fn logout(args: ServerNameArgs) -> Result<ExitCode, CliError> {
 }
 
 /// Opens `url` in the desktop's browser, when there is a desktop.
+/// Where to log in, as shown: what the authorization server sent (its
+/// URL, a device login's code) never as a terminal's escape sequences.
+fn instructions(url: &str, user_code: Option<&str>, server: &str) -> String {
+    let url = printable(url);
+    match user_code {
+        Some(code) => format!(
+            "On any device with a browser, open\n\n  {url}\n\nand enter the code  {}  to log in to {server}.\n",
+            printable(code)
+        ),
+        None => format!("Open this URL to log in to {server}:\n\n  {url}\n"),
+    }
+}
+
 fn open_browser(url: &str) -> bool {
     let graphical = std::env::var_os("DISPLAY").is_some()
         || std::env::var_os("WAYLAND_DISPLAY").is_some()
@@ -117,4 +127,25 @@ fn open_browser(url: &str) -> bool {
             std::thread::spawn(move || child.wait());
         })
         .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_authorization_servers_text_is_shown_not_acted_on() {
+        let shown = super::instructions(
+            "https://as.example/device\u{1b}[2J",
+            Some("CODE\u{1b}]0;PWNED\u{7}"),
+            "gh",
+        );
+        assert!(
+            !shown.contains('\u{1b}') && !shown.contains('\u{7}'),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("https://as.example/device\\u{1b}[2J"),
+            "{shown}"
+        );
+        assert!(shown.contains("CODE\\u{1b}]0;PWNED\\u{7}"), "{shown}");
+    }
 }
