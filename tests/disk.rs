@@ -924,6 +924,62 @@ async fn a_server_whose_new_list_cannot_be_stored_is_not_called() {
     assert!(stop(&mut child).success());
 }
 
+/// `secret.key` lost (or replaced) while the store kept secrets sealed
+/// with it: the daemon starts, and a server whose secrets cannot be opened
+/// is not started with the sealed text as its secret; its error says what
+/// happened and what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_the_key_cannot_open_is_never_sent() {
+    const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
+    let temp = tempfile::tempdir().unwrap();
+    let data = temp.path().join("data");
+    let log = temp.path().join("daemon.log");
+    let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
+    let seen = temp.path().join("env-seen");
+    let body = json!({"name": "fx", "transport_type": "STDIO",
+        "connection_config": {"command": "sh",
+            "args": ["-c", format!("printenv MYSECRET > {}; exec {FIXTURE}", seen.display())],
+            "env": {"MYSECRET": "hunter2"}},
+        "auto_connect": true});
+    let response = http()
+        .post(format!("{url}/api/v1/aggregator/servers"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let end = Instant::now() + UP;
+    while std::fs::read_to_string(&seen).unwrap_or_default().trim() != "hunter2" {
+        assert!(Instant::now() < end, "fx never started with its secret");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(stop(&mut child).success());
+    std::fs::remove_file(data.join("secret.key")).unwrap();
+    std::fs::remove_file(&seen).unwrap();
+
+    let log = temp.path().join("daemon-again.log");
+    let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
+    let end = Instant::now() + UP;
+    let record = loop {
+        let record: Value = get_json(&format!("{url}/api/v1/aggregator/servers/fx")).await;
+        if record["status"] == "ERROR" {
+            break record;
+        }
+        assert!(Instant::now() < end, "fx never failed: {record}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let error = record["error_message"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("MYSECRET") && error.contains("secret.key"),
+        "{record}"
+    );
+    assert!(
+        !seen.exists(),
+        "fx was started with a secret it cannot have had"
+    );
+    assert!(stop(&mut child).success());
+}
+
 /// A first start on a full disk cannot make its store; it leaves none
 /// behind (zeros that every later start would call a damaged store), and
 /// starts once the disk has room.

@@ -10,6 +10,9 @@ use uuid::Uuid;
 
 use super::status::{ServerStatus, StatusTrigger};
 
+/// How a sealed secret starts in the store (`store::secrets`).
+pub const SEALED_PREFIX: &str = "enc:v1:";
+
 /// A server's stable identifier (a UUID); names can be re-used after removal,
 /// ids never are.
 pub type ServerId = Uuid;
@@ -130,6 +133,28 @@ impl Transport {
                 json!({"base_url": base_url, "headers": secrets(headers)})
             }
         }
+    }
+
+    /// What of this transport is still sealed after the store opened it
+    /// (`secret.key` replaced or lost): the names of those values (`env` or
+    /// header names, `url`). Never sent as they are: the server would get
+    /// the sealed text as its secret.
+    pub fn sealed_values(&self) -> Vec<&str> {
+        let url = match self {
+            Transport::Stdio { .. } => None,
+            Transport::Sse { url, .. } => Some(url),
+            Transport::Http { base_url, .. } => Some(base_url),
+        };
+        url.filter(|u| u.starts_with(SEALED_PREFIX))
+            .map(|_| "url")
+            .into_iter()
+            .chain(
+                self.secrets()
+                    .iter()
+                    .filter(|(_, v)| v.starts_with(SEALED_PREFIX))
+                    .map(|(k, _)| k.as_str()),
+            )
+            .collect()
     }
 
     /// The server's URL (SSE and HTTP), which may carry credentials.

@@ -773,6 +773,17 @@ impl OAuth {
                             .then(|| g.issuer.clone())
                     })
                 });
+                if settings
+                    .client_secret
+                    .as_deref()
+                    .is_some_and(|s| s.starts_with(crate::model::server::SEALED_PREFIX))
+                {
+                    return Err(OAuthError::Registration(
+                        "its stored client secret cannot be decrypted: secret.key is not the key \
+                         it was sealed with (replaced or lost); restore it, or enter the secret again"
+                            .into(),
+                    ));
+                }
                 if let Some(bound) = bound
                     && !discovery::same_issuer(&bound, &discovered.issuer)
                 {

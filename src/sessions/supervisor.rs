@@ -852,6 +852,14 @@ async fn open_in(
     events: EventSender,
     first: RevisionId,
 ) -> Result<Arc<Session>, Attempt> {
+    let sealed = record.transport.sealed_values();
+    if !sealed.is_empty() {
+        return Err(Attempt::Failed(format!(
+            "its stored {} cannot be decrypted: secret.key is not the key they were sealed \
+             with (replaced or lost); restore it from a backup, or enter them again",
+            sealed.join(", ")
+        )));
+    }
     let timeout = shared.settings.connect_timeout;
     // The 2024 HTTP+SSE transport predates the 2026-07-28 revision.
     let first = match record.transport {

@@ -8,7 +8,7 @@ use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 use std::path::Path;
 
-const SEALED_PREFIX: &str = "enc:v1:";
+use crate::model::server::SEALED_PREFIX;
 const NONCE_LEN: usize = 12;
 const KEY_LEN: usize = 32;
 
