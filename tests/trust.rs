@@ -1019,6 +1019,19 @@ async fn arguments_are_checked_against_the_tools_schema_before_the_call_is_sent(
     )
     .await;
     assert_eq!(called["error"]["code"], -32602, "{called}");
+    // So is a `_meta` that is no object (a server may drop such a request
+    // and leave the call to time out).
+    for (id, wrong) in [(3, json!("notobj")), (4, json!([1]))] {
+        let called = mcp(
+            &d,
+            &session,
+            id,
+            "tools/call",
+            json!({"name": "default__echo", "arguments": {}, "_meta": wrong}),
+        )
+        .await;
+        assert_eq!(called["error"]["code"], -32602, "{called}");
+    }
     let server: Value = get_json(&d.api("/api/v1/aggregator/servers/default")).await;
     assert_eq!(server["status"], "CONNECTED", "{server}");
 }

@@ -147,6 +147,14 @@ impl FrontDoor {
             .and_then(Value::as_str)
             .ok_or_else(|| RpcFailure::invalid("tools/call needs a string `name`"))?
             .to_owned();
+        // Passed on to the server, which may drop a request whose `_meta`
+        // is not an object and leave the call waiting for its timeout.
+        if params
+            .get("_meta")
+            .is_some_and(|m| !m.is_object() && !m.is_null())
+        {
+            return Err(RpcFailure::invalid("`_meta` must be an object"));
+        }
         let mut arguments = match written {
             Some(text) => Some(Json::Text(text)),
             None => params.get_mut("arguments").map(Value::take).map(Json::Tree),
