@@ -17,6 +17,10 @@ pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
+/// The answer to a request the client cancelled, where one is owed (a
+/// plain JSON answer to its POST): the code the Language Server Protocol
+/// gave this.
+pub const REQUEST_CANCELLED: i64 = -32800;
 /// Resource not found in the 2025 revisions (2026-07-28: `INVALID_PARAMS`).
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
 /// 2026-07-28: an HTTP header disagrees with the body (`HeaderMismatch`).

@@ -446,6 +446,75 @@ impl RawClient {
     }
 }
 
+/// A 2025 `/mcp` session's call answered as plain JSON (no progress, no
+/// log level): `notifications/cancelled` on another POST still ends it
+/// here and on the server, and the POST gets its answer at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_answered_as_json_is_cancelled_over_http() {
+    let temp = tempfile::tempdir().unwrap();
+    let cancel_file = temp.path().join("cancelled");
+    let d = Daemon::start();
+    register(
+        &d,
+        json!({"name": "fx", "transport_type": "STDIO", "connection_config": {
+        "command": FIXTURE, "args": ["--cancel-file", cancel_file.to_str().unwrap()]}}),
+    )
+    .await;
+    common::wait_status(&d, "fx", "CONNECTED", UP).await;
+    let session = common::mcp_session_with(&d, json!({})).await;
+    let call = {
+        let (url, session) = (d.api("/mcp"), session.clone());
+        tokio::spawn(async move {
+            let response = common::http()
+                .post(url)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", &session)
+                .json(&json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                    "params": {"name": "fx__sleep", "arguments": {"ms": 60000}}}))
+                .send()
+                .await
+                .unwrap();
+            let json = response.headers().get("content-type").is_some_and(|t| {
+                t.to_str()
+                    .unwrap_or_default()
+                    .starts_with("application/json")
+            });
+            (json, response.json::<Value>().await.unwrap_or(Value::Null))
+        })
+    };
+    let started = common::wait_for(UP, || {
+        std::fs::read_to_string(&cancel_file)
+            .ok()
+            .filter(|s| s.contains("started"))
+    });
+    assert!(started.is_some(), "the call never reached the server");
+    let accepted = common::http()
+        .post(d.api("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .json(
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 8, "reason": "user gave up"}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(accepted.status(), 202);
+    let (json_answer, answer) = tokio::time::timeout(UP, call)
+        .await
+        .expect("the cancelled call was answered")
+        .unwrap();
+    assert!(json_answer, "{answer}");
+    assert_eq!(answer["id"], 8, "{answer}");
+    assert!(answer.get("error").is_some(), "{answer}");
+    let cancelled = common::wait_for(UP, || {
+        std::fs::read_to_string(&cancel_file)
+            .ok()
+            .filter(|s| s.contains("cancelled"))
+    });
+    assert!(cancelled.is_some(), "the server never saw the cancellation");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_comes_back_with_the_clients_token_and_cancellation_reaches_the_server() {
     let temp = tempfile::tempdir().unwrap();

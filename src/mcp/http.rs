@@ -4,7 +4,7 @@
 //! notifications, DELETE ends the session. `Origin`, `Host` and the content
 //! type are checked by the listener's guard (`api::guard`) before any of this.
 
-use crate::jsonrpc::Outgoing;
+use crate::jsonrpc::{self, Outgoing, REQUEST_CANCELLED};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -527,9 +527,18 @@ pub async fn post(
     let server = Arc::clone(&mcp.server);
     if !batch && let Some((id, method, params, arguments)) = requests.pop() {
         // One request, the usual case: answered without the batch's joins.
-        let answer = server
-            .handle_request(&connection, id, &method, params, arguments)
-            .await;
+        // Registered like a streamed one, so `notifications/cancelled`
+        // (on another POST) ends it here and on the server.
+        let cancelled = connection.begin(&id);
+        let answer = tokio::select! {
+            answer = server.handle_request(&connection, id.clone(), &method, params, arguments) => answer,
+            () = cancelled.cancelled() => Outgoing::Tree(jsonrpc::error(
+                id.clone(),
+                REQUEST_CANCELLED,
+                "the request was cancelled",
+            )),
+        };
+        connection.end(&id);
         return with_session(axum::Json(answer).into_response(), session_id);
     }
     let calls = requests.into_iter().map(|(id, method, params, arguments)| {
