@@ -513,6 +513,28 @@ async fn a_call_answered_as_json_is_cancelled_over_http() {
             .filter(|s| s.contains("cancelled"))
     });
     assert!(cancelled.is_some(), "the server never saw the cancellation");
+    // It reached the server: the audit log has it.
+    let end = Instant::now() + UP;
+    loop {
+        let audit: Value =
+            common::get_json(&d.api("/api/v1/aggregator/audit?action=call&limit=100")).await;
+        let found = audit.as_array().into_iter().flatten().any(|e| {
+            e["result"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("cancelled"))
+                && e["details"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("fx__sleep"))
+        });
+        if found {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the cancelled call was not audited: {audit}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -87,6 +87,22 @@ impl CallAudit {
                 format!("error: {err}"),
             ),
         };
+        self.write(caller, server, &tool, took, result);
+    }
+
+    /// Records a call that ended before its outcome: the client cancelled
+    /// it or went away, after it may have reached the server.
+    pub fn record_cancelled(&self, caller: &Caller, tool: &str, took: Duration) {
+        self.write(
+            caller,
+            String::new(),
+            tool,
+            took,
+            "cancelled: the client cancelled the call or went away".to_owned(),
+        );
+    }
+
+    fn write(&self, caller: &Caller, server: String, tool: &str, took: Duration, result: String) {
         let entry = AuditEntry {
             seq: 0,
             timestamp: chrono::Utc::now(),

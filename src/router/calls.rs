@@ -214,8 +214,16 @@ impl Router {
         let span = tracing::trace_span!(target: "mcp_aggregator::otel", "route", tool = call.name);
         let (name, caller) = (call.name, call.caller);
         let started = Instant::now();
+        // A call dropped before its outcome (cancelled, the client gone)
+        // may have reached the server: it is audited all the same.
+        let mut unfinished = Unfinished {
+            audit: self.call_audit.get(),
+            caller,
+            name,
+            started,
+        };
         let outcome = self.call_tool_traced(call).instrument(span).await;
-        if let Some(audit) = self.call_audit.get() {
+        if let Some(audit) = unfinished.audit.take() {
             audit.record(caller, name, started.elapsed(), &outcome);
         }
         outcome
@@ -422,6 +430,23 @@ impl Router {
                 error: other.to_error_object(),
                 reason: other.to_string(),
             },
+        }
+    }
+}
+
+/// A call under way, audited as cancelled if it is dropped before its
+/// outcome is recorded.
+struct Unfinished<'a> {
+    audit: Option<&'a super::call_audit::CallAudit>,
+    caller: &'a crate::model::Caller,
+    name: &'a str,
+    started: Instant,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if let Some(audit) = self.audit.take() {
+            audit.record_cancelled(self.caller, self.name, self.started.elapsed());
         }
     }
 }
