@@ -12,8 +12,8 @@ use std::process::Command;
 use std::time::Duration;
 
 #[test]
-fn sigterm_and_sigint_stop_the_daemon_within_two_seconds() {
-    for signal in [libc::SIGTERM, libc::SIGINT] {
+fn sigterm_sigint_and_sighup_stop_the_daemon_within_two_seconds() {
+    for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
         let mut daemon = Daemon::start();
         let daemon_file = daemon.data_dir.join("daemon.json");
         assert!(daemon_file.exists());

@@ -944,15 +944,19 @@ fn admin_token(options: &ServeOptions) -> Result<Option<String>, DaemonError> {
     Ok(Some(token))
 }
 
-/// Cancels `token` on SIGINT or SIGTERM.
+/// Cancels `token` on SIGINT, SIGTERM or SIGHUP (a closed terminal):
+/// every one a clean shutdown, never the default death that leaves
+/// `daemon.json`, the socket and the servers behind.
 pub fn cancel_on_signals(token: CancellationToken) -> std::io::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut hangup = signal(SignalKind::hangup())?;
     tokio::spawn(async move {
         tokio::select! {
             _ = terminate.recv() => tracing::info!("SIGTERM received; shutting down"),
             _ = interrupt.recv() => tracing::info!("SIGINT received; shutting down"),
+            _ = hangup.recv() => tracing::info!("SIGHUP received (its terminal closed?); shutting down"),
         }
         token.cancel();
     });
