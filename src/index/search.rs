@@ -224,6 +224,7 @@ impl SearchIndex {
         let limit = request.limit.max(1);
         let weights = inner.weights.read().map(|w| *w).unwrap_or_default();
         let whole_weights = levers.whole_request_weights(weights, texts.len() > 1);
+        let keyword_damaged = std::cell::Cell::new(false);
         let rank_text = |text: &str, query_vector: Option<&Vec<f32>>, weights: &Weights| {
             let dense = match query_vector {
                 Some(query) => {
@@ -261,9 +262,26 @@ impl SearchIndex {
                     Some(_) => CANDIDATES.max(limit) * 8,
                     None => CANDIDATES.max(limit) * 2,
                 };
-                inner
-                    .keyword
-                    .search_expanded(text, &extra, levers.synonyms, depth, servers.as_ref())?
+                // A segment damaged while the daemon runs can make the
+                // keyword library panic on read: that search goes on by
+                // meaning, and the index is rebuilt from the store.
+                let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    inner.keyword.search_expanded(
+                        text,
+                        &extra,
+                        levers.synonyms,
+                        depth,
+                        servers.as_ref(),
+                    )
+                }));
+                let found = match found {
+                    Ok(found) => found?,
+                    Err(_) => {
+                        keyword_damaged.set(true);
+                        Vec::new()
+                    }
+                };
+                found
                     .into_iter()
                     .filter(|(id, _)| docs.get(id.as_str()).is_some_and(|d| allowed(d)))
                     .take(CANDIDATES.max(limit))
@@ -312,6 +330,17 @@ impl SearchIndex {
                 rank_text(text, vector.as_ref(), weights)
             })
             .collect::<Result<Vec<_>, _>>()?;
+        if keyword_damaged.get() {
+            tracing::error!(
+                "the keyword index failed while searching (damaged?); rebuilding it from the store"
+            );
+            self.request_rebuild();
+            warning = Some(
+                "the keyword index is being rebuilt from the store; results are by meaning only \
+                 until it is"
+                    .to_owned(),
+            );
+        }
         let fused = if rankings.len() == 1 {
             rankings.pop().unwrap_or_default()
         } else {
