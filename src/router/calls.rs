@@ -162,12 +162,12 @@ impl Router {
         let Some(profile) = profile else {
             return resolved;
         };
-        let (table, route) = match resolved {
+        let table = match resolved {
             Ok((table, route)) if self.admits_route(Some(profile), &route) => {
                 return Ok((table, route));
             }
-            Ok((table, route)) => (table, Some(route)),
-            Err(CallError::UnknownTool(_) | CallError::Ambiguous { .. }) => (self.table(), None),
+            Ok((table, _)) => table,
+            Err(CallError::UnknownTool(_) | CallError::Ambiguous { .. }) => self.table(),
             Err(other) => return Err(other),
         };
         // A bare name, as the view has it: among its own tools only.
@@ -184,9 +184,10 @@ impl Router {
                 })
                 .unwrap_or_default(),
         };
-        // The conflict strategy routes bare names (it picked a server
-        // outside the view): the view's one server offering it is meant.
-        let bare_names_on = route.is_some() && table.aliases.contains_key(name);
+        // Bare names are on unless the strategy is explicit-only: the
+        // view's one server offering it is meant, whether the strategy
+        // picked a server outside the view or left the name tied there.
+        let bare_names_on = table.strategy != super::ConflictStrategy::ExplicitOnly;
         match candidates.len() {
             0 => Err(CallError::UnknownTool(name.to_owned())),
             1 if bare_names_on => {
