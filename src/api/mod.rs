@@ -333,7 +333,9 @@ fn check_token(gate: &Gate, request: &mut Request) -> Option<Response> {
         return None;
     }
     if let Some(named) = presented.and_then(|secret| gate.named.find(secret)) {
-        if let Some(refusal) = tokens::scope_refusal(&named, request.method(), path) {
+        if let Some(refusal) =
+            tokens::scope_refusal(&named, request.method(), path, request.uri().query())
+        {
             return Some(HttpError::new(StatusCode::FORBIDDEN, refusal).into_response());
         }
         request

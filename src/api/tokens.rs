@@ -63,8 +63,14 @@ impl Tokens {
     }
 }
 
-/// Why a named token may not make this request (none: it may).
-pub fn scope_refusal(token: &NamedToken, method: &Method, path: &str) -> Option<String> {
+/// Why a named token may not make this request (none: it may). A token
+/// bound to a view reaches it as `/mcp/NAME` or `/mcp?profile=NAME`.
+pub fn scope_refusal(
+    token: &NamedToken,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+) -> Option<String> {
     let is_mcp = path == "/mcp" || path.starts_with("/mcp/");
     match token.scope {
         TokenScope::Admin => None,
@@ -78,12 +84,30 @@ pub fn scope_refusal(token: &NamedToken, method: &Method, path: &str) -> Option<
                 "token {} has scope mcp: the MCP endpoint only",
                 token.name
             )),
-            (Some(profile), true) if path != format!("/mcp/{profile}") => Some(format!(
+            (Some(profile), true) if !reaches_view(path, query, profile) => Some(format!(
                 "token {} reaches only the view {profile}: use /mcp/{profile}",
                 token.name
             )),
             _ => None,
         },
+    }
+}
+
+/// Whether a request names exactly the view `profile`: in its path, or as
+/// `/mcp` with every `profile` parameter naming it.
+fn reaches_view(path: &str, query: Option<&str>, profile: &str) -> bool {
+    let named: Vec<String> = query
+        .map(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .filter(|(key, _)| key == "profile")
+                .map(|(_, value)| value.into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let in_query = named.iter().all(|name| name == profile);
+    match path.strip_prefix("/mcp/") {
+        Some(in_path) => in_path == profile && in_query,
+        None => path == "/mcp" && !named.is_empty() && in_query,
     }
 }
 
@@ -236,20 +260,37 @@ mod tests {
     #[test]
     fn each_scope_reaches_what_it_names() {
         let read = token(TokenScope::Read, None);
-        assert!(scope_refusal(&read, &Method::GET, "/api/v1/aggregator/servers").is_none());
-        assert!(scope_refusal(&read, &Method::POST, "/api/v1/aggregator/servers").is_some());
-        assert!(scope_refusal(&read, &Method::DELETE, "/api/v1/aggregator/servers/x").is_some());
-        assert!(scope_refusal(&read, &Method::GET, "/mcp").is_some());
+        assert!(scope_refusal(&read, &Method::GET, "/api/v1/aggregator/servers", None).is_none());
+        assert!(scope_refusal(&read, &Method::POST, "/api/v1/aggregator/servers", None).is_some());
+        assert!(
+            scope_refusal(&read, &Method::DELETE, "/api/v1/aggregator/servers/x", None).is_some()
+        );
+        assert!(scope_refusal(&read, &Method::GET, "/mcp", None).is_some());
         let mcp = token(TokenScope::Mcp, None);
-        assert!(scope_refusal(&mcp, &Method::POST, "/mcp").is_none());
-        assert!(scope_refusal(&mcp, &Method::POST, "/mcp/anything").is_none());
-        assert!(scope_refusal(&mcp, &Method::GET, "/api/v1/aggregator/servers").is_some());
+        assert!(scope_refusal(&mcp, &Method::POST, "/mcp", None).is_none());
+        assert!(scope_refusal(&mcp, &Method::POST, "/mcp/anything", None).is_none());
+        assert!(scope_refusal(&mcp, &Method::GET, "/api/v1/aggregator/servers", None).is_some());
         let bound = token(TokenScope::Mcp, Some("dev"));
-        assert!(scope_refusal(&bound, &Method::POST, "/mcp/dev").is_none());
-        assert!(scope_refusal(&bound, &Method::POST, "/mcp").is_some());
-        assert!(scope_refusal(&bound, &Method::POST, "/mcp/ops").is_some());
-        assert!(scope_refusal(&bound, &Method::POST, "/mcpx").is_some());
+        assert!(scope_refusal(&bound, &Method::POST, "/mcp/dev", None).is_none());
+        assert!(scope_refusal(&bound, &Method::POST, "/mcp", None).is_some());
+        assert!(scope_refusal(&bound, &Method::POST, "/mcp/ops", None).is_some());
+        assert!(scope_refusal(&bound, &Method::POST, "/mcpx", None).is_some());
+        assert!(scope_refusal(&bound, &Method::POST, "/mcp", Some("profile=dev")).is_none());
+        assert!(scope_refusal(&bound, &Method::POST, "/mcp", Some("profile=ops")).is_some());
+        assert!(
+            scope_refusal(
+                &bound,
+                &Method::POST,
+                "/mcp",
+                Some("profile=dev&profile=ops")
+            )
+            .is_some()
+        );
+        assert!(scope_refusal(&bound, &Method::POST, "/mcp/dev", Some("profile=ops")).is_some());
+        assert!(scope_refusal(&bound, &Method::POST, "/mcp", Some("other=dev")).is_some());
         let admin = token(TokenScope::Admin, None);
-        assert!(scope_refusal(&admin, &Method::DELETE, "/api/v1/aggregator/tokens/x").is_none());
+        assert!(
+            scope_refusal(&admin, &Method::DELETE, "/api/v1/aggregator/tokens/x", None).is_none()
+        );
     }
 }
