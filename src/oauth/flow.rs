@@ -283,7 +283,22 @@ pub async fn token_request(
             answer.token_type.unwrap_or_default()
         )));
     }
+    // Sent in an `Authorization` header: one that cannot be would be kept
+    // as a good login and fail every connection after it.
+    if !is_header_token(&answer.access_token) {
+        return Err(OAuthError::Token(
+            "the token endpoint issued an access token that cannot be sent in a header \
+             (empty, or with control characters)"
+                .into(),
+        ));
+    }
     Ok(answer)
+}
+
+/// Whether `token` can go in an `Authorization: Bearer` header: visible
+/// ASCII and spaces only, not empty.
+fn is_header_token(token: &str) -> bool {
+    !token.trim().is_empty() && token.bytes().all(|b| (0x20..0x7f).contains(&b))
 }
 
 /// A request with a form-encoded body.
@@ -398,6 +413,15 @@ pub async fn revoke(http: &reqwest::Client, endpoint: &str, client: &Client, tok
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_access_token_must_fit_in_a_header() {
+        assert!(super::is_header_token("eyJhbGciOi.J9-_~+/="));
+        assert!(!super::is_header_token("good\r\nX-Injected: 1"));
+        assert!(!super::is_header_token(""));
+        assert!(!super::is_header_token("caf\u{e9}"));
+    }
+
     use super::*;
 
     #[test]
