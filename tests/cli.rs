@@ -104,6 +104,12 @@ fn without_a_daemon_the_cli_says_so() {
         "{stderr}"
     );
     assert!(stderr.contains("mcp-aggregator serve"), "{stderr}");
+    // A --url that is no http(s) URL is a usage error, not a daemon gone.
+    for wrong in ["notaurl", "ftp://127.0.0.1/", "127.0.0.1:8765"] {
+        let (code, _, stderr) = cli(temp.path(), &["servers", "list", "--url", wrong]);
+        assert_eq!(code, 2, "{wrong}: {stderr}");
+        assert!(stderr.contains("is not an http(s) URL"), "{stderr}");
+    }
 }
 
 #[test]

@@ -6,14 +6,14 @@ use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
 use super::daemon_args::DataDirArg;
-use super::parse::point_in_time;
+use super::parse::{http_url, point_in_time};
 use crate::daemon::TOKEN_ENV;
 
 /// How to reach the daemon.
 #[derive(Debug, Args)]
 pub(super) struct ClientArgs {
     /// Admin API of the daemon. Default: the daemon of --data-dir if one runs, else MCP_AGGREGATOR_LISTEN, else http://127.0.0.1:8765.
-    #[arg(long, env = "MCP_AGGREGATOR_URL", value_name = "URL")]
+    #[arg(long, env = "MCP_AGGREGATOR_URL", value_name = "URL", value_parser = http_url)]
     pub(super) url: Option<String>,
     /// Bearer token (needed when the daemon listens beyond loopback). Default: the data dir's token file, sent only to that data dir's own daemon or to --url.
     #[arg(long, env = TOKEN_ENV, value_name = "TOKEN", hide_env_values = true)]
