@@ -435,7 +435,12 @@ impl RouteTable {
             ))
         };
         if let Some(owners) = self.ui_owners.get(uri) {
-            return own(self.pick(owners)?);
+            // One server's tool names it: that server, whatever the
+            // strategy (no other may answer it, so nothing is ambiguous).
+            return match owners.as_slice() {
+                [only] => own(*only),
+                _ => own(self.pick(owners)?),
+            };
         }
         if let Some(route) = self.resource_aliases.get(uri) {
             return Some((route.clone(), UriForm::Own));
