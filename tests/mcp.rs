@@ -1760,6 +1760,21 @@ async fn a_2026_client_over_http_beside_a_2025_session() {
         (404, json!(-32601)),
         "{answer}"
     );
+    // A request that could have streamed (a progress token), refused
+    // before it ran: the same status as without the token, as JSON.
+    let (status, answer) = post(
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "fx__nope", "arguments": {},
+                "_meta": modern_meta(json!({"progressToken": "p-5"}))}}),
+        vec![
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "fx__nope"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer["error"]["code"].is_i64(), "{answer}");
     // No GET stream without a 2025 session.
     let get = http()
         .get(d.api("/mcp"))

@@ -559,6 +559,11 @@ pub async fn post(
     with_session(response, session_id)
 }
 
+/// How long a 2026-07-28 request that may stream waits for its answer
+/// before its event stream starts: a request refused before it ran is
+/// answered well within it, as plain JSON with its status.
+const FIRST_ANSWER_WAIT: Duration = Duration::from_millis(250);
+
 /// One POST without a session (2026-07-28): a single request answered as JSON, or as
 /// an SSE stream when it will carry progress or log messages; a
 /// notification is accepted (202). Headers are checked against the body.
@@ -618,13 +623,30 @@ async fn stateless_post(
         let cancelled = tokio_util::sync::CancellationToken::new();
         let on_close = cancelled.clone().drop_guard();
         let server = Arc::clone(&mcp.server);
+        let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
             let answer = tokio::select! {
                 answer = server.handle_in(revision, &transport, id, &method, params, arguments) => answer,
                 () = cancelled.cancelled() => return,
             };
-            tx.deliver(answer).await;
+            let _ = done_tx.send(answer);
         });
+        // An answer ready at once, with nothing sent before it (a request
+        // refused before it ran: unknown tool, bad version or log level)
+        // goes as JSON with the status the revision gives it, as it would
+        // without the stream; otherwise the stream starts, the answer last.
+        if let Ok(Ok(answer)) = tokio::time::timeout(FIRST_ANSWER_WAIT, &mut done_rx).await {
+            if rx.is_empty() {
+                return (revision.http_status(&answer), axum::Json(answer)).into_response();
+            }
+            tx.deliver(answer).await;
+        } else {
+            tokio::spawn(async move {
+                if let Ok(answer) = done_rx.await {
+                    tx.deliver(answer).await;
+                }
+            });
+        }
         let events = ReceiverStream::new(rx).map(move |message| {
             let _cancel_on_close = &on_close;
             Ok::<_, std::convert::Infallible>(
