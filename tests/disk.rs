@@ -66,6 +66,19 @@ impl SmallDisk {
     }
 }
 
+/// Fills the disk under the daemon at `url`, and the store's own free
+/// pages with it (registrations until one is refused with 507); the
+/// filler file, to remove for room.
+async fn fill_store(disk: &SmallDisk, url: &str) -> PathBuf {
+    let filler = disk.fill();
+    for n in 0..200 {
+        if register_at(url, &format!("pad{n}")).await.0 == 507 {
+            return filler;
+        }
+    }
+    panic!("the store never filled up");
+}
+
 impl Drop for SmallDisk {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
@@ -781,15 +794,7 @@ async fn servers_a_full_disk_kept_from_connecting_connect_once_it_has_room() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // The disk fills, and the store's own free pages with it.
-    let filler = disk.fill();
-    let mut refused = false;
-    for n in 0..200 {
-        if register_at(&url, &format!("pad{n}")).await.0 == 507 {
-            refused = true;
-            break;
-        }
-    }
-    assert!(refused, "the store never filled up");
+    let filler = fill_store(&disk, &url).await;
     // Small writes too, so none of a restart's writes finds room.
     for n in 0..500 {
         let body = json!({"name": format!("t{n}"), "transport_type": "STDIO",
@@ -878,15 +883,7 @@ async fn a_server_whose_new_list_cannot_be_stored_is_not_called() {
         assert!(Instant::now() < end, "fx never answered");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let filler = disk.fill();
-    let mut refused = false;
-    for n in 0..200 {
-        if register_at(&url, &format!("pad{n}")).await.0 == 507 {
-            refused = true;
-            break;
-        }
-    }
-    assert!(refused, "the store never filled up");
+    let filler = fill_store(&disk, &url).await;
     // The server changes its list; the new one cannot be stored.
     let (status, added) = call("fx.add_tool").await;
     assert_eq!(status, 200, "{added}");
