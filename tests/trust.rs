@@ -498,6 +498,26 @@ async fn an_mcp_session_belongs_to_the_token_that_opened_it() {
         200,
         "the owner's session lives on"
     );
+
+    // Revoking the owner's token ends the stream it holds open, not only
+    // its next request.
+    let mut stream = client
+        .get(d.api("/mcp"))
+        .bearer_auth(owner)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let (code, _, err) = cli(&data_dir, &["tokens", "revoke", "owner"]);
+    assert_eq!(code, 0, "{err}");
+    let ended = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(_)) = stream.chunk().await {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the revoked token's stream stayed open");
+    assert_eq!(ping(owner).await.unwrap().status(), 401);
 }
 
 /// Named tokens: each scope reaches what it names on every kind of route,

@@ -19,12 +19,29 @@ use crate::model::token::{token_hash, validate_token_name};
 use crate::model::{NamedToken, TokenScope};
 
 /// The named tokens, by the hash of their secret.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Tokens {
     by_hash: Arc<RwLock<HashMap<String, NamedToken>>>,
+    /// The name of each token revoked: streams it holds open end.
+    revoked: tokio::sync::broadcast::Sender<Arc<str>>,
+}
+
+impl Default for Tokens {
+    fn default() -> Tokens {
+        Tokens {
+            by_hash: Arc::default(),
+            revoked: tokio::sync::broadcast::channel(64).0,
+        }
+    }
 }
 
 impl Tokens {
+    /// Told the name of each token revoked (here or, with shared tables,
+    /// on another replica).
+    pub fn revocations(&self) -> tokio::sync::broadcast::Sender<Arc<str>> {
+        self.revoked.clone()
+    }
+
     /// These tokens (as the store holds them).
     pub fn new(stored: Vec<NamedToken>) -> Tokens {
         let tokens = Tokens::default();
@@ -39,8 +56,19 @@ impl Tokens {
     /// Puts the stored tokens in place of those held (another replica
     /// created or revoked one).
     pub fn replace_all(&self, stored: Vec<NamedToken>) {
+        let mut gone: Vec<String> = Vec::new();
         if let Ok(mut map) = self.by_hash.write() {
+            let kept: std::collections::HashSet<&str> =
+                stored.iter().map(|t| t.name.as_str()).collect();
+            gone = map
+                .values()
+                .filter(|t| !kept.contains(t.name.as_str()))
+                .map(|t| t.name.clone())
+                .collect();
             *map = stored.into_iter().map(|t| (t.hash.clone(), t)).collect();
+        }
+        for name in gone {
+            let _ = self.revoked.send(Arc::from(name));
         }
     }
 
@@ -60,6 +88,7 @@ impl Tokens {
         if let Ok(mut map) = self.by_hash.write() {
             map.retain(|_, t| t.name != name);
         }
+        let _ = self.revoked.send(Arc::from(name));
     }
 }
 

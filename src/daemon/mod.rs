@@ -646,7 +646,8 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
         Arc::clone(&stack.mcp),
         options.mcp_sessions,
         options.shared.as_ref().map(|s| s.replica_id.as_str()),
-    );
+    )
+    .ending_streams_on(named_tokens.revocations());
     mcp_http.spawn_expiry(shutdown.clone());
     let app = api::router(state, Some(mcp::http::routes(mcp_http)));
 

@@ -53,6 +53,8 @@ struct LentNotifications {
     session: Weak<HttpSession>,
     superseded: Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
     _open: InUse,
+    /// Ends the watch for the token's revocation with the stream.
+    _watched: tokio_util::sync::DropGuard,
 }
 
 impl futures_util::Stream for LentNotifications {
@@ -112,6 +114,8 @@ pub fn routes<S: Clone + Send + Sync + 'static>(mcp: McpHttp) -> axum::Router<S>
 pub struct McpHttp {
     server: Arc<FrontDoor>,
     sessions: Arc<SessionTable<HttpSession>>,
+    /// Names of tokens revoked: the streams opened with one end.
+    revoked: Option<tokio::sync::broadcast::Sender<Arc<str>>>,
 }
 
 impl McpHttp {
@@ -126,7 +130,48 @@ impl McpHttp {
         McpHttp {
             server,
             sessions: Arc::new(table),
+            revoked: None,
         }
+    }
+
+    /// Ends the streams a token holds open once it is revoked (its
+    /// requests are refused at once already).
+    pub fn ending_streams_on(
+        mut self,
+        revoked: tokio::sync::broadcast::Sender<Arc<str>>,
+    ) -> McpHttp {
+        self.revoked = Some(revoked);
+        self
+    }
+
+    /// Cancels `end` when `token` is revoked; stops watching once `done`
+    /// is cancelled (the stream is gone).
+    fn end_on_revocation(
+        &self,
+        token: Option<&crate::model::TokenName>,
+        end: CancellationToken,
+        done: CancellationToken,
+    ) {
+        let (Some(revoked), Some(token)) = (&self.revoked, token) else {
+            return;
+        };
+        let mut revoked = revoked.subscribe();
+        let name = Arc::clone(&token.0);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = done.cancelled() => return,
+                    next = revoked.recv() => match next {
+                        Ok(gone) if gone == name => {
+                            end.cancel();
+                            return;
+                        }
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    },
+                }
+            }
+        });
     }
 
     /// The answer to a request for a session this process does not have:
@@ -622,6 +667,11 @@ async fn stateless_post(
         // Closing the stream cancels the request.
         let cancelled = tokio_util::sync::CancellationToken::new();
         let on_close = cancelled.clone().drop_guard();
+        // Ending: the stream's answer never comes and the stream closes.
+        let revoked = CancellationToken::new();
+        mcp.end_on_revocation(token, revoked.clone(), revoked.clone());
+        let ended_by_revocation = revoked.clone().cancelled_owned();
+        let watch_ends_with_stream = revoked.drop_guard();
         let server = Arc::clone(&mcp.server);
         let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
@@ -647,12 +697,15 @@ async fn stateless_post(
                 }
             });
         }
-        let events = ReceiverStream::new(rx).map(move |message| {
-            let _cancel_on_close = &on_close;
-            Ok::<_, std::convert::Infallible>(
-                Event::default().event("message").data(message.to_string()),
-            )
-        });
+        let events = ReceiverStream::new(rx)
+            .map(move |message| {
+                let _cancel_on_close = &on_close;
+                let _watch = &watch_ends_with_stream;
+                Ok::<_, std::convert::Infallible>(
+                    Event::default().event("message").data(message.to_string()),
+                )
+            })
+            .take_until(ended_by_revocation);
         let mut response = Sse::new(events)
             .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
             .into_response();
@@ -726,6 +779,8 @@ pub async fn get(
     if let Ok(mut open) = session.open_stream.lock() {
         *open = Some(superseded.clone());
     }
+    let gone = CancellationToken::new();
+    mcp.end_on_revocation(token.as_deref(), superseded.clone(), gone.clone());
     session.connection.set_accepts_requests(true);
     let lent = LentNotifications {
         receiver: Some(receiver),
@@ -733,6 +788,7 @@ pub async fn get(
         superseded: Box::pin(superseded.cancelled_owned()),
         // An open stream keeps the session alive.
         _open: in_use,
+        _watched: gone.drop_guard(),
     };
     let events = lent.map(|message| {
         Ok::<_, std::convert::Infallible>(
