@@ -3,13 +3,14 @@
 //! in place, and indexes what changed (keywords of every new tool first,
 //! then embeddings batch by batch, in two passes).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::embedder;
 use super::keyword::KeywordDoc;
-use super::text::tool_texts;
+use super::text::{ServerNaming, tool_texts};
 use super::tool_doc::ToolDoc;
 use super::vector_upkeep::open_saved_vectors;
 use super::{IndexError, IndexProgress, SearchIndex, SearchSetting, VectorIndex};
@@ -85,6 +86,11 @@ impl SearchIndex {
         let saved_graph = (first_sync && !rebuild && semantic)
             .then(|| open_saved_vectors(inner.graph_dir.clone(), Arc::clone(&inner.vectors)));
         let generation = inner.store.catalog_generation()?;
+        let naming = if inner.store.list_servers()?.len() == 1 {
+            ServerNaming::Lone
+        } else {
+            ServerNaming::Named
+        };
         // What the keyword index already holds, by id and hash: kept as is
         // when it reflects this store.
         let mut on_disk: HashMap<String, String> = HashMap::new();
@@ -142,7 +148,7 @@ impl SearchIndex {
                 inner
                     .vectors
                     .read()
-                    .is_ok_and(|vectors| vectors.holds(id, hash))
+                    .is_ok_and(|vectors| vectors.holds(id, &vector_hash(hash, naming)))
             };
             inner.store.for_each_tool_summary(|tool| {
                 // Nobody is offered a refused tool: nothing to find.
@@ -189,7 +195,7 @@ impl SearchIndex {
                 .read()
                 .map_err(|_| IndexError::Task("vector lock poisoned".into()))?;
             ready.retain(|doc| {
-                let held = vectors.holds(&doc.tool_id, &doc.hash);
+                let held = vectors.holds(&doc.tool_id, &vector_hash(&doc.hash, naming));
                 if !held {
                     to_read.push((doc.server_id, doc.original_name.clone(), doc.hash.clone()));
                 }
@@ -254,7 +260,7 @@ impl SearchIndex {
             if inner.stopping.load(Ordering::SeqCst) {
                 return Err(IndexError::Cancelled);
             }
-            self.index_keywords(batch, &on_disk)?;
+            self.index_keywords(batch, &on_disk, naming)?;
         }
         // Their keyword documents and vectors are in place already.
         for batch in ready.chunks(BATCH * 20) {
@@ -283,7 +289,7 @@ impl SearchIndex {
         // +12 % in the second, over sorting only within each batch).
         let bulk = changed.len() >= HELPER_FROM;
         let mut by_length = changed.clone();
-        by_length.sort_by_cached_key(|t| embedded_length(t, 0));
+        by_length.sort_by_cached_key(|t| embedded_length(t, 0, naming));
         for batch in by_length.chunks(BATCH) {
             if inner.stopping.load(Ordering::SeqCst) {
                 // The next start rebuilds from the store (cached
@@ -291,7 +297,7 @@ impl SearchIndex {
                 return Err(IndexError::Cancelled);
             }
             if semantic {
-                match self.index_vectors(batch, true, bulk) {
+                match self.index_vectors(batch, true, bulk, naming) {
                     Ok(incomplete) => second.extend(incomplete),
                     // The model would not load: keywords only, as said in
                     // the status and every answer.
@@ -311,7 +317,7 @@ impl SearchIndex {
             });
         }
         drop(by_length);
-        second.sort_by_cached_key(|t| embedded_length(t, 1));
+        second.sort_by_cached_key(|t| embedded_length(t, 1, naming));
         let mut refining = second.len();
         for batch in second.chunks(BATCH) {
             if !semantic {
@@ -320,7 +326,7 @@ impl SearchIndex {
             if inner.stopping.load(Ordering::SeqCst) {
                 return Err(IndexError::Cancelled);
             }
-            match self.index_vectors(batch, false, bulk) {
+            match self.index_vectors(batch, false, bulk, naming) {
                 Ok(_) => {}
                 Err(IndexError::ModelUnavailable(_)) => semantic = false,
                 Err(err) => return Err(err),
@@ -344,7 +350,7 @@ impl SearchIndex {
             // Vectors of texts no tool has any more are dead weight.
             let keep: HashSet<[u8; 32]> = whole
                 .iter()
-                .flat_map(|t| tool_texts(t, &t.skill_ids).dense)
+                .flat_map(|t| tool_texts(t, &t.skill_ids, naming).dense)
                 .map(|text| embedding_key(embedder::MODEL_ID, &text))
                 .collect();
             let dropped = inner.store.retain_embeddings(&keep)?;
@@ -369,6 +375,7 @@ impl SearchIndex {
         &self,
         batch: &[&ToolRecord],
         on_disk: &HashMap<String, String>,
+        naming: ServerNaming,
     ) -> Result<(), IndexError> {
         let inner = &self.inner;
         // Texts only for documents the keyword index lacks (a warm start
@@ -378,7 +385,10 @@ impl SearchIndex {
             .copied()
             .filter(|t| on_disk.get(&t.id) != Some(&t.definition_hash))
             .collect();
-        let texts: Vec<_> = stale.iter().map(|t| tool_texts(t, &t.skill_ids)).collect();
+        let texts: Vec<_> = stale
+            .iter()
+            .map(|t| tool_texts(t, &t.skill_ids, naming))
+            .collect();
         let server_ids: Vec<String> = stale.iter().map(|t| t.server_id.to_string()).collect();
         let keyword_docs: Vec<KeywordDoc<'_>> = stale
             .iter()
@@ -408,6 +418,7 @@ impl SearchIndex {
         batch: &[&'a ToolRecord],
         first_pass: bool,
         bulk: bool,
+        naming: ServerNaming,
     ) -> Result<Vec<&'a ToolRecord>, IndexError> {
         // Tools whose vectors the index holds already (a saved graph) are
         // neither read from the cache nor embedded again.
@@ -420,13 +431,16 @@ impl SearchIndex {
             batch
                 .iter()
                 .copied()
-                .filter(|t| !vectors.holds(&t.id, &t.definition_hash))
+                .filter(|t| !vectors.holds(&t.id, &vector_hash(&t.definition_hash, naming)))
                 .collect()
         };
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        let texts: Vec<_> = batch.iter().map(|t| tool_texts(t, &t.skill_ids)).collect();
+        let texts: Vec<_> = batch
+            .iter()
+            .map(|t| tool_texts(t, &t.skill_ids, naming))
+            .collect();
         let flat: Vec<&str> = texts
             .iter()
             .flat_map(|t| t.dense.iter().map(String::as_str))
@@ -450,7 +464,7 @@ impl SearchIndex {
                 let own: Vec<Vec<f32>> = own.into_iter().flatten().collect();
                 index.insert(
                     Arc::from(tool.id.as_str()),
-                    &tool.definition_hash,
+                    &vector_hash(&tool.definition_hash, naming),
                     complete,
                     &own,
                 );
@@ -471,9 +485,19 @@ impl Drop for EndBulkOnDrop<'_> {
 
 /// The length of a tool's `which`th text to embed, in bytes (what a run's
 /// padding follows closely enough to order by).
-fn embedded_length(tool: &ToolRecord, which: usize) -> usize {
-    tool_texts(tool, &tool.skill_ids)
+fn embedded_length(tool: &ToolRecord, which: usize, naming: ServerNaming) -> usize {
+    tool_texts(tool, &tool.skill_ids, naming)
         .dense
         .get(which)
         .map_or(0, String::len)
+}
+
+/// The hash a tool's vectors are held under: its definition's, marked when
+/// its texts leave out a lone server's name, so that a store gaining its
+/// second server (or losing it) embeds the tools again.
+fn vector_hash(definition_hash: &str, naming: ServerNaming) -> Cow<'_, str> {
+    match naming {
+        ServerNaming::Named => Cow::Borrowed(definition_hash),
+        ServerNaming::Lone => Cow::Owned(format!("{definition_hash}~lone")),
+    }
 }

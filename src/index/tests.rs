@@ -313,6 +313,62 @@ fn removed_tools_vanish_and_a_restart_reuses_index_and_embeddings() {
     let _ = f.github;
 }
 
+/// A store of one server embeds its tools without the server's name (a
+/// word every text would share); a second server brings the name back.
+#[test]
+fn a_lone_servers_name_leaves_its_tools_vectors_until_a_second_server_comes() {
+    let f = fixture();
+    let index = open(&f);
+    let definition_hash = || {
+        f.store
+            .tools_named(std::iter::once((f.github.id, "create_pull_request")))
+            .unwrap()
+            .remove(0)
+            .unwrap()
+            .definition_hash
+    };
+    let held_under = |hash: &str| {
+        index
+            .inner
+            .vectors
+            .read()
+            .unwrap()
+            .holds("github.create_pull_request", hash)
+    };
+    let named = definition_hash();
+    let lone = format!("{named}~lone");
+    assert!(held_under(&named) && !held_under(&lone));
+
+    f.store.remove_server(f.gitlab.id, "test").unwrap();
+    f.store.remove_server(f.files.id, "test").unwrap();
+    let embedded_before = count_embeddings(&f.store);
+    index.sync(false).unwrap();
+    assert!(held_under(&lone) && !held_under(&named));
+    assert!(
+        count_embeddings(&f.store) > embedded_before,
+        "the lone server's tools were embedded again, without its name"
+    );
+    assert_eq!(
+        ask(&index, "open a pull request", SearchMode::Semantic, None)[0],
+        "github.create_pull_request"
+    );
+
+    let jira = server(&f.store, "jira");
+    f.store
+        .replace_tools(
+            jira.id,
+            &[tool("create_ticket", "Create a Jira ticket", &[])],
+            &WireNameRules::default(),
+        )
+        .unwrap();
+    index.sync(false).unwrap();
+    assert!(held_under(&named) && !held_under(&lone));
+    assert_eq!(
+        ask(&index, "jira ticket", SearchMode::Semantic, None)[0],
+        "jira.create_ticket"
+    );
+}
+
 #[test]
 fn a_stale_or_deleted_keyword_index_is_rebuilt_from_the_store() {
     let f = fixture();

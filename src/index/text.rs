@@ -123,10 +123,21 @@ pub struct ToolTexts {
     pub dense: Vec<String>,
 }
 
+/// Whether the dense texts carry the server's name. A server's name tells
+/// its tools from other servers' ("in GitLab", "on Jira"); when the store
+/// holds one server it tells nothing apart, and a word every text shares
+/// only blurs what each says (BENCHMARKS.md "A fourth public set").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerNaming {
+    Named,
+    /// The store holds this one server: its name is left out.
+    Lone,
+}
+
 /// Characters of description the short embedding text keeps.
 const DENSE_DESCRIPTION_BUDGET: usize = 240;
 
-pub fn tool_texts(tool: &ToolRecord, skills: &[String]) -> ToolTexts {
+pub fn tool_texts(tool: &ToolRecord, skills: &[String], naming: ServerNaming) -> ToolTexts {
     let description = tool.description.as_deref().unwrap_or_default();
     let definition = tool.definition.value();
     let title = definition
@@ -152,10 +163,14 @@ pub fn tool_texts(tool: &ToolRecord, skills: &[String]) -> ToolTexts {
         all.push(' ');
         all.push_str(&split_identifier(skill));
     }
-    let heading = if title.is_empty() || title.eq_ignore_ascii_case(&name) {
-        format!("{name} ({server})")
+    let titled = if title.is_empty() || title.eq_ignore_ascii_case(&name) {
+        name.clone()
     } else {
-        format!("{name}, {title} ({server})")
+        format!("{name}, {title}")
+    };
+    let heading = match naming {
+        ServerNaming::Named => format!("{titled} ({server})"),
+        ServerNaming::Lone => titled,
     };
     let short = match lead(description, DENSE_DESCRIPTION_BUDGET) {
         "" => heading,
@@ -205,6 +220,54 @@ mod tests {
         let text = with_split_identifiers("Calls search_code to find code.");
         assert!(text.contains("search_code"));
         assert!(text.contains("search code"));
+    }
+
+    #[test]
+    fn a_lone_servers_name_is_left_out_of_the_dense_texts_only() {
+        let definition = serde_json::json!({
+            "name": "get_weather",
+            "description": "Current weather for a city.",
+            "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}
+        });
+        let tool = ToolRecord {
+            id: "plugins.get_weather".into(),
+            server_id: crate::model::ServerId::nil(),
+            server_name: "plugins".into(),
+            original_name: "get_weather".into(),
+            wire_name: None,
+            rejected: None,
+            refused: None,
+            hold: None,
+            findings: Vec::new(),
+            description: Some("Current weather for a city.".into()),
+            definition: crate::model::tool::Definition::new(&definition),
+            definition_hash: String::new(),
+            is_external: true,
+            is_classified: false,
+            skill_ids: Vec::new(),
+            primary_skill_id: None,
+            classification: Default::default(),
+            discovered_at: chrono::Utc::now(),
+            updated_at: chrono::Utc::now(),
+        };
+        let named = tool_texts(&tool, &[], ServerNaming::Named);
+        let lone = tool_texts(&tool, &[], ServerNaming::Lone);
+        assert_eq!(
+            named.dense,
+            [
+                "get weather (plugins): Current weather for a city.",
+                "get weather (plugins): Current weather for a city. Parameters: city."
+            ]
+        );
+        assert_eq!(
+            lone.dense,
+            [
+                "get weather: Current weather for a city.",
+                "get weather: Current weather for a city. Parameters: city."
+            ]
+        );
+        assert_eq!(named.all, lone.all);
+        assert!(lone.all.contains("plugins"));
     }
 
     #[test]
