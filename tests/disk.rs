@@ -11,7 +11,7 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const UP: Duration = Duration::from_secs(30);
@@ -87,7 +87,8 @@ impl Drop for SmallDisk {
 
 /// `serve` on a known port with its log outside the data dir (a full data
 /// disk must not swallow it, and `daemon.json` may not be writable).
-fn serve_on(data_dir: &Path, log: &Path, extra: &[&str]) -> (Child, String) {
+/// Killed and reaped if a test fails before stopping it.
+fn serve_on(data_dir: &Path, log: &Path, extra: &[&str]) -> (Reaped, String) {
     let port = free_port();
     let child = Command::new(BIN)
         .args([
@@ -110,6 +111,7 @@ fn serve_on(data_dir: &Path, log: &Path, extra: &[&str]) -> (Child, String) {
     let up = wait_for(UP, || {
         std::net::TcpStream::connect(("127.0.0.1", port)).ok()
     });
+    let child = Reaped(child);
     assert!(
         up.is_some(),
         "the daemon never listened: {}",
@@ -140,9 +142,9 @@ async fn names_at(url: &str) -> Vec<String> {
         .collect()
 }
 
-fn stop(child: &mut Child) -> std::process::ExitStatus {
-    signal(child.id() as i32, libc::SIGTERM);
-    wait_for(UP, || child.try_wait().ok().flatten()).expect("the daemon stops on SIGTERM")
+fn stop(child: &mut Reaped) -> std::process::ExitStatus {
+    signal(child.0.id() as i32, libc::SIGTERM);
+    wait_for(UP, || child.0.try_wait().ok().flatten()).expect("the daemon stops on SIGTERM")
 }
 
 fn leftovers(dir: &Path) -> Vec<String> {
