@@ -326,6 +326,73 @@ async fn a_pre_registered_client_goes_to_its_own_authorization_server_only() {
     assert_eq!(stats(&base).await["codeExchanges"], 0);
 }
 
+/// Without `oauth.issuer`, a pre-registered client belongs to the
+/// authorization server of its first login, and stays so after a logout:
+/// a server that then names another gets no login with its secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_registered_client_stays_with_its_first_authorization_server_after_logout() {
+    let (_server, base) = oauth_server();
+    let (_foreign, foreign) = oauth_server();
+    let d = Daemon::start();
+    let preregistered = http()
+        .post(format!("{base}/test/preregister"))
+        .json(
+            &json!({"client_id": "pre-client", "client_secret": "pre-secret",
+                      "redirect_uris": [d.api("/oauth/callback")]}),
+        )
+        .send()
+        .await
+        .expect("the authorization server answers");
+    assert!(preregistered.status().is_success());
+    common::register(
+        &d,
+        json!({"name": "pre", "transport_type": "HTTP",
+               "connection_config": {"base_url": format!("{base}/mcp")},
+               "oauth": {"client_id": "pre-client", "client_secret": "pre-secret"}}),
+    )
+    .await;
+    log_in(&d, "pre").await;
+    wait_status(&d, "pre", "CONNECTED", Duration::from_secs(60)).await;
+    assert_eq!(stats(&base).await["codeExchanges"], 1);
+
+    let renamed = http()
+        .post(format!("{base}/test/name-issuer"))
+        .json(&json!({"url": format!("{foreign}/")}))
+        .send()
+        .await
+        .expect("the test control answers");
+    assert!(renamed.status().is_success());
+    let out = common::post_json(&d.api("/api/v1/aggregator/servers/pre/logout"), &json!({})).await;
+    assert_eq!(out["logged_out"], true, "{out}");
+    let again =
+        common::post_json(&d.api("/api/v1/aggregator/servers/pre/logout"), &json!({})).await;
+    assert_eq!(
+        again["logged_out"], false,
+        "nothing was held any more: {again}"
+    );
+
+    for device in [false, true] {
+        let started = http()
+            .post(d.api("/api/v1/aggregator/servers/pre/login"))
+            .json(&json!({"device": device}))
+            .send()
+            .await
+            .expect("the daemon answers");
+        let status = started.status().as_u16();
+        let body: Value = started.json().await.unwrap_or(Value::Null);
+        let record = server_record(&d, "pre").await;
+        assert!(
+            record["auth"]["authorization_url"].is_null(),
+            "a login was offered with the client of another server: {status} {body} {record}"
+        );
+        let said = format!("{body} {}", record["auth"]);
+        assert!(said.contains("not sent elsewhere"), "{status} {said}");
+    }
+    let foreign_stats = stats(&foreign).await;
+    assert_eq!(foreign_stats["clientSecretsReceived"], 0, "{foreign_stats}");
+    assert_eq!(foreign_stats["registrations"], 0, "{foreign_stats}");
+}
+
 /// A box without a browser: `login --device` shows a URL and a code to
 /// use on another device; the daemon polls until the user approved, and
 /// the server connects.

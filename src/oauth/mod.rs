@@ -103,6 +103,12 @@ struct Grant {
 }
 
 impl Grant {
+    /// Whether it still carries a token: a refused refresh or a logout
+    /// leaves a grant without, kept for what binds the client.
+    fn holds_token(&self) -> bool {
+        !self.access_token.is_empty()
+    }
+
     /// Whether the access token is about to expire: within a minute, or
     /// within a quarter of its lifetime when that is shorter (a token of a
     /// few seconds is not refreshed at every request).
@@ -272,7 +278,7 @@ impl OAuth {
         let mut inner = lock(&auth.inner);
         if !inner.loaded {
             inner.loaded = true;
-            if stored.is_some() {
+            if stored.as_ref().is_some_and(Grant::holds_token) {
                 inner.state = Some((AuthState::Authorized, None));
             }
             inner.grant = stored;
@@ -319,7 +325,7 @@ impl OAuth {
                 if same {
                     continue;
                 }
-                let logged_in = stored.is_some();
+                let logged_in = stored.as_ref().is_some_and(Grant::holds_token);
                 inner.grant = stored;
                 logged_in
             };
@@ -1061,14 +1067,31 @@ impl OAuth {
                 flow::revoke(&self.http, endpoint, &grant.client, token).await;
             }
         }
-        self.save(auth.id, None).await?;
+        // A pre-registered client stays bound to the authorization server
+        // of its first login: its grant is kept without tokens, or the next
+        // login would send its secret to whichever one the server names.
+        let bound = grant
+            .as_ref()
+            .filter(|g| {
+                g.client.kind == "pre_registered"
+                    && auth.settings.as_ref().is_some_and(|s| s.issuer.is_none())
+            })
+            .map(|g| Grant {
+                access_token: String::new(),
+                refresh_token: None,
+                expires_at: None,
+                scope: None,
+                ..g.clone()
+            });
+        self.save(auth.id, bound.as_ref()).await?;
         {
             let mut inner = lock(&auth.inner);
+            inner.grant = bound;
             inner.state = None;
             inner.authorization_url = None;
         }
         auth.step_ups.store(0, Ordering::Relaxed);
-        Ok(grant.is_some())
+        Ok(grant.is_some_and(|g| g.holds_token() || g.refresh_token.is_some()))
     }
 
     /// Forgets what is held in memory for a server that was removed.

@@ -12,7 +12,11 @@
 // where they must not be), POST /test/revoke-all (every grant revoked: the
 // next request is refused, and so is a refresh), POST /test/forget-clients
 // (the registered clients are forgotten: their next token request is
-// `invalid_client`).
+// `invalid_client`), POST /test/preregister (a client made by hand, JSON
+// `{client_id, client_secret, redirect_uris}`), POST /test/name-issuer
+// (JSON `{url}`: the resource's metadata names that authorization server
+// from now on). `clientSecretsReceived` counts requests that carried a
+// client secret (in the body or as Basic credentials).
 //
 //   node oauth_server.mjs --http PORT [--token-seconds N]
 import { randomUUID } from 'node:crypto';
@@ -35,7 +39,8 @@ const port = Number(arg('--http'));
 const tokenSeconds = Number(arg('--token-seconds', '3600'));
 const base = `http://127.0.0.1:${port}`;
 
-const stats = { registrations: 0, codeExchanges: 0, refreshes: 0, refused: 0, calls: 0, issued: [] };
+const stats = { registrations: 0, codeExchanges: 0, refreshes: 0, refused: 0, calls: 0, clientSecretsReceived: 0, issued: [] };
+let namedIssuer = null;
 const clients = new Map();
 const codes = new Map();
 const tokens = new Map();
@@ -119,6 +124,16 @@ const options = {
   scopesSupported: ['mcp:tools'],
 };
 const app = express();
+app.use(express.urlencoded({ extended: false }), (req, _res, next) => {
+  if (req.body?.client_secret || /^basic /i.test(req.headers.authorization || '')) {
+    stats.clientSecretsReceived += 1;
+  }
+  next();
+});
+app.get('/.well-known/oauth-protected-resource/mcp', (_req, res, next) => {
+  if (!namedIssuer) return next();
+  res.json({ resource: `${base}/mcp`, authorization_servers: [namedIssuer] });
+});
 app.get('/.well-known/oauth-authorization-server', (_req, res) => {
   const metadata = createOAuthMetadata(options);
   res.json({
@@ -169,6 +184,21 @@ app.get('/test/stats', (_req, res) => res.json(stats));
 app.post('/test/revoke-all', (_req, res) => {
   tokens.clear();
   refreshTokens.clear();
+  res.json({ ok: true });
+});
+app.post('/test/preregister', express.json(), (req, res) => {
+  const { client_id, client_secret, redirect_uris } = req.body;
+  clients.set(client_id, {
+    client_id,
+    client_secret,
+    redirect_uris,
+    token_endpoint_auth_method: 'client_secret_post',
+    client_id_issued_at: Math.floor(Date.now() / 1000),
+  });
+  res.json({ ok: true });
+});
+app.post('/test/name-issuer', express.json(), (req, res) => {
+  namedIssuer = req.body.url;
   res.json({ ok: true });
 });
 app.post('/test/forget-clients', (_req, res) => {
