@@ -315,6 +315,14 @@ impl Store {
         };
         server.tool_count = u32::try_from(kept).unwrap_or(u32::MAX);
         self.put_server(txn, &server)?;
+        if !complete {
+            for name in existing
+                .keys()
+                .filter(|n| !incoming.contains_key(n.as_str()))
+            {
+                trust.still_held(super::pins::tool_key(name));
+            }
+        }
         trust.finish(txn, self.audit_max_bytes)?;
         if diff.changed() {
             bump_generation(txn)?;
@@ -394,7 +402,12 @@ impl Store {
                     txn.remove(table, &(key, id.clone()))?;
                 }
             }
-            if let Some((pass, _)) = trust {
+            if let Some((mut pass, _)) = trust {
+                if !complete {
+                    for id in existing.keys().filter(|id| !seen.contains(*id)) {
+                        pass.still_held(super::pins::item_key(kind, id));
+                    }
+                }
                 pass.finish(txn, self.audit_max_bytes)?;
             }
             if diff.changed() {

@@ -144,6 +144,10 @@ pub(super) struct TrustPass {
     approved: bool,
     context: ScanContext,
     audits: Vec<AuditEntry>,
+    /// The pin keys this listing judged.
+    judged: std::collections::HashSet<String>,
+    /// Where this list's pin keys start (`tool:`, `prompt:`, `template:`).
+    key_prefix: String,
 }
 
 /// One definition as the pass judges it.
@@ -177,6 +181,11 @@ impl TrustPass {
             marker,
             context: ScanContext::default(),
             audits: Vec::new(),
+            judged: std::collections::HashSet::new(),
+            key_prefix: match kind {
+                None => tool_key(""),
+                Some(kind) => item_key(kind, ""),
+            },
         })
     }
 
@@ -273,6 +282,7 @@ impl TrustPass {
         rescan: bool,
     ) -> Result<Option<Hold>, StoreError> {
         let fingerprint = crate::trust::fingerprint(item.definition);
+        self.judged.insert(item.pin_key.clone());
         let mut pin = pin_in(txn, self.server, &item.pin_key)?;
         // A pin made before a release pinned `_meta` (the UI a host
         // renders) approved, or rejected, all that was pinned then. At its
@@ -374,6 +384,38 @@ impl TrustPass {
         Ok(Some(held))
     }
 
+    /// An item this listing did not judge but the store keeps (the
+    /// listing was cut off): its pin stays.
+    pub(super) fn still_held(&mut self, pin_key: String) {
+        self.judged.insert(pin_key);
+    }
+
+    /// Under `warn` every new definition is pinned, so a server renaming
+    /// its tools at each listing would grow the store without bound; a
+    /// pin there only words the next flag ("changed" or "new"), and those
+    /// of items no longer listed go. (`block` pins only what was approved:
+    /// an approved item that leaves and comes back changed must be held.)
+    fn forget_unlisted(&self, txn: &Writer<'_>) -> Result<(), StoreError> {
+        let (from, to) = server_range(self.server);
+        let mut gone = Vec::new();
+        txn.for_each(
+            PINS,
+            from.as_ref(),
+            to.as_ref(),
+            super::tables::Order::Ascending,
+            |(_, key), _: Vec<u8>| {
+                if key.starts_with(&self.key_prefix) && !self.judged.contains(&key) {
+                    gone.push(key);
+                }
+                Ok(true)
+            },
+        )?;
+        for key in gone {
+            txn.remove(PINS, &(self.server, key))?;
+        }
+        Ok(())
+    }
+
     fn audit(&mut self, action: &str, details: String) {
         let mut entry = audit_entry("trust", action, &self.server_name, "ok");
         entry.details = Some(details);
@@ -389,6 +431,9 @@ impl TrustPass {
     pub(super) fn finish(self, txn: &Writer<'_>, audit_max_bytes: u64) -> Result<(), StoreError> {
         if !self.approved && self.policy != PinPolicy::Off {
             mark_server_approved(txn, self.server, &self.marker)?;
+        }
+        if self.policy == PinPolicy::Warn {
+            self.forget_unlisted(txn)?;
         }
         for entry in self.audits {
             append_audit(txn, audit_max_bytes, entry)?;

@@ -661,6 +661,7 @@ mod catalog {
         a_colliding_wire_name_rejects_only_that_tool_and_removal_cleans_up,
         the_ui_a_host_renders_is_pinned_and_an_earlier_pin_carried_over_once,
         a_server_that_never_ends_its_list_is_trusted_on_first_use_once,
+        warn_pins_follow_what_the_server_lists,
     );
 
     fn stored(store: &Store, name: &str) -> ServerRecord {
@@ -920,6 +921,43 @@ mod catalog {
         };
         assert_eq!(held("a"), None);
         assert_eq!(held("exfil"), Some(crate::model::HoldReason::New));
+    }
+
+    /// Under `warn` every new definition is pinned: a server renaming its
+    /// tools at each listing must not grow the store with the names it
+    /// dropped (a listing cut off keeps the pins of the tools it keeps).
+    fn warn_pins_follow_what_the_server_lists(engine: Engine) {
+        let Some(store) = TestStore::open(engine, "warn_pins_follow_what_the_server_lists") else {
+            return;
+        };
+        let rules = WireNameRules::default();
+        let mut warned = record("srv");
+        warned.trust.pinning = crate::model::PinPolicy::Warn;
+        store.insert_server(&warned, "test").unwrap();
+        let pinned = |name: &str| store.tool_pin(warned.id, name).unwrap().is_some();
+        for round in 0..3 {
+            let tools = [
+                json!({"name": format!("t{round}")}),
+                json!({"name": "kept"}),
+            ];
+            store.replace_tools(warned.id, &tools, &rules).unwrap();
+        }
+        assert!(pinned("t2") && pinned("kept"));
+        assert!(!pinned("t0") && !pinned("t1"), "pins of dropped names stay");
+        // Cut off after "t3": "kept" stays listed, and pinned.
+        store
+            .replace_listed_tools(warned.id, &[json!({"name": "t3"})], &[], false, &rules)
+            .unwrap();
+        assert!(pinned("t3") && pinned("kept"));
+
+        // `block` keeps an approved pin of a tool that left: coming back
+        // changed, it is held.
+        let blocked = stored(&store, "blocked");
+        store
+            .replace_tools(blocked.id, &[json!({"name": "a"})], &rules)
+            .unwrap();
+        store.replace_tools(blocked.id, &[], &rules).unwrap();
+        assert!(store.tool_pin(blocked.id, "a").unwrap().is_some());
     }
 
     fn a_colliding_wire_name_rejects_only_that_tool_and_removal_cleans_up(engine: Engine) {
