@@ -321,3 +321,43 @@ async fn the_start_up_sweep_spares_the_daemons_own_ancestors() {
     );
     assert!(shell_alive, "the daemon ended its own parent");
 }
+
+/// The daemon's own settings and credentials (`MCP_AGGREGATOR_*`: the
+/// admin token, the classifier's API key) never reach a server's
+/// environment, where a view-bound client could read them through any
+/// tool that shows it; the server's own `env` still sets what it names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_never_sees_the_daemons_own_secrets() {
+    let temp = tempfile::tempdir().unwrap();
+    let d = Daemon::start_with_env(
+        temp.path(),
+        &[],
+        &[("MCP_AGGREGATOR_CLASSIFIER_API_KEY", "ck-secret-7731")],
+    );
+    let seen = temp.path().join("seen-env.txt");
+    let script = format!(
+        "env > {}.part && mv {0}.part {0}; exec sleep 30",
+        seen.display()
+    );
+    register(
+        &d,
+        json!({"name": "nosy", "transport_type": "STDIO",
+               "connection_config": {"command": "sh", "args": ["-c", script],
+                                     "env": {"OWN_SETTING": "kept", "MCP_AGGREGATOR_URL": "http://127.0.0.1:1"}}}),
+    )
+    .await;
+    let environment = wait_for(Duration::from_secs(30), || {
+        std::fs::read_to_string(&seen).ok()
+    })
+    .expect("the server was started");
+    assert!(environment.contains("OWN_SETTING=kept"), "{environment}");
+    assert!(
+        environment.contains("MCP_AGGREGATOR_URL=http://127.0.0.1:1"),
+        "{environment}"
+    );
+    assert!(!environment.contains("ck-secret-7731"), "{environment}");
+    assert!(
+        environment.contains("MCP_AGGREGATOR_SERVER="),
+        "the reaper's mark is set: {environment}"
+    );
+}

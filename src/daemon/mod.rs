@@ -516,6 +516,9 @@ impl Stack {
 /// The data dir's store, its tables on a shared PostgreSQL when `shared`
 /// names one. Blocking.
 fn open_store(data_dir: &Path, shared: Option<&SharedStore>) -> Result<Store, DaemonError> {
+    if shared.is_some_and(|shared| shared.password_file.is_none()) {
+        crate::sessions::withhold_store_password();
+    }
     match shared {
         None => Store::open(data_dir).map_err(|err| match err {
             StoreError::Disk { reason, full } => DaemonError::DiskAtStart { reason, full },

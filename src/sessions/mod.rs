@@ -22,6 +22,7 @@ mod rpc_error;
 mod session;
 mod sse;
 mod stdio;
+pub use stdio::withhold_store_password;
 mod supervisor;
 mod transport;
 mod vitals;

@@ -9,6 +9,7 @@ use rustix::process::{Pid, Signal};
 use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWriteExt as _, BufReader};
 use tokio::process::{Child, Command};
@@ -38,12 +39,43 @@ pub struct StdioSpec<'a> {
     pub cwd: Option<&'a str>,
 }
 
+/// Set once the daemon's store is a PostgreSQL reached with `PGPASSWORD`:
+/// that password is then the daemon's, not a server's.
+static STORE_PASSWORD_IN_ENV: AtomicBool = AtomicBool::new(false);
+
+/// Withholds `PGPASSWORD` from the servers started from now on (the daemon
+/// reaches its shared store with it).
+pub fn withhold_store_password() {
+    STORE_PASSWORD_IN_ENV.store(true, Ordering::Relaxed);
+}
+
+/// The daemon's own settings and credentials are not a server's: every
+/// `MCP_AGGREGATOR_*` variable (the admin token, the classifier's API
+/// key), and `PGPASSWORD` when it opens the shared store. A server that
+/// echoes its environment (or any process it starts) would otherwise
+/// hand a view-bound client the admin token. A server's own `env` may
+/// still set any of them.
+fn withhold_daemon_environment(command: &mut Command) {
+    for (name, _) in std::env::vars_os() {
+        if name
+            .to_str()
+            .is_some_and(|name| name.starts_with("MCP_AGGREGATOR_"))
+        {
+            command.env_remove(&name);
+        }
+    }
+    if STORE_PASSWORD_IN_ENV.load(Ordering::Relaxed) {
+        command.env_remove("PGPASSWORD");
+    }
+}
+
 /// Spawns the server and wires its pipes.
 pub fn open(server: &str, spec: &StdioSpec<'_>, inbound: Inbound) -> Result<StdioLink, LinkError> {
     let mut command = Command::new(spec.command);
     // Every process the server starts inherits the mark: those that leave
     // its group are still found and ended with it.
     let mark = crate::reaper::Mark::new();
+    withhold_daemon_environment(&mut command);
     command
         .args(spec.args)
         .envs(spec.env)
