@@ -157,6 +157,66 @@ async fn config_servers_are_upserted_at_start_and_the_file_wins() {
     assert_eq!(everything["description"], "changed");
 }
 
+/// A config that is a symlink is known by the link: re-pointed at a new
+/// generation (a dotfile manager's `ln -sfn`), the servers the new target
+/// dropped are removed, while the daemon runs and across a restart.
+#[tokio::test]
+async fn a_symlinked_config_repointed_removes_what_the_new_target_dropped() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let (first_generation, second_generation, third_generation) = (
+        temp.path().join("gen1.json"),
+        temp.path().join("gen2.json"),
+        temp.path().join("gen3.json"),
+    );
+    let entry = r#"{"command": "x", "autoConnect": false}"#;
+    std::fs::write(
+        &first_generation,
+        format!(r#"{{"mcpServers": {{"kept": {entry}, "old": {entry}}}}}"#),
+    )
+    .unwrap();
+    std::fs::write(
+        &second_generation,
+        format!(r#"{{"mcpServers": {{"kept": {entry}}}}}"#),
+    )
+    .unwrap();
+    std::fs::write(&third_generation, r#"{"mcpServers": {}}"#).unwrap();
+    let config = temp.path().join("servers.json");
+    let point_at = |target: &std::path::Path| {
+        let next = temp.path().join("servers.json.next");
+        std::os::unix::fs::symlink(target, &next).unwrap();
+        std::fs::rename(&next, &config).unwrap();
+    };
+    point_at(&first_generation);
+    let names = |d: &Daemon| {
+        let url = d.api("/api/v1/aggregator/servers");
+        async move {
+            let list: Vec<Value> = common::get_json(&url).await;
+            list.iter()
+                .filter_map(|s| s["name"].as_str().map(str::to_owned))
+                .collect::<Vec<_>>()
+        }
+    };
+    let mut d = Daemon::start_in(&data_dir, &["--config", config.to_str().unwrap()]);
+    assert_eq!(names(&d).await, ["kept", "old"]);
+
+    point_at(&second_generation);
+    let end = std::time::Instant::now() + Duration::from_secs(30);
+    while names(&d).await != ["kept"] {
+        assert!(
+            std::time::Instant::now() < end,
+            "old was never removed: {:?}",
+            names(&d).await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(d.terminate(Duration::from_secs(5)).is_some());
+
+    point_at(&third_generation);
+    let d = Daemon::start_in(&data_dir, &["--config", config.to_str().unwrap()]);
+    assert!(names(&d).await.is_empty(), "{:?}", names(&d).await);
+}
+
 #[tokio::test]
 async fn statuses_are_reset_after_a_restart() {
     let temp = tempfile::tempdir().unwrap();

@@ -76,15 +76,20 @@ pub fn load(path: &Path) -> Result<LoadedConfig, ConfigError> {
     load_with_env(path, &|name| std::env::var(name).ok())
 }
 
-/// The path servers from `path` record as their source: absolute and
-/// canonical when the file exists, so the same file is recognised however
-/// it is named on the command line.
+/// The path servers from `path` record as their source: absolute, its
+/// folder canonical, so the same file is recognised however it is named
+/// on the command line. The file's own name is kept as given: a config
+/// that is a symlink (a dotfile manager's, `ln -sfn` to a new generation)
+/// is the link, and re-pointing it removes what the new target dropped.
 pub fn source_path(path: &Path) -> String {
-    std::fs::canonicalize(path)
-        .or_else(|_| std::path::absolute(path))
-        .unwrap_or_else(|_| path.to_path_buf())
-        .display()
-        .to_string()
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let canonical = match (absolute.parent(), absolute.file_name()) {
+        (Some(folder), Some(name)) => std::fs::canonicalize(folder)
+            .map(|folder| folder.join(name))
+            .unwrap_or_else(|_| absolute.clone()),
+        _ => absolute,
+    };
+    canonical.display().to_string()
 }
 
 /// As `load`, with an explicit variable lookup (for tests and the CLI).
