@@ -923,6 +923,94 @@ async fn a_server_whose_new_list_cannot_be_stored_is_not_called() {
     assert!(stop(&mut child).success());
 }
 
+/// Connecting and disconnecting are recorded as status changes: while the
+/// disk is full they are refused (507) and the server keeps running and
+/// answering, instead of being stopped unrecorded; with room they work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_refuses_a_disconnect_and_leaves_the_server_running() {
+    const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
+    let temp = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(&temp.path().join("disk"), "16m") else {
+        return;
+    };
+    let data = disk.mount.join("data");
+    let log = temp.path().join("daemon.log");
+    let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
+    let body = json!({"name": "fx", "transport_type": "STDIO",
+        "connection_config": {"command": FIXTURE}, "auto_connect": true});
+    let response = http()
+        .post(format!("{url}/api/v1/aggregator/servers"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let echo = async || -> u16 {
+        http()
+            .post(format!("{url}/api/v1/tools/call"))
+            .json(&json!({"name": "fx.echo", "arguments": {"text": "hi"}}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    let end = Instant::now() + UP;
+    while echo().await != 200 {
+        assert!(Instant::now() < end, "fx never answered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let filler = fill_store(&disk, &url).await;
+    let disconnect = async || -> (u16, Value) {
+        let response = http()
+            .post(format!("{url}/api/v1/aggregator/servers/fx/disconnect"))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    };
+    let (status, refused) = disconnect().await;
+    assert_eq!(status, 507, "{refused}");
+    assert!(
+        refused["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("left as it is")),
+        "{refused}"
+    );
+    assert_eq!(echo().await, 200, "fx still answers");
+    let servers: Vec<Value> = get_json(&format!("{url}/api/v1/aggregator/servers")).await;
+    assert_eq!(servers[0]["status"], "CONNECTED", "{servers:?}");
+
+    std::fs::remove_file(filler).unwrap();
+    // The store tries its disk again now and then, not at every request.
+    let end = Instant::now() + UP;
+    loop {
+        let (status, answer) = disconnect().await;
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 507, "{answer}");
+        assert!(Instant::now() < end, "still refused with room: {answer}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let end = Instant::now() + UP;
+    loop {
+        let servers: Vec<Value> = get_json(&format!("{url}/api/v1/aggregator/servers")).await;
+        let fx = servers
+            .iter()
+            .find(|s| s["name"] == "fx")
+            .cloned()
+            .unwrap_or_default();
+        if fx["status"] == "DISCONNECTED" {
+            break;
+        }
+        assert!(Instant::now() < end, "fx never disconnected: {fx}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(stop(&mut child).success());
+}
+
 /// `secret.key` lost (or replaced) while the store kept secrets sealed
 /// with it: the daemon starts, and a server whose secrets cannot be opened
 /// is not started with the sealed text as its secret; its error says what

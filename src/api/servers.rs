@@ -296,6 +296,7 @@ pub async fn connect_server(
     PathParam(id): PathParam<String>,
 ) -> Result<Json<ConnectResponse>, HttpError> {
     let record = state.registry.get(&id).await?;
+    refuse_while_unwritable(&state, "connect").await?;
     let outcome = state.router.connect(record.id).await;
     let result = match &outcome {
         Ok(ConnectOutcome::Initiated) => "ok".to_owned(),
@@ -345,6 +346,7 @@ pub async fn disconnect_server(
         super::extract::parse_json(&body)?
     };
     let record = state.registry.get(&id).await?;
+    refuse_while_unwritable(&state, "disconnect").await?;
     let outcome = state.router.disconnect(record.id, request.force).await;
     let result = match &outcome {
         Ok(_) => "ok".to_owned(),
@@ -360,6 +362,30 @@ pub async fn disconnect_server(
         status,
         pending_requests,
     }))
+}
+
+/// Connecting and disconnecting are status changes the store records:
+/// while it cannot be written, one would happen unrecorded (a server shown
+/// CONNECTED with its process gone, and `connect` refused as "already
+/// connected"), so it is refused and the server left as it is.
+async fn refuse_while_unwritable(state: &AppState, what: &str) -> Result<(), HttpError> {
+    let storage = state.registry.storage().await;
+    if storage.status != "failing" {
+        return Ok(());
+    }
+    let status = if storage.disk_full {
+        StatusCode::INSUFFICIENT_STORAGE
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    Err(HttpError::new(
+        status,
+        format!(
+            "cannot {what} while the store cannot be written ({}); the server is left as it is: \
+             try again once the disk has room",
+            storage.error.as_deref().unwrap_or("writes fail")
+        ),
+    ))
 }
 
 fn control_error(err: ControlError) -> HttpError {
