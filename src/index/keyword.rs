@@ -5,8 +5,8 @@
 //! queries ("please", "I want to") are dropped.
 
 use std::collections::HashSet;
-use std::path::Path;
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
 use tantivy::collector::TopDocs;
 use tantivy::query::{
     BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, TermQuery, TermSetQuery,
@@ -108,14 +108,23 @@ pub struct KeywordDoc<'a> {
 }
 
 pub struct KeywordIndex {
-    index: Index,
+    /// Where it lives; `None` when kept in memory (the disk would not
+    /// take it at start).
+    dir: Option<PathBuf>,
     fields: Fields,
+    /// Replaced whole when the index starts over in a folder made anew.
+    opened: RwLock<Arc<Opened>>,
+    query_analyzer: Mutex<TextAnalyzer>,
+}
+
+/// One opened tantivy index.
+struct Opened {
+    index: Index,
     reader: IndexReader,
     /// `None` after a write failed: tantivy's writer does not survive a
     /// failed write (a full disk kills its thread), so the next write
     /// opens a new one instead of failing until a restart.
     writer: Mutex<Option<IndexWriter>>,
-    query_analyzer: Mutex<TextAnalyzer>,
 }
 
 impl std::fmt::Debug for KeywordIndex {
@@ -164,7 +173,7 @@ impl KeywordIndex {
     /// here is rebuilt, never a reason not to start.
     pub fn open(dir: &Path) -> Result<(KeywordIndex, Option<u64>), KeywordError> {
         match KeywordIndex::open_existing(dir) {
-            Ok(Some(opened)) => return Ok(opened),
+            Ok(Some(found)) => return Ok(found),
             Ok(None) => {}
             Err(err) => tracing::warn!(
                 dir = %dir.display(),
@@ -183,7 +192,7 @@ impl KeywordIndex {
             let (schema, _) = schema();
             Index::create_in_dir(dir, schema)?;
             match KeywordIndex::open_existing(dir)? {
-                Some(opened) => Ok(opened),
+                Some(created) => Ok(created),
                 None => Err(KeywordError::Tantivy(tantivy::TantivyError::InternalError(
                     "a new keyword index could not be opened".into(),
                 ))),
@@ -198,7 +207,7 @@ impl KeywordIndex {
                 "cannot write the keyword index ({err}); it is kept in memory until a start that can write it"
             );
             let (schema, fields) = schema();
-            KeywordIndex::from_index(Index::create_in_ram(schema), fields)
+            KeywordIndex::from_index(Index::create_in_ram(schema), fields, None)
         })
     }
 
@@ -223,7 +232,7 @@ impl KeywordIndex {
                 damaged.len()
             ))));
         }
-        KeywordIndex::from_index(index, fields).map(Some)
+        KeywordIndex::from_index(index, fields, Some(dir.to_path_buf())).map(Some)
     }
 
     /// The index over an opened tantivy index, and the store generation it
@@ -231,6 +240,7 @@ impl KeywordIndex {
     fn from_index(
         index: Index,
         fields: Fields,
+        dir: Option<PathBuf>,
     ) -> Result<(KeywordIndex, Option<u64>), KeywordError> {
         index.tokenizers().register(ANALYZER, analyzer(&[]));
         let generation = index
@@ -244,19 +254,51 @@ impl KeywordIndex {
             .try_into()?;
         Ok((
             KeywordIndex {
-                index,
+                dir,
                 fields,
-                reader,
-                writer: Mutex::new(Some(writer)),
+                opened: RwLock::new(Arc::new(Opened {
+                    index,
+                    reader,
+                    writer: Mutex::new(Some(writer)),
+                })),
                 query_analyzer: Mutex::new(analyzer(QUERY_FILLER)),
             },
             generation,
         ))
     }
 
+    fn opened(&self) -> Arc<Opened> {
+        match self.opened.read() {
+            Ok(opened) => Arc::clone(&opened),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// Empties the index for a rebuild. Its folder deleted under a running
+    /// daemon is made anew: tantivy cannot write its files where the
+    /// folder was, and every sync would fail until a restart.
+    pub fn start_over(&self) -> Result<(), KeywordError> {
+        if let Some(dir) = &self.dir
+            && !dir.join("meta.json").is_file()
+        {
+            tracing::warn!(
+                dir = %dir.display(),
+                "the keyword index's files are gone; making it anew"
+            );
+            let (fresh, _) = KeywordIndex::open(dir)?;
+            let opened = fresh.opened();
+            match self.opened.write() {
+                Ok(mut slot) => *slot = opened,
+                Err(poisoned) => *poisoned.into_inner() = opened,
+            }
+            return Ok(());
+        }
+        self.clear()
+    }
+
     /// Every tool id in the index with its definition hash.
     pub fn documents(&self) -> Result<Vec<(String, String)>, KeywordError> {
-        let searcher = self.reader.searcher();
+        let searcher = self.opened().reader.searcher();
         let mut out = Vec::new();
         for segment in searcher.segment_readers() {
             let store = segment.get_store_reader(64)?;
@@ -276,13 +318,14 @@ impl KeywordIndex {
         &self,
         f: impl FnOnce(&mut IndexWriter) -> Result<T, KeywordError>,
     ) -> Result<T, KeywordError> {
-        let mut slot = self
+        let opened = self.opened();
+        let mut slot = opened
             .writer
             .lock()
             .map_err(|_| tantivy::TantivyError::InternalError("writer lock poisoned".into()))?;
         let writer = match slot.as_mut() {
             Some(writer) => writer,
-            None => slot.insert(self.index.writer_with_num_threads(1, WRITER_MEMORY)?),
+            None => slot.insert(opened.index.writer_with_num_threads(1, WRITER_MEMORY)?),
         };
         let result = f(writer);
         if result.is_err() {
@@ -338,7 +381,7 @@ impl KeywordIndex {
             prepared.commit()?;
             Ok(())
         })?;
-        self.reader.reload()?;
+        self.opened().reader.reload()?;
         Ok(())
     }
 
@@ -429,7 +472,7 @@ impl KeywordIndex {
             ])),
             None => text_query,
         };
-        let searcher = self.reader.searcher();
+        let searcher = self.opened().reader.searcher();
         let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?;
         let mut out = Vec::with_capacity(top.len());
         for (score, address) in top {
@@ -442,10 +485,6 @@ impl KeywordIndex {
     }
 
     pub fn num_docs(&self) -> u64 {
-        self.reader.searcher().num_docs()
-    }
-
-    pub fn index(&self) -> &Index {
-        &self.index
+        self.opened().reader.searcher().num_docs()
     }
 }

@@ -95,7 +95,7 @@ impl SearchIndex {
         // when it reflects this store.
         let mut on_disk: HashMap<String, String> = HashMap::new();
         if rebuild {
-            inner.keyword.clear()?;
+            inner.keyword.start_over()?;
             if let Ok(mut docs) = inner.docs.write() {
                 docs.clear();
             }
@@ -111,12 +111,12 @@ impl SearchIndex {
                         tracing::warn!(
                             "the keyword index cannot be read ({err}); rebuilding it from the store"
                         );
-                        inner.keyword.clear()?;
+                        inner.keyword.start_over()?;
                     }
                 }
             } else {
                 tracing::info!("the keyword index does not match the store; rebuilding it");
-                inner.keyword.clear()?;
+                inner.keyword.start_over()?;
             }
         }
         let current: HashMap<Arc<str>, Arc<ToolDoc>> = if rebuild {

@@ -414,6 +414,40 @@ fn a_stale_or_deleted_keyword_index_is_rebuilt_from_the_store() {
     );
 }
 
+/// The index's folder deleted under a running daemon: the rebuild the
+/// failed sync asks for (and `reindex`) makes it anew, and new tools are
+/// found by keyword again without a restart.
+#[test]
+fn a_keyword_index_deleted_while_open_is_made_anew_by_a_rebuild() {
+    let f = fixture();
+    let index = open(&f);
+    std::fs::remove_dir_all(index_dir(&f.data_dir)).unwrap();
+    f.store
+        .replace_tools(
+            f.gitlab.id,
+            &[tool(
+                "delete_branch",
+                "Delete a branch of a GitLab project",
+                &[],
+            )],
+            &WireNameRules::default(),
+        )
+        .unwrap();
+    let _ = index.sync(false);
+    index.sync(true).unwrap();
+    assert_eq!(
+        ask(&index, "delete branch", SearchMode::Keyword, None)[0],
+        "gitlab.delete_branch"
+    );
+    assert!(index_dir(&f.data_dir).join("meta.json").is_file());
+    drop(index);
+    let reopened = open(&f);
+    assert_eq!(
+        ask(&reopened, "delete branch", SearchMode::Keyword, None)[0],
+        "gitlab.delete_branch"
+    );
+}
+
 fn count_embeddings(store: &Store) -> u64 {
     store.retain_embeddings_count().unwrap()
 }
