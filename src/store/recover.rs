@@ -53,6 +53,10 @@ pub struct Report {
     /// Why nothing was recovered though the store opened (`recover` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_recovered: Option<String>,
+    /// redb's record of which pages are free was damaged, and rebuilt
+    /// from the tables themselves (in the copy) to read them.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub free_pages_rebuilt: bool,
 }
 
 /// How much of a store file is missing at its end.
@@ -67,6 +71,7 @@ impl Report {
     pub fn sound(&self) -> bool {
         self.integrity_ok
             && self.cut_short.is_none()
+            && !self.free_pages_rebuilt
             && self.open_error.is_none()
             && self.tables.iter().all(|t| t.damage.is_none())
     }
@@ -84,6 +89,12 @@ impl std::fmt::Display for Report {
                 f,
                 "cut short: {} of the {} bytes its header names; read as if the missing end were zeros",
                 cut.file_bytes, cut.header_bytes
+            )?;
+        }
+        if self.free_pages_rebuilt {
+            writeln!(
+                f,
+                "its record of free pages is damaged: rebuilt from the tables to read them"
             )?;
         }
         writeln!(
@@ -311,6 +322,7 @@ fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
         damaged_kept: None,
         cut_short: None,
         not_recovered: None,
+        free_pages_rebuilt: false,
     };
     // redb would take an empty file for a new store and call it sound
     // (and `--replace` would swap an empty store in): it holds nothing.
@@ -319,6 +331,10 @@ fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
         return report;
     }
     report.cut_short = pad_if_cut_short(copy);
+    let opens = || opens_whole(copy);
+    if opens().is_err() && mark_for_full_repair(copy) {
+        report.free_pages_rebuilt = opens().is_ok();
+    }
     // redb's own check of every page first, then a plain open to read
     // what can be read whatever it found.
     report.integrity_ok = guard_damage(copy, || {
@@ -329,7 +345,7 @@ fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
     let source = match guard_damage(copy, || {
         Ok(Database::create(copy).map_err(redb::Error::from)?)
     }) {
-        Ok(db) => db,
+        Ok(db) => Examined(Some(db)),
         Err(err) => {
             report.open_error = Some(match err {
                 StoreError::Damaged { detail, .. } => detail,
@@ -386,6 +402,29 @@ fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
     report
 }
 
+/// The copy being read. Closing it commits, which can meet its damage
+/// too: a panic there is not let out.
+struct Examined(Option<Database>);
+
+impl std::ops::Deref for Examined {
+    type Target = Database;
+
+    fn deref(&self) -> &Database {
+        match &self.0 {
+            Some(db) => db,
+            None => unreachable!("taken only when dropped"),
+        }
+    }
+}
+
+impl Drop for Examined {
+    fn drop(&mut self) {
+        if let Some(db) = self.0.take() {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(db)));
+        }
+    }
+}
+
 /// The largest length a cut-short copy is padded to (sparse: the padding
 /// takes no disk); a header naming more is not believed.
 const MAX_PADDED_BYTES: u64 = 64 << 30;
@@ -396,10 +435,8 @@ const MAX_PADDED_BYTES: u64 = 64 << 30;
 /// be copied out. Pads the copy to the header's length; returns how much
 /// was missing when it did.
 fn pad_if_cut_short(copy: &Path) -> Option<CutShort> {
-    let refusal = match guard_damage(copy, || {
-        Ok(Database::create(copy).map_err(redb::Error::from)?)
-    }) {
-        Ok(_) => return None,
+    let refusal = match opens_whole(copy) {
+        Ok(()) => return None,
         Err(StoreError::Damaged { detail, .. }) => detail,
         Err(other) => other.to_string(),
     };
@@ -419,6 +456,49 @@ fn pad_if_cut_short(copy: &Path) -> Option<CutShort> {
         file_bytes,
         header_bytes,
     })
+}
+
+/// Whether the copy opens, and closes: closing commits (redb saves its
+/// record of free pages), and on a damaged file that can panic too, so
+/// the database is dropped inside the guard.
+fn opens_whole(copy: &Path) -> Result<(), StoreError> {
+    guard_damage(copy, || {
+        let db = Database::create(copy).map_err(redb::Error::from)?;
+        drop(db);
+        Ok(())
+    })
+}
+
+/// redb's flags byte, after its 9-byte magic number, and two of its bits.
+const FLAGS_AT: u64 = 9;
+const RECOVERY_REQUIRED: u8 = 2;
+const TWO_PHASE_COMMIT: u8 = 4;
+
+/// A store whose last commit saved its record of free pages (derived
+/// data) opens by loading that record, and a damaged one stops the open
+/// (a panic inside redb) though every table is whole. Marked as needing
+/// recovery, without that commit's two-phase flag, redb rebuilds the
+/// record from the tables instead. Done to the copy only; true when it
+/// was marked.
+fn mark_for_full_repair(copy: &Path) -> bool {
+    use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+    let mark = || -> std::io::Result<bool> {
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(copy)?;
+        let mut head = [0u8; FLAGS_AT as usize + 1];
+        file.read_exact(&mut head)?;
+        if head[..FLAGS_AT as usize] != *b"redb\x1a\x0a\xa9\x0d\x0a" {
+            return Ok(false);
+        }
+        let flags = (head[FLAGS_AT as usize] & !TWO_PHASE_COMMIT) | RECOVERY_REQUIRED;
+        file.seek(SeekFrom::Start(FLAGS_AT))?;
+        file.write_all(&[flags])?;
+        file.sync_all()?;
+        Ok(true)
+    };
+    mark().unwrap_or(false)
 }
 
 /// Entries read before they are written to the recovered store.
