@@ -195,6 +195,10 @@ async fn a_state_the_aggregator_did_not_issue_reaches_no_server() {
         assert_eq!(sent["error"]["code"], -32602, "{state}: {sent}");
         assert!(sent.to_string().contains("requestState refused"), "{sent}");
     }
+    // Without answers too: a state of the wrong type is not dropped in
+    // silence (the call would run as a new one).
+    let sent = call(&d, "b__ask_roots", json!({}), json!({"requestState": 5})).await;
+    assert_eq!(sent["error"]["code"], -32602, "{sent}");
     let session = mcp_session_with(&d, json!({})).await;
     let sent = mcp_call(
         &d,

@@ -125,6 +125,13 @@ impl FrontDoor {
         target: &str,
     ) -> Result<Option<crate::router::InputRound>, RpcFailure> {
         let state = params.get_mut("requestState").map(Value::take);
+        let refused = |why: &str| RpcFailure::invalid(format!("requestState refused: {why}"));
+        if state
+            .as_ref()
+            .is_some_and(|s| !matches!(s, Value::String(_) | Value::Null))
+        {
+            return Err(refused("it must be the string this aggregator handed out"));
+        }
         let Some(responses) = params.get_mut("inputResponses").map(Value::take) else {
             return Ok(None);
         };
@@ -133,7 +140,6 @@ impl FrontDoor {
                 "inputResponses answer an input-required result, which a session of this revision is never sent",
             ));
         }
-        let refused = |why: &str| RpcFailure::invalid(format!("requestState refused: {why}"));
         let (state, issued_by) = match state {
             None | Some(Value::Null) => (None, None),
             Some(Value::String(state)) => match self.relay.open_state(&state) {
