@@ -114,7 +114,15 @@ impl<'de> Deserialize<'de> for SplitParams {
                 let mut arguments = None;
                 while let Some(key) = map.next_key::<String>()? {
                     if key == "arguments" {
-                        arguments = Some(map.next_value::<Box<RawValue>>()?);
+                        let text = map.next_value::<Box<RawValue>>()?;
+                        // Read as text, it escapes the parser's depth
+                        // limit; a server parsing it whole would not.
+                        if nesting(text.get()) > MAX_ARGUMENT_NESTING {
+                            return Err(serde::de::Error::custom(format!(
+                                "arguments nested more than {MAX_ARGUMENT_NESTING} levels deep"
+                            )));
+                        }
+                        arguments = Some(text);
                     } else {
                         tree.insert(key, map.next_value::<Value>()?);
                     }
@@ -124,6 +132,37 @@ impl<'de> Deserialize<'de> for SplitParams {
         }
         deserializer.deserialize_map(Fields)
     }
+}
+
+/// The depth the rest of a request may have (serde_json's own limit when
+/// it reads a tree).
+const MAX_ARGUMENT_NESTING: usize = 128;
+
+/// How deep arrays and objects nest in a JSON text (strings skipped).
+fn nesting(json: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for byte in json.bytes() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// A request's params with its arguments, read as text, back in the tree
@@ -301,6 +340,28 @@ mod tests {
         };
         assert!(arguments.is_none());
         assert_eq!(params, Some(json!({"name": "p", "arguments": {"a": "1"}})));
+    }
+
+    #[test]
+    fn arguments_nested_deeper_than_a_tree_may_be_are_refused() {
+        let nested = |depth: usize| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"x","arguments":{{"a":{}"[}}]"{}}}}}}}"#,
+                "[".repeat(depth - 1),
+                "]".repeat(depth - 1)
+            )
+        };
+        assert_eq!(nesting(r#"{"a":[1,{"b":"[[[{"}]}"#), 3);
+        let Ok(Parsed::One(Incoming::Request { arguments, .. })) = parse(nested(128).as_bytes())
+        else {
+            panic!("128 levels are a request");
+        };
+        assert!(arguments.is_some());
+        let refused = parse(nested(129).as_bytes());
+        assert!(
+            !matches!(refused, Ok(Parsed::One(Incoming::Request { .. }))),
+            "129 levels are not"
+        );
     }
 
     #[test]
