@@ -570,6 +570,21 @@ async fn named_tokens_reach_what_their_scope_names() {
         ],
     );
     assert_eq!(code, 2, "{err}");
+    // A view that is not there: a typo, said at once.
+    let (code, _, err) = cli(
+        &data_dir,
+        &[
+            "tokens",
+            "create",
+            "typo",
+            "--scope",
+            "mcp",
+            "--profile",
+            "deb",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no view named deb"), "{err}");
     let (code, out, _) = cli(&data_dir, &["tokens", "list"]);
     assert_eq!(code, 0);
     assert!(

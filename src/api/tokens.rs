@@ -210,6 +210,17 @@ pub async fn create_token(
         }
         crate::model::profile::validate_profile_name(profile)
             .map_err(|err| HttpError::unprocessable(format!("profile: {err}")))?;
+        // A token bound to a view that is not there reaches nothing: most
+        // likely a typo, said now rather than at its first use.
+        match state.registry.profile(profile).await {
+            Ok(_) => {}
+            Err(crate::registry::RegistryError::ProfileNotFound(_)) => {
+                return Err(HttpError::unprocessable(format!(
+                    "profile: there is no view named {profile}; make it first (`mcp-aggregator profiles set {profile} …` or PUT /api/v1/profiles/{profile})"
+                )));
+            }
+            Err(err) => return Err(err.into()),
+        }
     }
     let secret = format!("mcpa_{}", crate::oauth::flow::random_token(32));
     let token = NamedToken {
