@@ -75,6 +75,14 @@ impl HostPolicy {
 
     /// Checks one request's headers.
     pub fn check(&self, method: &Method, headers: &HeaderMap) -> Result<(), Refusal> {
+        // Two of either: which one a proxy or a framework reads is anyone's
+        // guess, so neither is believed.
+        if headers.get_all(header::HOST).iter().nth(1).is_some() {
+            return Err(Refusal::Host("(several Host headers)".to_owned()));
+        }
+        if headers.get_all(header::ORIGIN).iter().nth(1).is_some() {
+            return Err(Refusal::Origin("(several Origin headers)".to_owned()));
+        }
         let host = headers
             .get(header::HOST)
             .ok_or(Refusal::MissingHost)?
@@ -201,6 +209,23 @@ mod tests {
             map.insert(*name, HeaderValue::from_str(value).unwrap());
         }
         map
+    }
+
+    #[test]
+    fn several_host_or_origin_headers_are_refused() {
+        let policy = HostPolicy::default();
+        let mut two_hosts = headers(&[("host", "localhost")]);
+        two_hosts.append(header::HOST, HeaderValue::from_static("evil.com"));
+        assert!(matches!(
+            policy.check(&Method::GET, &two_hosts),
+            Err(Refusal::Host(_))
+        ));
+        let mut two_origins = headers(&[("host", "localhost"), ("origin", "http://localhost")]);
+        two_origins.append(header::ORIGIN, HeaderValue::from_static("http://evil.com"));
+        assert!(matches!(
+            policy.check(&Method::GET, &two_origins),
+            Err(Refusal::Origin(_))
+        ));
     }
 
     #[test]
