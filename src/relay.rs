@@ -30,6 +30,12 @@ pub const HANDSHAKE_VERSION: u32 = 3;
 pub const HANDING_OVER: u8 = b'F';
 /// ... or bytes will be copied through the socket.
 pub const COPYING: u8 = b'B';
+/// The daemon's one byte when it is done with a handed-over client (its
+/// input ended) ...
+pub const RELEASED: u8 = b'D';
+/// ... or when it stops with the client still attached. A connection that
+/// closes without either is a daemon that died.
+pub const STOPPING: u8 = b'S';
 /// Longest handshake line a daemon reads (it carries the environment).
 pub const MAX_HELLO_BYTES: usize = 4 * 1024 * 1024;
 /// How long a daemon started for a client gets until it takes clients
@@ -92,6 +98,12 @@ pub enum RelayError {
     Handshake(String),
     #[error("relaying failed: {0}")]
     Io(#[from] std::io::Error),
+    #[error("the aggregator daemon stopped while this client was attached")]
+    DaemonStopped,
+    #[error(
+        "the aggregator daemon ended without a word while this client was attached (killed, or it crashed: see its log)"
+    )]
+    DaemonGone,
 }
 
 impl RelayError {
@@ -193,16 +205,23 @@ fn hand_over(socket: &UnixStream) -> std::io::Result<()> {
     }
 }
 
-/// Sleeps until the daemon closes the connection: it is done with the
-/// client (its input ended) or it stopped. Nothing is ever sent on it.
+/// Sleeps until the daemon is done with the client (its input ended:
+/// `RELEASED`), or stops (`STOPPING`), or dies (the connection closes
+/// without a word): the client's host sees the last two as a failure.
 fn wait_until_released(socket: &UnixStream) -> Result<(), RelayError> {
-    let mut ignored = [0u8; 64];
+    let mut said = [0u8; 64];
     loop {
-        match (&*socket).read(&mut ignored) {
-            Ok(0) => return Ok(()),
+        match (&*socket).read(&mut said) {
+            Ok(0) => return Err(RelayError::DaemonGone),
+            Ok(read) if said[..read].contains(&RELEASED) => return Ok(()),
+            Ok(read) if said[..read].contains(&STOPPING) => {
+                return Err(RelayError::DaemonStopped);
+            }
             Ok(_) => {}
             Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(err) if err.kind() == std::io::ErrorKind::ConnectionReset => return Ok(()),
+            Err(err) if err.kind() == std::io::ErrorKind::ConnectionReset => {
+                return Err(RelayError::DaemonGone);
+            }
             Err(err) => return Err(err.into()),
         }
     }

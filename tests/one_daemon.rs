@@ -391,7 +391,13 @@ fn a_crashed_daemon_is_replaced_by_the_next_client() {
     common::signal(daemons[0] as i32, libc::SIGKILL);
     // Ended (with a word on stderr when the daemon's end cut a message
     // short, and its status then says so too).
-    wait_for(UP, || first.child.try_wait().unwrap()).expect("the relay ends with its daemon");
+    let status =
+        wait_for(UP, || first.child.try_wait().unwrap()).expect("the relay ends with its daemon");
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "the client's host is told its server failed: {status}"
+    );
     assert!(
         data_dir.join("mcp.sock").exists(),
         "the dead daemon's socket is left (what this test recovers from)"

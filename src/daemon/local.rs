@@ -247,6 +247,12 @@ async fn serve_client(stream: UnixStream, services: &LocalServices, shutdown: Ca
             );
             crate::mcp::stdio::serve(Arc::clone(&services.mcp), input, output, profile, session)
                 .await;
+            let farewell = if shutdown.is_cancelled() {
+                crate::relay::STOPPING
+            } else {
+                crate::relay::RELEASED
+            };
+            let _ = write.write_all(&[farewell]).await;
             drop(write);
             watcher.abort();
         }
