@@ -204,6 +204,7 @@ pub async fn discover(
             "the authorization server {issuer:?} is not a URL: {err}"
         ))
     })?;
+    check_fetched(&issuer_url, server_url)?;
     let metadata = match fetch_server_metadata(http, &issuer_url).await? {
         Some(metadata) => {
             // RFC 8414 §3.3: the metadata must be the issuer's own.
@@ -272,6 +273,17 @@ fn check_endpoint(endpoint: &str) -> Result<(), OAuthError> {
     }
 }
 
+/// A URL the server named for discovery (its metadata, its authorization
+/// server) is fetched only over HTTPS, plain HTTP on this machine, or on
+/// the server's own origin (which the user chose): a hostile server must
+/// not make the daemon probe other hosts of its network.
+fn check_fetched(url: &url::Url, server_url: &url::Url) -> Result<(), OAuthError> {
+    if url.origin() == server_url.origin() {
+        return Ok(());
+    }
+    check_endpoint(url.as_str())
+}
+
 /// Issuer identifiers compared as RFC 8414 asks (exactly), a trailing
 /// slash on a bare origin aside.
 pub fn same_issuer(a: &str, b: &str) -> bool {
@@ -309,6 +321,7 @@ async fn fetch_resource_metadata(
         let url = server_url.join(url).map_err(|err| {
             OAuthError::Discovery(format!("resource_metadata {url:?} is not a URL: {err}"))
         })?;
+        check_fetched(&url, server_url)?;
         candidates.push(url);
     }
     let origin = server_url.origin().ascii_serialization();
@@ -431,6 +444,13 @@ mod tests {
         assert!(check_endpoint("http://as.example/token").is_err());
         assert!(check_endpoint("file:///etc/passwd").is_err());
         assert!(check_endpoint("vscode://x").is_err());
+        let server = url::Url::parse("http://192.168.1.5:8080/mcp").unwrap();
+        let at = |text: &str| url::Url::parse(text).unwrap();
+        assert!(check_fetched(&at("http://192.168.1.5:8080/.well-known/x"), &server).is_ok());
+        assert!(check_fetched(&at("https://login.example/"), &server).is_ok());
+        assert!(check_fetched(&at("http://127.0.0.1:9/as"), &server).is_ok());
+        assert!(check_fetched(&at("http://192.0.2.1/latest/meta-data"), &server).is_err());
+        assert!(check_fetched(&at("file:///etc/passwd"), &server).is_err());
     }
 
     #[test]
