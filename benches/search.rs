@@ -16,7 +16,7 @@ mod common;
 use common::{ms, rss_kib};
 use mcp_aggregator::eval::{load_cases, load_catalog};
 use mcp_aggregator::index::VectorIndex;
-use mcp_aggregator::index::text::tool_texts;
+use mcp_aggregator::index::text::{ServerNaming, tool_texts};
 use mcp_aggregator::index::{SearchIndex, SearchMode, SearchRequest, embedder};
 use mcp_aggregator::model::wire_name::WireNameRules;
 use mcp_aggregator::model::{ServerRecord, ServerSource, Transport};
@@ -583,6 +583,7 @@ fn large_catalog(total: usize, real: &[&Value], queries: &[String], data_dir: &s
     let tools = store.all_tools().expect("tools");
     assert_eq!(tools.len(), total);
     let mut entries: Vec<([u8; 32], Vec<f32>)> = Vec::new();
+    let naming = ServerNaming::for_store_of(store.list_servers().expect("servers").len());
     for (n, tool) in tools.iter().enumerate() {
         let base = base_of
             .get(tool.description.as_deref().unwrap_or_default())
@@ -590,7 +591,11 @@ fn large_catalog(total: usize, real: &[&Value], queries: &[String], data_dir: &s
             .unwrap_or(n % bases.len());
         // `blended` takes its first vector from `t % bases.len()`.
         let synthetic = n * bases.len() + base;
-        for (nth, text) in tool_texts(tool, &tool.skill_ids).dense.iter().enumerate() {
+        for (nth, text) in tool_texts(tool, &tool.skill_ids, naming)
+            .dense
+            .iter()
+            .enumerate()
+        {
             entries.push((
                 embedding_key(embedder::MODEL_ID, text),
                 common::blended(&bases, synthetic, nth),

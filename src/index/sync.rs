@@ -86,11 +86,7 @@ impl SearchIndex {
         let saved_graph = (first_sync && !rebuild && semantic)
             .then(|| open_saved_vectors(inner.graph_dir.clone(), Arc::clone(&inner.vectors)));
         let generation = inner.store.catalog_generation()?;
-        let naming = if inner.store.list_servers()?.len() == 1 {
-            ServerNaming::Lone
-        } else {
-            ServerNaming::Named
-        };
+        let naming = ServerNaming::for_store_of(inner.store.list_servers()?.len());
         // What the keyword index already holds, by id and hash: kept as is
         // when it reflects this store.
         let mut on_disk: HashMap<String, String> = HashMap::new();

@@ -134,6 +134,17 @@ pub enum ServerNaming {
     Lone,
 }
 
+impl ServerNaming {
+    /// The naming for a store of `servers` servers.
+    pub fn for_store_of(servers: usize) -> ServerNaming {
+        if servers == 1 {
+            ServerNaming::Lone
+        } else {
+            ServerNaming::Named
+        }
+    }
+}
+
 /// Characters of description the short embedding text keeps.
 const DENSE_DESCRIPTION_BUDGET: usize = 240;
 
