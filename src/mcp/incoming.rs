@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::jsonrpc::{self, INVALID_REQUEST, PARSE_ERROR};
+use crate::jsonrpc::{self, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR};
 
 /// A message as read from the wire.
 pub enum Parsed {
@@ -43,6 +43,14 @@ pub fn parse(text: &[u8]) -> Result<Parsed, serde_json::Error> {
             Ok(request)
                 if request.jsonrpc == "2.0" && request.id.as_ref().is_some_and(is_request_id) =>
             {
+                let id = request.id.unwrap_or(Value::Null);
+                if request.params.as_ref().is_some_and(|p| p.too_deep) {
+                    return Ok(Parsed::One(Incoming::Invalid(jsonrpc::error(
+                        id,
+                        INVALID_PARAMS,
+                        &format!("arguments nested more than {MAX_ARGUMENT_NESTING} levels deep"),
+                    ))));
+                }
                 let (params, arguments) = match request.params {
                     Some(params) if request.method == "tools/call" => {
                         (Some(Value::Object(params.tree)), params.arguments)
@@ -54,7 +62,7 @@ pub fn parse(text: &[u8]) -> Result<Parsed, serde_json::Error> {
                     None => (None, None),
                 };
                 return Ok(Parsed::One(Incoming::Request {
-                    id: request.id.unwrap_or(Value::Null),
+                    id,
                     method: request.method.into_owned(),
                     params,
                     arguments,
@@ -96,6 +104,10 @@ fn object<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<SplitPara
 struct SplitParams {
     tree: Map<String, Value>,
     arguments: Option<Box<RawValue>>,
+    /// The arguments nest deeper than a tree may (then left out): read as
+    /// text, they escape the parser's depth limit, and a server parsing
+    /// them whole would not. Refused with the request's id.
+    too_deep: bool,
 }
 
 impl<'de> Deserialize<'de> for SplitParams {
@@ -112,22 +124,21 @@ impl<'de> Deserialize<'de> for SplitParams {
             ) -> Result<SplitParams, A::Error> {
                 let mut tree = Map::new();
                 let mut arguments = None;
+                let mut too_deep = false;
                 while let Some(key) = map.next_key::<String>()? {
                     if key == "arguments" {
                         let text = map.next_value::<Box<RawValue>>()?;
-                        // Read as text, it escapes the parser's depth
-                        // limit; a server parsing it whole would not.
-                        if nesting(text.get()) > MAX_ARGUMENT_NESTING {
-                            return Err(serde::de::Error::custom(format!(
-                                "arguments nested more than {MAX_ARGUMENT_NESTING} levels deep"
-                            )));
-                        }
-                        arguments = Some(text);
+                        too_deep = nesting(text.get()) > MAX_ARGUMENT_NESTING;
+                        arguments = (!too_deep).then_some(text);
                     } else {
                         tree.insert(key, map.next_value::<Value>()?);
                     }
                 }
-                Ok(SplitParams { tree, arguments })
+                Ok(SplitParams {
+                    tree,
+                    arguments,
+                    too_deep,
+                })
             }
         }
         deserializer.deserialize_map(Fields)
@@ -357,11 +368,14 @@ mod tests {
             panic!("128 levels are a request");
         };
         assert!(arguments.is_some());
-        let refused = parse(nested(129).as_bytes());
-        assert!(
-            !matches!(refused, Ok(Parsed::One(Incoming::Request { .. }))),
-            "129 levels are not"
+        let Ok(Parsed::One(Incoming::Invalid(refused))) = parse(nested(129).as_bytes()) else {
+            panic!("129 levels are not");
+        };
+        assert_eq!(
+            refused["id"], 1,
+            "answered with the request's id: {refused}"
         );
+        assert_eq!(refused["error"]["code"], INVALID_PARAMS, "{refused}");
     }
 
     #[test]
