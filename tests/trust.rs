@@ -585,6 +585,10 @@ async fn named_tokens_reach_what_their_scope_names() {
     );
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no view named deb"), "{err}");
+    // Nor is a view a token reaches removed from under it.
+    let (code, _, err) = cli(&data_dir, &["profiles", "remove", "dev"]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("dev-agent"), "{err}");
     let (code, out, _) = cli(&data_dir, &["tokens", "list"]);
     assert_eq!(code, 0);
     assert!(

@@ -125,13 +125,14 @@ pub async fn put_profile(
 /// Remove a profile. Clients still using it see nothing from then on.
 #[utoipa::path(delete, path = "/api/v1/profiles/{name}", tag = "profiles",
     params(("name" = String, Path, description = "Profile name")),
-    responses((status = 204, description = "Removed"), (status = 404, body = ErrorBody)))]
+    responses((status = 204, description = "Removed"), (status = 404, body = ErrorBody),
+        (status = 409, description = "Tokens are bound to it", body = ErrorBody)))]
 pub async fn delete_profile(
     State(state): State<AppState>,
     Actor(actor): Actor,
     PathParam(name): PathParam<String>,
 ) -> Result<Response, HttpError> {
-    state.registry.remove_profile(&name).await?;
+    state.registry.remove_unbound_profile(&name).await?;
     audit(&state, &actor, "profile_delete", &name).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -53,14 +53,28 @@ impl Registry {
         Ok(created)
     }
 
-    /// Removes a profile; the one removed.
+    /// Removes a profile; the one removed. Tokens bound to it are left
+    /// reaching nothing (a config file dropped it: the file wins).
     pub async fn remove_profile(&self, name: &str) -> Result<Profile, RegistryError> {
+        self.remove_profile_if(name, false).await
+    }
+
+    /// Removes a profile no token is bound to (an admin's removal: the
+    /// tokens are revoked first); the one removed.
+    pub async fn remove_unbound_profile(&self, name: &str) -> Result<Profile, RegistryError> {
+        self.remove_profile_if(name, true).await
+    }
+
+    async fn remove_profile_if(&self, name: &str, unbound: bool) -> Result<Profile, RegistryError> {
         let key = name.to_owned();
         let removed = self
             .blocking(move |store| {
-                store
-                    .remove_profile(&key)?
-                    .ok_or(RegistryError::ProfileNotFound(key))
+                let removed = if unbound {
+                    store.remove_unbound_profile(&key)?
+                } else {
+                    store.remove_profile(&key)?
+                };
+                removed.ok_or(RegistryError::ProfileNotFound(key))
             })
             .await?;
         tracing::info!(profile = %removed.name, "profile removed");

@@ -55,6 +55,37 @@ impl TestStore {
     }
 }
 
+/// A token is bound only to a view that is there, and a view a token is
+/// bound to is removed only by a config file (not an admin): both
+/// checked inside the write, so a race between the two cannot leave a
+/// token reaching nothing.
+fn tokens_and_the_views_they_reach_stay_consistent(engine: Engine) {
+    let Some(store) = TestStore::open(engine, "tokens and views") else {
+        return;
+    };
+    let token = |name: &str, profile: &str| crate::model::NamedToken {
+        name: name.to_owned(),
+        scope: crate::model::TokenScope::Mcp,
+        profile: Some(profile.to_owned()),
+        hash: "h".repeat(64),
+        created_at: chrono::Utc::now(),
+        created_by: "test".to_owned(),
+    };
+    let err = store.add_token(&token("early", "dev"), "test").unwrap_err();
+    assert!(matches!(err, StoreError::Stale(_)), "{err}");
+    let view: crate::model::Profile = serde_json::from_value(
+        serde_json::json!({"name": "dev", "servers": ["*"], "updated_at": "2026-12-03T00:00:00Z"}),
+    )
+    .unwrap();
+    store.put_profile(&view).unwrap();
+    store.add_token(&token("agent", "dev"), "test").unwrap();
+    let err = store.remove_unbound_profile("dev").unwrap_err();
+    assert!(err.to_string().contains("agent"), "{err}");
+    assert_eq!(store.profiles().unwrap().len(), 1);
+    store.revoke_token("agent", "test").unwrap();
+    assert!(store.remove_unbound_profile("dev").unwrap().is_some());
+}
+
 fn a_removal_that_cannot_read_what_it_removes_removes_nothing(engine: Engine) {
     let Some(store) = TestStore::open(engine, "failed removal") else {
         return;
@@ -275,6 +306,7 @@ macro_rules! on_both_engines {
 
 on_both_engines!(
     a_removal_that_cannot_read_what_it_removes_removes_nothing,
+    tokens_and_the_views_they_reach_stay_consistent,
     insert_get_list_and_remove,
     duplicate_names_are_refused,
     transitions_go_through_the_state_machine_and_into_history,

@@ -23,6 +23,14 @@ impl Store {
                     token.name
                 )));
             }
+            // Checked in the write itself: a view removed meanwhile.
+            if let Some(profile) = &token.profile
+                && txn.get(super::profiles::PROFILES, profile)?.is_none()
+            {
+                return Err(StoreError::Stale(format!(
+                    "there is no view named {profile} (removed meanwhile?)"
+                )));
+            }
             txn.insert(TOKENS, &token.name, &bytes)?;
             let mut entry = audit_entry(
                 actor,
