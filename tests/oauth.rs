@@ -260,6 +260,24 @@ async fn a_login_keeps_working_through_expiry_revocation_and_a_forgotten_client(
     .await;
     assert_eq!(out["logged_out"], true, "{out}");
 
+    // The next call meets a refusal that starts a login (registering a
+    // client); the user's own `login` then uses that client, not another.
+    let (status, _) = rest_call(&d, "remote__whoami", json!({})).await;
+    assert_eq!(status, 503);
+    let asked = common::post_json(
+        &d.api("/api/v1/aggregator/servers/remote/login"),
+        &json!({}),
+    )
+    .await;
+    assert!(asked["authorization_url"].is_string(), "{asked}");
+    log_in(&d, "remote").await;
+    call_ok(&d).await;
+    let after_logout = stats(&base).await;
+    assert_eq!(
+        after_logout["registrations"], 3,
+        "one registration for the login after logout: {after_logout}"
+    );
+
     // No token or secret anywhere in plain text.
     let mut secrets: Vec<String> = stats(&base).await["issued"]
         .as_array()

@@ -829,6 +829,18 @@ impl OAuth {
         if let Some(client) = previous {
             return Ok(client);
         }
+        // A login started a moment ago (by the server's refusal, before the
+        // user asked for one) registered a client already: one is enough.
+        let pending = lock(&self.pending).values().find_map(|p| {
+            (p.server == auth.id
+                && p.client.kind == "dynamic"
+                && p.redirect_uri == redirect_uri
+                && discovery::same_issuer(&p.discovered.issuer, &discovered.issuer))
+            .then(|| p.client.clone())
+        });
+        if let Some(client) = pending {
+            return Ok(client);
+        }
         flow::register(&self.http, &discovered.metadata, redirect_uri, scope).await
     }
 
