@@ -1,10 +1,11 @@
-//! Named API tokens, by name (their secrets only as SHA-256).
+//! Named API tokens, by name (their secrets only as SHA-256), and the
+//! one rule tying them to views: a token reaches a view that is there.
 
 use super::audit::{append_audit, audit_entry};
 use super::codec::{all_decoded, decode, encode};
 use super::tables::{Reads as _, Table};
 use super::{Store, StoreError};
-use crate::model::NamedToken;
+use crate::model::{NamedToken, Profile};
 
 pub(super) const TOKENS: Table<String, Vec<u8>> = Table::new("api_tokens");
 
@@ -58,6 +59,38 @@ impl Store {
                 )?;
             }
             Ok(removed)
+        })
+    }
+
+    /// Removes a profile unless a token is bound to it (they would reach
+    /// nothing): checked in the write itself, so a token made meanwhile
+    /// is seen. The one removed, if there was one.
+    pub fn remove_unbound_profile(&self, name: &str) -> Result<Option<Profile>, StoreError> {
+        self.write(|txn| {
+            let mut bound = Vec::new();
+            txn.for_each(
+                TOKENS,
+                std::ops::Bound::Unbounded,
+                std::ops::Bound::Unbounded,
+                super::tables::Order::Ascending,
+                |token_name, bytes: Vec<u8>| {
+                    let token: NamedToken = decode(&bytes)?;
+                    if token.profile.as_deref() == Some(name) {
+                        bound.push(token_name);
+                    }
+                    Ok(true)
+                },
+            )?;
+            if !bound.is_empty() {
+                return Err(StoreError::Stale(format!(
+                    "the view {name} is the one the token(s) {} reach: revoke them first \
+                     (`mcp-aggregator tokens revoke NAME`)",
+                    bound.join(", ")
+                )));
+            }
+            txn.remove(super::profiles::PROFILES, &name.to_owned())?
+                .map(|bytes| decode(&bytes))
+                .transpose()
         })
     }
 }
