@@ -440,6 +440,11 @@ fn check_headers(
         return Ok(());
     };
     let header = |name: &str| -> Result<Option<String>, String> {
+        // Two of one: a proxy reading the other one (or both, joined)
+        // would route another request than the one run here.
+        if headers.get_all(name).iter().nth(1).is_some() {
+            return Err(format!("the {name} header is sent more than once"));
+        }
         match headers.get(name) {
             None => Ok(None),
             Some(value) => value
@@ -662,5 +667,29 @@ mod tests {
         ];
         let refused = check(&twice, json!({"region": "eu", "n": 5})).unwrap_err();
         assert!(refused.contains("more than once"), "{refused}");
+    }
+
+    #[test]
+    fn a_mirrored_header_sent_twice_is_refused_whichever_comes_first() {
+        let params = json!({"name": "h__geo", "_meta": {PROTOCOL_VERSION: "2026-07-28"}});
+        let check = |pairs: &[(&'static str, &str)]| {
+            check_headers(&headers(pairs), "tools/call", Some(&params))
+        };
+        let one = [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "h__geo"),
+        ];
+        assert!(check(&one).is_ok());
+        for (name, other) in [
+            ("mcp-name", "other__tool"),
+            ("mcp-method", "tools/list"),
+            ("mcp-protocol-version", "2025-06-18"),
+        ] {
+            let mut twice = one.to_vec();
+            twice.push((name, other));
+            let refused = check(&twice).unwrap_err();
+            assert!(refused.contains("more than once"), "{name}: {refused}");
+        }
     }
 }
