@@ -36,7 +36,12 @@ pub async fn search(
             Ok(unknown) if !unknown.is_empty() => {
                 return HttpError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
-                    format!("unknown skill in skill_filter: '{}'", unknown.join("', '")),
+                    format!(
+                        "unknown skill in skill_filter: {}",
+                        crate::model::printable::quoted_names(
+                            &unknown.iter().map(String::as_str).collect::<Vec<_>>()
+                        )
+                    ),
                 )
                 .into_response();
             }

@@ -203,8 +203,8 @@ pub fn search_tools(
         if !absent.is_empty() {
             let named: Vec<&str> = present.iter().map(|(id, _)| id.as_str()).collect();
             return tool_error(format!(
-                "no tool here has the skill '{}'; the skills present are: {} (or search without `skills`)",
-                absent.join("', '"),
+                "no tool here has the skill {}; the skills present are: {} (or search without `skills`)",
+                crate::model::printable::quoted_names(&absent),
                 if named.is_empty() {
                     "none yet".to_owned()
                 } else {
