@@ -301,7 +301,7 @@ impl Router {
         };
         // Written once, the arguments as the client wrote them.
         let params = serde_json::value::to_raw_value(&params).map_err(|err| {
-            self.call_failure(&route.server_name, RpcError::Malformed(err.to_string()))
+            self.call_failure(&route.server_name, RpcError::Unsendable(err.to_string()))
         })?;
         let request = session.request_for(caller, "tools/call", Some(Json::Text(params)), &headers);
         let answered = match limits.call_timeout_secs {

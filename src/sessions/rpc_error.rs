@@ -25,6 +25,10 @@ pub enum RpcError {
     Link(#[from] LinkError),
     #[error("the server's answer is malformed: {0}")]
     Malformed(String),
+    /// The request could not be written for the server (nested deeper
+    /// than a message may be): never sent.
+    #[error("the request cannot be sent: {0}")]
+    Unsendable(String),
 }
 
 impl RpcError {
@@ -42,6 +46,9 @@ impl RpcError {
                 }
                 error
             }
+            RpcError::Unsendable(_) => {
+                jsonrpc::error_object(jsonrpc::INVALID_PARAMS, &self.to_string(), None)
+            }
             other => jsonrpc::error_object(jsonrpc::INTERNAL_ERROR, &other.to_string(), None),
         }
     }
@@ -54,5 +61,19 @@ impl RpcError {
                 ..
             }
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request we could not write is the caller's (its arguments), not
+    /// the server's: -32602, never "the server's answer is malformed".
+    #[test]
+    fn a_request_that_cannot_be_sent_is_the_callers_error() {
+        let error = RpcError::Unsendable("recursion limit exceeded".into()).to_error_object();
+        assert_eq!(error["code"], jsonrpc::INVALID_PARAMS);
+        assert!(!error.to_string().contains("answer"), "{error}");
     }
 }

@@ -257,7 +257,7 @@ impl Session {
     /// ends the subscription it opens).
     async fn open_unanswered(&self, id: u64, method: &str, params: Value) -> Result<(), RpcError> {
         let message = jsonrpc::request(id, method, Some(params));
-        let bytes = line(&message).map_err(|err| RpcError::Malformed(err.to_string()))?;
+        let bytes = line(&message).map_err(|err| RpcError::Unsendable(err.to_string()))?;
         self.link.send(Bytes::from(bytes)).await?;
         Ok(())
     }
@@ -536,7 +536,7 @@ impl Session {
     pub async fn notify(&self, method: &str, params: Option<Value>) -> Result<(), RpcError> {
         let message = jsonrpc::notification(method, params);
         let bytes =
-            Bytes::from(line(&message).map_err(|err| RpcError::Malformed(err.to_string()))?);
+            Bytes::from(line(&message).map_err(|err| RpcError::Unsendable(err.to_string()))?);
         self.link.send(bytes).await.map_err(Into::into)
     }
 

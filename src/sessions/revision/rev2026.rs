@@ -142,7 +142,7 @@ impl Revision for Rev2026 {
         let tree = match params {
             Some(params) => params
                 .into_tree()
-                .map_err(|err| RpcError::Malformed(err.to_string()))?,
+                .map_err(|err| RpcError::Unsendable(err.to_string()))?,
             None => json!({}),
         };
         Ok(Some(Json::Tree(self.with_meta(tree, caller))))
@@ -244,6 +244,6 @@ fn says_earlier(err: &RpcError) -> bool {
             }),
         RpcError::Server { .. } | RpcError::Timeout(_) | RpcError::Malformed(_) => true,
         RpcError::Link(LinkError::Status { status, .. }) => (400..500).contains(status),
-        RpcError::Closed(_) | RpcError::Link(_) => false,
+        RpcError::Closed(_) | RpcError::Link(_) | RpcError::Unsendable(_) => false,
     }
 }
