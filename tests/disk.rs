@@ -120,6 +120,39 @@ fn serve_on(data_dir: &Path, log: &Path, extra: &[&str]) -> (Reaped, String) {
     (child, url)
 }
 
+/// Calls `name` with `{"text": "hi"}` through the REST API: the status
+/// and the answer.
+async fn call_at(url: &str, name: &str) -> (u16, Value) {
+    let response = http()
+        .post(format!("{url}/api/v1/tools/call"))
+        .json(&json!({"name": name, "arguments": {"text": "hi"}}))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Registers the fixture server as `fx`, and waits until its `echo`
+/// answers.
+async fn fx_answering(url: &str) {
+    const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
+    let body = json!({"name": "fx", "transport_type": "STDIO",
+        "connection_config": {"command": FIXTURE}, "auto_connect": true});
+    let response = http()
+        .post(format!("{url}/api/v1/aggregator/servers"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let end = Instant::now() + UP;
+    while call_at(url, "fx.echo").await.0 != 200 {
+        assert!(Instant::now() < end, "fx never answered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn register_at(url: &str, name: &str) -> (u16, Value) {
     let body = json!({"name": name, "transport_type": "STDIO",
         "connection_config": {"command": "true", "env": {"PAD": "p".repeat(2000)}},
@@ -901,7 +934,6 @@ async fn servers_a_full_disk_kept_from_connecting_connect_once_it_has_room() {
 /// added is held, and calls go through again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_whose_new_list_cannot_be_stored_is_not_called() {
-    const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
     let temp = tempfile::tempdir().unwrap();
     let Some(disk) = SmallDisk::mount(&temp.path().join("disk"), "16m") else {
         return;
@@ -909,30 +941,8 @@ async fn a_server_whose_new_list_cannot_be_stored_is_not_called() {
     let data = disk.mount.join("data");
     let log = temp.path().join("daemon.log");
     let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
-    let body = json!({"name": "fx", "transport_type": "STDIO",
-        "connection_config": {"command": FIXTURE}, "auto_connect": true});
-    let response = http()
-        .post(format!("{url}/api/v1/aggregator/servers"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 201);
-    let call = async |name: &str| -> (u16, Value) {
-        let response = http()
-            .post(format!("{url}/api/v1/tools/call"))
-            .json(&json!({"name": name, "arguments": {"text": "hi"}}))
-            .send()
-            .await
-            .unwrap();
-        let status = response.status().as_u16();
-        (status, response.json().await.unwrap_or(Value::Null))
-    };
-    let end = Instant::now() + UP;
-    while call("fx.echo").await.0 != 200 {
-        assert!(Instant::now() < end, "fx never answered");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    fx_answering(&url).await;
+    let call = async |name: &str| call_at(&url, name).await;
     let filler = fill_store(&disk, &url).await;
     // The server changes its list; the new one cannot be stored.
     let (status, added) = call("fx.add_tool").await;
@@ -976,7 +986,6 @@ async fn a_server_whose_new_list_cannot_be_stored_is_not_called() {
 /// answering, instead of being stopped unrecorded; with room they work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_refuses_a_disconnect_and_leaves_the_server_running() {
-    const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
     let temp = tempfile::tempdir().unwrap();
     let Some(disk) = SmallDisk::mount(&temp.path().join("disk"), "16m") else {
         return;
@@ -984,30 +993,8 @@ async fn a_full_disk_refuses_a_disconnect_and_leaves_the_server_running() {
     let data = disk.mount.join("data");
     let log = temp.path().join("daemon.log");
     let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
-    let body = json!({"name": "fx", "transport_type": "STDIO",
-        "connection_config": {"command": FIXTURE}, "auto_connect": true});
-    let response = http()
-        .post(format!("{url}/api/v1/aggregator/servers"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 201);
-    let echo = async || -> u16 {
-        http()
-            .post(format!("{url}/api/v1/tools/call"))
-            .json(&json!({"name": "fx.echo", "arguments": {"text": "hi"}}))
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .as_u16()
-    };
-    let end = Instant::now() + UP;
-    while echo().await != 200 {
-        assert!(Instant::now() < end, "fx never answered");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    fx_answering(&url).await;
+    let echo = async || call_at(&url, "fx.echo").await.0;
     let filler = fill_store(&disk, &url).await;
     let disconnect = async || -> (u16, Value) {
         let response = http()
