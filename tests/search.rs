@@ -1134,3 +1134,60 @@ async fn a_search_made_at_start_finds_a_server_still_starting() {
     drop(client.stdin);
     let _ = tokio::time::timeout(UP, client.child.wait()).await;
 }
+
+/// A view's pattern that spells the server/tool boundary (`fx__*`) names
+/// server `fx`'s tools only, never those of servers whose names begin
+/// with `fx_` (server names may hold `__`); its search finds only them.
+#[tokio::test]
+async fn a_views_wire_pattern_keeps_to_its_server() {
+    let d = Daemon::start();
+    for name in ["fx", "fx__x", "fx_"] {
+        register(&d, fixture(name, &[])).await;
+    }
+    for name in ["fx", "fx__x", "fx_"] {
+        wait_status(&d, name, "CONNECTED", UP).await;
+    }
+    let fx_tools = common::FIXED + 3;
+    let put = |name: &str, body: Value| {
+        let url = d.api(&format!("/api/v1/profiles/{name}"));
+        async move {
+            let response = http().put(url).json(&body).send().await.unwrap();
+            assert!(response.status().is_success(), "{}", response.status());
+        }
+    };
+    put("fx-only", json!({"tools": ["fx__*"]})).await;
+    put(
+        "not-fx",
+        json!({"servers": ["fx*"], "exclude_tools": ["fx__*"]}),
+    )
+    .await;
+    let visible = |name: &'static str| {
+        let url = d.api(&format!("/api/v1/profiles/{name}"));
+        async move {
+            let view: Value = get_json(&url).await;
+            view["visible_tools"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{view}"))
+                .iter()
+                .filter_map(|t| t.as_str().map(str::to_owned))
+                .collect::<Vec<String>>()
+        }
+    };
+    // Listings are stored a moment after CONNECTED: wait for all three.
+    put("all", json!({"servers": ["*"]})).await;
+    let end = Instant::now() + UP;
+    let everything = loop {
+        let all = visible("all").await;
+        if all.len() == 3 * fx_tools || Instant::now() > end {
+            break all;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(everything.len(), 3 * fx_tools, "{everything:?}");
+    let fx_only = visible("fx-only").await;
+    assert_eq!(fx_only.len(), fx_tools, "{fx_only:?}");
+    assert!(fx_only.iter().all(|t| t.starts_with("fx.")), "{fx_only:?}");
+    let not_fx = visible("not-fx").await;
+    assert_eq!(not_fx.len(), 2 * fx_tools, "{not_fx:?}");
+    assert!(!not_fx.iter().any(|t| t.starts_with("fx.")), "{not_fx:?}");
+}

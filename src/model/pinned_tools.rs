@@ -62,9 +62,10 @@ impl PinnedTools {
     /// A tool pinned by its server, id or wire name.
     pub fn pins_named(&self, server: &str, tool_id: &str, wire_name: Option<&str>) -> bool {
         self.servers.as_ref().is_some_and(|g| g.matches(server))
-            || self.tools.as_ref().is_some_and(|g| {
-                g.matches(tool_id) || wire_name.is_some_and(|wire| g.matches(wire))
-            })
+            || self
+                .tools
+                .as_ref()
+                .is_some_and(|g| g.matches_tool(server, tool_id, wire_name))
     }
 
     /// Whether a tool of this skill is pinned.
@@ -103,6 +104,7 @@ mod tests {
         ));
         assert!(!p.pins_named("github", "github.list_issues", Some("github__list_issues")));
         assert!(p.pins_named("fx", "fx.echo", Some("fx__echo")));
+        assert!(!p.pins_named("fx__x", "fx__x.echo", Some("fx__x__echo")));
         assert!(p.pins_skill("files") && !p.pins_skill("files_extra"));
         assert!(p.names_skills() && !p.is_empty());
         assert!(pins(&[]).is_empty() && pins(&["", "  "]).is_empty());

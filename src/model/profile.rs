@@ -7,6 +7,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::wire_name::WIRE_SEPARATOR;
+
 /// A named view, as the config file, the API and the store hold it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Profile {
@@ -123,51 +125,158 @@ pub fn validate_profile_name(name: &str) -> Result<(), ProfileError> {
 }
 
 /// A list of globs, matched as a whole (`*`: any characters, `?`: one,
-/// line breaks included), case-sensitively. Written as one regex set over
-/// the crate's `regex` (a glob has no path rules here, so a glob crate
-/// would add nothing).
+/// line breaks included), case-sensitively. Written as regex sets over the
+/// crate's `regex` (a glob has no path rules here, so a glob crate would
+/// add nothing).
+///
+/// A tool pattern that spells the boundary between server and tool (the
+/// id's `.`, or the wire name's `__`) is held to it: `fix__*` and `fix.*`
+/// name server `fix`'s tools, never those of a server named `fix__x` or
+/// `fix_` (server names may hold `_`). Its wildcards stay on their side of
+/// the boundary, and one of its `.` (or `__`) must fall on it. A pattern
+/// that spells no boundary (`fix*`, `*echo*`) matches the whole name.
 #[derive(Debug, Clone)]
-pub struct Globs(regex::RegexSet);
+pub struct Globs {
+    /// Patterns that spell the boundary, matched against names whose
+    /// boundary is marked (`BOUNDARY`); on other text, plain globs.
+    bounded: regex::RegexSet,
+    /// The other patterns, matched against names as they are.
+    loose: regex::RegexSet,
+}
 
 /// What one list of globs may compile to.
 const GLOBS_SIZE_LIMIT: usize = 64 << 20;
 
+/// Stands for the boundary between server and tool in a marked name: a
+/// character no server name holds (a tool whose own name holds it can
+/// only confuse patterns that already name its server).
+const BOUNDARY: char = '\u{1}';
+
+/// How a pattern meets the server/tool boundary.
+#[derive(Clone, Copy, PartialEq)]
+enum PatternKind {
+    /// Holds a `.`: a tool id; one of its dots is the boundary.
+    Id,
+    /// Holds `__` and no `.`: a wire name; one `__` is the boundary.
+    Wire,
+    Loose,
+}
+
+fn pattern_kind(pattern: &str) -> PatternKind {
+    if pattern.contains('.') {
+        PatternKind::Id
+    } else if pattern.contains(WIRE_SEPARATOR) {
+        PatternKind::Wire
+    } else {
+        PatternKind::Loose
+    }
+}
+
+/// One glob as a regex. In a bounded pattern a wildcard never crosses the
+/// marked boundary, and each place the boundary may fall also matches it:
+/// a `.` of an id pattern, or any `__` inside a run of underscores of a
+/// wire pattern (`fix___echo` is server `fix_`'s `echo` or `fix`'s `_echo`).
+fn glob_regex(pattern: &str, kind: PatternKind) -> String {
+    let bounded = kind != PatternKind::Loose;
+    let (any_run, any_one) = match bounded {
+        true => ("[^\\x01]*", "[^\\x01]"),
+        false => (".*", "."),
+    };
+    let mut regex = String::with_capacity(pattern.len() + 8);
+    regex.push_str("^(?:");
+    let mut literal = [0u8; 4];
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut at = 0;
+    while at < chars.len() {
+        let c = chars[at];
+        match c {
+            // `**` is `*`: a run is one wildcard (a pattern of stars would
+            // otherwise build a large automaton for nothing).
+            '*' if at > 0 && chars[at - 1] == '*' => {}
+            '*' => regex.push_str(any_run),
+            '?' => regex.push_str(any_one),
+            '.' if kind == PatternKind::Id => regex.push_str("(?:\\.|\\x01)"),
+            '_' if kind == PatternKind::Wire => {
+                let run = chars[at..].iter().take_while(|&&c| c == '_').count();
+                if run >= WIRE_SEPARATOR.len() {
+                    let rest = run - WIRE_SEPARATOR.len();
+                    regex.push_str("(?:");
+                    regex.push_str(&"_".repeat(run));
+                    for before in 0..=rest {
+                        regex.push('|');
+                        regex.push_str(&"_".repeat(before));
+                        regex.push_str("\\x01");
+                        regex.push_str(&"_".repeat(rest - before));
+                    }
+                    regex.push(')');
+                } else {
+                    regex.push_str(&"_".repeat(run));
+                }
+                at += run;
+                continue;
+            }
+            other => regex.push_str(&regex::escape(other.encode_utf8(&mut literal))),
+        }
+        at += 1;
+    }
+    regex.push_str(")$");
+    regex
+}
+
 impl Globs {
     /// The list compiled, or why it cannot be (too large to match by).
     pub fn new(patterns: &[String]) -> Result<Globs, String> {
-        let regexes = patterns.iter().map(|pattern| {
-            let mut regex = String::with_capacity(pattern.len() + 8);
-            regex.push_str("^(?:");
-            let mut literal = [0u8; 4];
-            let mut previous = None;
-            for c in pattern.chars() {
-                match c {
-                    // `**` is `*`: a run is one `.*` (a pattern of stars
-                    // would otherwise build a large automaton for nothing).
-                    '*' if previous == Some('*') => {}
-                    '*' => regex.push_str(".*"),
-                    '?' => regex.push('.'),
-                    other => regex.push_str(&regex::escape(other.encode_utf8(&mut literal))),
-                }
-                previous = Some(c);
-            }
-            regex.push_str(")$");
-            regex
-        });
-        // Every pattern is escaped text and two operators: only its size
-        // can stop it compiling.
-        regex::RegexSetBuilder::new(regexes)
-            .size_limit(GLOBS_SIZE_LIMIT)
-            .dot_matches_new_line(true)
-            .build()
-            .map(Globs)
-            .map_err(|_| {
-                "is too large to match by: use fewer or shorter patterns, or fewer `?`".to_owned()
-            })
+        let compile = |wanted: &dyn Fn(PatternKind) -> bool| {
+            let regexes = patterns.iter().filter_map(|pattern| {
+                let kind = pattern_kind(pattern);
+                wanted(kind).then(|| glob_regex(pattern, kind))
+            });
+            // Every pattern is escaped text and a few operators: only its
+            // size can stop it compiling.
+            regex::RegexSetBuilder::new(regexes)
+                .size_limit(GLOBS_SIZE_LIMIT)
+                .dot_matches_new_line(true)
+                .build()
+                .map_err(|_| {
+                    "is too large to match by: use fewer or shorter patterns, or fewer `?`"
+                        .to_owned()
+                })
+        };
+        Ok(Globs {
+            bounded: compile(&|kind| kind != PatternKind::Loose)?,
+            loose: compile(&|kind| kind == PatternKind::Loose)?,
+        })
     }
 
+    /// Matches nothing.
+    fn empty() -> Globs {
+        Globs {
+            bounded: regex::RegexSet::empty(),
+            loose: regex::RegexSet::empty(),
+        }
+    }
+
+    /// Whether a name (a server's, a skill's) matches: every pattern as a
+    /// plain glob.
     pub fn matches(&self, text: &str) -> bool {
-        self.0.is_match(text)
+        self.loose.is_match(text) || self.bounded.is_match(text)
+    }
+
+    /// Whether a tool, by its id (`server.tool`) or wire name, matches:
+    /// patterns that spell the boundary are held to it.
+    pub fn matches_tool(&self, server: &str, tool_id: &str, wire_name: Option<&str>) -> bool {
+        if self.loose.is_match(tool_id) || wire_name.is_some_and(|wire| self.loose.is_match(wire)) {
+            return true;
+        }
+        let marked = |name: &str, separator: &str| {
+            name.strip_prefix(server)
+                .and_then(|rest| rest.strip_prefix(separator))
+                .map(|tool| format!("{server}{BOUNDARY}{tool}"))
+        };
+        marked(tool_id, ".").is_some_and(|id| self.bounded.is_match(&id))
+            || wire_name
+                .and_then(|wire| marked(wire, WIRE_SEPARATOR))
+                .is_some_and(|wire| self.bounded.is_match(&wire))
     }
 }
 
@@ -217,7 +326,7 @@ impl ProfileMatcher {
 
     /// Admits nothing (a profile that was removed while clients used it).
     pub fn nothing() -> ProfileMatcher {
-        let none = Some(Globs(regex::RegexSet::empty()));
+        let none = Some(Globs::empty());
         ProfileMatcher {
             servers: none,
             tools: None,
@@ -246,9 +355,7 @@ impl ProfileMatcher {
 
     /// A tool by its server, id and wire name: every rule but the skills.
     pub fn admits_named(&self, server: &str, tool_id: &str, wire_name: Option<&str>) -> bool {
-        let named = |globs: &Globs| {
-            globs.matches(tool_id) || wire_name.is_some_and(|wire| globs.matches(wire))
-        };
+        let named = |globs: &Globs| globs.matches_tool(server, tool_id, wire_name);
         self.admits_server(server)
             && self.tools.as_ref().is_none_or(named)
             && !self.exclude_tools.as_ref().is_some_and(named)
@@ -303,6 +410,39 @@ mod tests {
     }
 
     #[test]
+    fn a_pattern_that_spells_the_boundary_keeps_to_its_server() {
+        let globs = Globs::new(&["fix__*".into(), "*__echo".into(), "gh.*".into()]).unwrap();
+        // Server `fix`'s tools, by wire name or id.
+        assert!(globs.matches_tool("fix", "fix.run", Some("fix__run")));
+        assert!(globs.matches_tool("fix", "fix.x__y", Some("fix__x__y")));
+        // Not those of servers whose names start with `fix_`.
+        assert!(!globs.matches_tool("fix__x", "fix__x.run", Some("fix__x__run")));
+        assert!(!globs.matches_tool("fix_", "fix_.run", Some("fix___run")));
+        // `*__echo`: any server's `echo`, not `fix`'s `x__echo`.
+        let echo = Globs::new(&["*__echo".into()]).unwrap();
+        assert!(echo.matches_tool("fix__x", "fix__x.echo", Some("fix__x__echo")));
+        assert!(!echo.matches_tool("fix", "fix.x__echo", Some("fix__x__echo")));
+        assert!(globs.matches_tool("gh", "gh.a.b", Some("gh__a_b")));
+        assert!(!globs.matches_tool("gh_x", "gh_x.a", Some("gh_x__a")));
+        // A run of underscores: the boundary may fall on any `__` in it.
+        let run = Globs::new(&["fix___echo".into()]).unwrap();
+        assert!(run.matches_tool("fix_", "fix_.echo", Some("fix___echo")));
+        assert!(run.matches_tool("fix", "fix._echo", Some("fix___echo")));
+        assert!(!run.matches_tool("fi", "fi.x___echo", Some("fi__x___echo")));
+        // An id pattern with `__` in its server: the dot is the boundary.
+        let id = Globs::new(&["fix__x.echo".into()]).unwrap();
+        assert!(id.matches_tool("fix__x", "fix__x.echo", Some("fix__x__echo")));
+        assert!(!id.matches_tool("fix", "fix.x.echo", Some("fix__x_echo")));
+        // A pattern that spells no boundary matches the whole name.
+        let loose = Globs::new(&["fix*".into()]).unwrap();
+        assert!(loose.matches_tool("fix__x", "fix__x.run", Some("fix__x__run")));
+        // A shortened wire name keeps its server's prefix.
+        assert!(globs.matches_tool("fix", "fix.long", Some("fix__xxxxxxxx_0123abcd")));
+        // Plain names (servers, skills) match every pattern as a glob.
+        assert!(globs.matches("fix__x") && globs.matches("gh.x"));
+    }
+
+    #[test]
     fn every_given_list_must_admit_a_tool() {
         let view = ProfileMatcher::new(&profile(serde_json::json!({
             "name": "coding",
@@ -316,6 +456,10 @@ mod tests {
         assert!(!view.admits_tool("fs", "fs.write_file", Some("fs__write_file"), []));
         assert!(!view.admits_tool("slack", "slack.post", None, []));
         assert!(view.admits_server("fs2"));
+        assert!(
+            !view.admits_tool("fs__x", "fs__x.read_file", Some("fs__x__read_file"), []),
+            "fs__read_* names server fs's tools only"
+        );
         assert!(!view.admits_server("slack"));
     }
 

@@ -5,6 +5,9 @@
 
 use sha2::{Digest as _, Sha256};
 
+/// What joins a server's name to its tool's in a wire name by default.
+pub const WIRE_SEPARATOR: &str = "__";
+
 /// How wire names are formed: separator and length budget are settings (by
 /// default `__` and 48 characters; clients refuse names past 64).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,7 +19,7 @@ pub struct WireNameRules {
 impl Default for WireNameRules {
     fn default() -> Self {
         WireNameRules {
-            separator: "__".to_owned(),
+            separator: WIRE_SEPARATOR.to_owned(),
             budget: 48,
         }
     }
