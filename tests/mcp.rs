@@ -1710,6 +1710,16 @@ async fn a_2026_client_over_http_beside_a_2025_session() {
     assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
     assert_eq!(answer["result"]["content"][0]["text"], r#"{"said":"hi"}"#);
 
+    // That revision has no batches: told so.
+    let (status, answer) = post(json!([call.clone()]), modern.clone()).await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no batches")),
+        "{answer}"
+    );
+
     // The name in the header is not the one in the body: refused.
     let (status, answer) = post(
         call.clone(),

@@ -171,6 +171,18 @@ async fn rest_search_ranks_filters_and_follows_availability() {
         "{answer}"
     );
     assert_eq!(answer["metadata"]["servers_searched"], 1);
+    // An empty filter filters nothing, as `search_tools`' does.
+    let (status, unfiltered) = search(
+        &d,
+        json!({"query": "echo", "limit": 10, "mode": "keyword", "server_filter": [], "skill_filter": []}),
+    )
+    .await;
+    assert_eq!(status, 200, "{unfiltered}");
+    assert!(
+        names(&unfiltered).contains(&"everything.echo".to_owned())
+            && names(&unfiltered).contains(&"fx.echo".to_owned()),
+        "{unfiltered}"
+    );
     let (status, answer) = search(&d, json!({"query": "echo", "server_filter": ["nope"]})).await;
     assert_eq!(status, 404, "{answer}");
     assert!(answer["detail"].as_str().unwrap().contains("nope"));
@@ -519,6 +531,34 @@ async fn meta_tools_over_stdio_with_expose_search() {
             .as_str()
             .unwrap()
             .contains("fx__sleep")
+    );
+    // A limit sent as a float, and empty filters (models fill optional
+    // lists with `[]`): the same search.
+    let loose = client.request(99, "tools/call", json!({"name": "search_tools", "arguments": {"query": "wait a number of milliseconds", "limit": 3.0, "servers": [], "skills": []}})).await;
+    assert_eq!(loose["isError"], false, "{loose}");
+    assert_eq!(
+        loose["structuredContent"]["tools"][0]["name"], "fx__sleep",
+        "{loose}"
+    );
+    let fraction = client
+        .request(
+            98,
+            "tools/call",
+            json!({"name": "search_tools", "arguments": {"query": "x", "limit": 2.5}}),
+        )
+        .await;
+    assert_eq!(fraction["isError"], true, "{fraction}");
+    let unknown = client
+        .request(
+            97,
+            "tools/call",
+            json!({"name": "search_tools", "arguments": {"query": "x", "servers": ["nope"]}}),
+        )
+        .await;
+    let message = unknown["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("nope") && !message.contains("server_filter"),
+        "the error names no REST field: {unknown}"
     );
     // call_tool calls it; the hidden tools are still callable by name.
     let result = client.request(100, "tools/call", json!({"name": "call_tool", "arguments": {"name": "fx__echo", "arguments": {"via": "meta"}}})).await;

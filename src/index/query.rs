@@ -38,10 +38,11 @@ pub struct SearchQuery {
     /// one, so `false` finds nothing.
     #[serde(default = "yes")]
     pub include_external: bool,
-    /// Only these servers (names or ids).
+    /// Only these servers (names or ids); empty: every server, as absent.
     #[serde(default)]
     pub server_filter: Option<Vec<String>>,
-    /// Only tools classified into at least one of these skills (ids).
+    /// Only tools classified into at least one of these skills (ids);
+    /// empty: any tool, as absent.
     #[serde(default)]
     pub skill_filter: Option<Vec<String>>,
     /// At most this many results (1–100, default 10).
@@ -117,7 +118,10 @@ pub enum QueryError {
     QueryTooLong(usize),
     #[error("limit must be between 1 and {MAX_LIMIT}, got {0}")]
     BadLimit(usize),
-    #[error("unknown server in server_filter: '{0}'")]
+    /// A server filter names a server nobody registered (or outside the
+    /// caller's view). The message names no field: REST calls it
+    /// `server_filter`, `search_tools` `servers`.
+    #[error("unknown server: '{0}'")]
     UnknownServer(String),
     #[error(transparent)]
     Index(#[from] IndexError),
@@ -161,7 +165,9 @@ impl SearchIndex {
         }
         let mut wanted: Vec<&ServerView> =
             servers.iter().filter(|s| s.status.is_available()).collect();
-        if let Some(filter) = &query.server_filter {
+        // An empty list filters nothing, as in `search_tools` (a model
+        // often fills an optional list with `[]`).
+        if let Some(filter) = query.server_filter.as_ref().filter(|f| !f.is_empty()) {
             let mut chosen = HashSet::new();
             for item in filter {
                 let server = servers
@@ -187,6 +193,7 @@ impl SearchIndex {
             skills: query
                 .skill_filter
                 .as_ref()
+                .filter(|skills| !skills.is_empty())
                 .map(|skills| skills.iter().cloned().collect()),
             tools: query.only_tools.clone(),
             include_external: query.include_external,

@@ -461,6 +461,19 @@ pub async fn post(
     // revision asks.
     let stateless =
         !batch && (says_stateless || (!is_initialize && headers.get(SESSION_HEADER).is_none()));
+    if batch && says_stateless {
+        // That revision has no batches; told so rather than checked as a
+        // 2025 session's request it never was.
+        let answer = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {
+                "code": crate::jsonrpc::INVALID_REQUEST,
+                "message": "Bad Request: the 2026-07-28 revision has no batches; send each request in its own POST",
+            },
+        });
+        return (StatusCode::BAD_REQUEST, axum::Json(answer)).into_response();
+    }
     if stateless {
         if let Err(err) = picked.check_exists(&mcp).await {
             return err.into_response();
