@@ -314,11 +314,19 @@ async fn starting_on_a_full_disk_serves_and_leaves_no_temporary_file() {
     assert_eq!(register_at(&url, "kept").await.0, 201);
     assert!(stop(&mut child).success());
     let filler = disk.fill();
-    // No room for the copy a check reads: an I/O failure (1), not a
-    // refused input (2).
-    let (code, _, err) = cli(&data, &["store", "check"]);
-    assert_eq!(code, 1, "{err}");
+    // No room beside the store for the copy a check reads: it is read
+    // from the temporary directory instead, and removed there too.
+    let (code, out, err) = cli(&data, &["store", "check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("the store is sound"), "{out}{err}");
     assert!(leftovers(&data).is_empty(), "{:?}", leftovers(&data));
+    assert!(
+        leftovers(&std::env::temp_dir())
+            .iter()
+            .all(|name| !name.starts_with("mcp-aggregator-")),
+        "{:?}",
+        leftovers(&std::env::temp_dir())
+    );
     let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
     // It serves what is stored, and says why it cannot write.
     assert!(names_at(&url).await.contains(&"kept".to_owned()));
@@ -1174,4 +1182,42 @@ async fn a_fifo_in_place_of_a_key_or_the_token_is_refused_not_waited_on() {
             assert_ne!(code, 0, "{err}");
         }
     }
+}
+
+/// A store on a read-only filesystem (a mount looked at, a box in rescue
+/// mode) is checked all the same: the copy goes to the temporary directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_on_a_read_only_filesystem_is_checked() {
+    let temp = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(&temp.path().join("disk"), "16m") else {
+        return;
+    };
+    let data = disk.mount.join("data");
+    let log = temp.path().join("daemon.log");
+    let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
+    assert_eq!(register_at(&url, "kept").await.0, 201);
+    assert!(stop(&mut child).success());
+    let read_only = Command::new("mount")
+        .args(["-o", "remount,ro"])
+        .arg(&disk.mount)
+        .status()
+        .unwrap();
+    assert!(read_only.success());
+    assert!(
+        std::fs::write(data.join("probe"), b"x").is_err(),
+        "read-only"
+    );
+    let (code, out, err) = cli(&data, &["store", "check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("the store is sound"), "{out}{err}");
+    assert!(out.contains("servers"), "{out}");
+    // Recovering needs a new store beside the old one: that is what it
+    // says, not that nothing could be read.
+    let (code, out, err) = cli(&data, &["store", "recover"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("store.recovered.redb") && err.contains("Read-only"),
+        "{out}{err}"
+    );
+    assert!(!out.contains("nothing can be read"), "{out}");
 }

@@ -177,6 +177,18 @@ pub fn recover(data_dir: &Path, replace: bool) -> Result<Report, StoreError> {
     let (path, copy) = copy_of(data_dir)?;
     let target = data_dir.join(RECOVERED_FILE);
     let _ = std::fs::remove_file(&target);
+    // A dir where the new store cannot be made (read-only, not ours) is
+    // said so, before any reading: found later it would read as a store
+    // nothing can be read from.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&target)
+        .and_then(|_| std::fs::remove_file(&target))
+        .map_err(|source| StoreError::DataDir {
+            path: target.clone(),
+            source,
+        })?;
     let mut report = examine(&path, &copy.path, Some(&target));
     if report.recovered.is_none() {
         return Ok(report);
@@ -299,14 +311,34 @@ fn copy_of(data_dir: &Path) -> Result<(PathBuf, Copy), StoreError> {
         // Too damaged to open: no daemon can open it either.
         _ => None,
     };
-    let copy = Copy {
+    let mut copy = Copy {
         path: data_dir.join(format!("{STORE_FILE}.check-{}", std::process::id())),
         _held: held,
     };
-    private_copy(&path, &copy.path).map_err(|source| StoreError::DataDir {
-        path: copy.path.clone(),
-        source,
-    })?;
+    if let Err(source) = private_copy(&path, &copy.path) {
+        // A data dir one may read but not write (a read-only mount, a
+        // service's dir looked at by another user) or a full disk: the
+        // copy goes to the temporary directory instead.
+        use std::io::ErrorKind::{PermissionDenied, ReadOnlyFilesystem, StorageFull};
+        if !matches!(
+            source.kind(),
+            PermissionDenied | ReadOnlyFilesystem | StorageFull
+        ) {
+            return Err(StoreError::DataDir {
+                path: copy.path.clone(),
+                source,
+            });
+        }
+        let elsewhere = std::env::temp_dir().join(format!(
+            "mcp-aggregator-{STORE_FILE}.check-{}",
+            std::process::id()
+        ));
+        private_copy(&path, &elsewhere).map_err(|_| StoreError::DataDir {
+            path: copy.path.clone(),
+            source,
+        })?;
+        copy.path = elsewhere;
+    }
     Ok((path, copy))
 }
 
