@@ -1221,3 +1221,41 @@ async fn a_store_on_a_read_only_filesystem_is_checked() {
     );
     assert!(!out.contains("nothing can be read"), "{out}");
 }
+
+/// `client setup` on a full disk: refused with the reason, the client's
+/// file untouched, and no empty or cut backup left beside it.
+#[test]
+fn client_setup_on_a_full_disk_leaves_the_file_and_no_backup() {
+    let temp = tempfile::tempdir().unwrap();
+    let Some(disk) = SmallDisk::mount(&temp.path().join("home"), "1m") else {
+        return;
+    };
+    let claude = disk.mount.join(".config/Claude/claude_desktop_config.json");
+    std::fs::create_dir_all(claude.parent().unwrap()).unwrap();
+    let original = format!(
+        r#"{{"globalShortcut": "Ctrl+Space", "note": "{}", "mcpServers": {{}}}}"#,
+        "x".repeat(8192)
+    );
+    std::fs::write(&claude, &original).unwrap();
+    let _filler = disk.fill();
+    let output = Command::new(BIN)
+        .args(["client", "setup", "claude-desktop", "--yes"])
+        .env("HOME", &disk.mount)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("MCP_AGGREGATOR_DATA_DIR")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("No space left"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&claude).unwrap(), original);
+    let beside: Vec<String> = std::fs::read_dir(claude.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != ".mcp-aggregator-setup.lock")
+        .collect();
+    assert_eq!(beside, ["claude_desktop_config.json"], "{beside:?}");
+}

@@ -559,19 +559,46 @@ fn write_with_backup(path: &Path, document: &Value) -> Result<(), CliError> {
             path.display()
         )));
     }
+    let mut backup = None;
     if let Some(metadata) = &existing {
         use std::os::unix::fs::MetadataExt as _;
-        let backup = backup_of(path).map_err(|err| failed("back up", &err))?;
+        let made = backup_of(path).map_err(|err| failed("back up", &err))?;
         if metadata.uid() != rustix::process::geteuid().as_raw() {
-            std::os::unix::fs::chown(&backup, Some(metadata.uid()), Some(metadata.gid()))
-                .map_err(|err| failed("keep the owner of the backup of", &err))?;
+            let owned = std::os::unix::fs::chown(&made, Some(metadata.uid()), Some(metadata.gid()));
+            if let Err(err) = owned {
+                let _ = std::fs::remove_file(&made);
+                return Err(failed("keep the owner of the backup of", &err));
+            }
         }
-        println!("backup: {}", backup.display());
+        backup = Some(made);
     }
+    let replaced = replace_with(path, &dir, document, existing.as_ref());
+    match (&replaced, backup) {
+        (Ok(()), Some(backup)) => println!("backup: {}", backup.display()),
+        // The old file is untouched: a backup of it would only be clutter.
+        (Err(_), Some(backup)) => {
+            let _ = std::fs::remove_file(backup);
+        }
+        (_, None) => {}
+    }
+    replaced
+}
+
+/// Writes `document` beside `path` and renames it into place, with the
+/// old file's mode and owner.
+fn replace_with(
+    path: &Path,
+    dir: &Path,
+    document: &Value,
+    existing: Option<&std::fs::Metadata>,
+) -> Result<(), CliError> {
+    let failed = |what: &str, err: &dyn std::fmt::Display| {
+        CliError::Failed(format!("cannot {what} {}: {err}", path.display()))
+    };
     let mut text = serde_json::to_string_pretty(document).map_err(|err| failed("encode", &err))?;
     text.push('\n');
     let mut temporary =
-        tempfile::NamedTempFile::new_in(&dir).map_err(|err| failed("write beside", &err))?;
+        tempfile::NamedTempFile::new_in(dir).map_err(|err| failed("write beside", &err))?;
     temporary
         .write_all(text.as_bytes())
         .and_then(|()| temporary.as_file().sync_all())
@@ -613,9 +640,16 @@ fn backup_of(path: &Path) -> std::io::Result<PathBuf> {
         {
             Ok(mut file) => {
                 use std::os::unix::fs::PermissionsExt as _;
-                file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-                file.write_all(&original)?;
-                file.sync_all()?;
+                let written = file
+                    .set_permissions(std::fs::Permissions::from_mode(0o600))
+                    .and_then(|()| file.write_all(&original))
+                    .and_then(|()| file.sync_all());
+                // A full disk leaves no empty or cut backup behind, which
+                // would look like a copy of the old file.
+                if let Err(err) = written {
+                    let _ = std::fs::remove_file(&backup);
+                    return Err(err);
+                }
                 return Ok(backup);
             }
             Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
