@@ -217,6 +217,53 @@ async fn a_symlinked_config_repointed_removes_what_the_new_target_dropped() {
     assert!(names(&d).await.is_empty(), "{:?}", names(&d).await);
 }
 
+/// A config file that drops a view removes it even when tokens are bound
+/// to it (the file wins), and says which tokens now reach nothing.
+#[tokio::test]
+async fn a_view_dropped_by_its_file_names_the_tokens_it_strands() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let config = temp.path().join("servers.json");
+    std::fs::write(
+        &config,
+        r#"{"mcpServers": {}, "profiles": {"dev": {"servers": ["*"]}}}"#,
+    )
+    .unwrap();
+    let d = Daemon::start_in(&data_dir, &["--config", config.to_str().unwrap()]);
+    let (code, _, err) = common::cli(
+        &data_dir,
+        &[
+            "tokens",
+            "create",
+            "dev-agent",
+            "--scope",
+            "mcp",
+            "--profile",
+            "dev",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    std::fs::write(&config, r#"{"mcpServers": {}}"#).unwrap();
+    let view = d.api("/api/v1/profiles/dev");
+    let end = std::time::Instant::now() + Duration::from_secs(30);
+    while http().get(&view).send().await.unwrap().status() != 404 {
+        assert!(std::time::Instant::now() < end, "dev was never removed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The log is written in the background: read until the line is in.
+    let said = wait_for(Duration::from_secs(30), || {
+        let log = std::fs::read_to_string(common::log_path(&data_dir)).ok()?;
+        log.lines()
+            .any(|line| line.contains("dev-agent") && line.contains("reach nothing"))
+            .then_some(())
+    });
+    assert!(
+        said.is_some(),
+        "{}",
+        std::fs::read_to_string(common::log_path(&data_dir)).unwrap_or_default()
+    );
+}
+
 #[tokio::test]
 async fn statuses_are_reset_after_a_restart() {
     let temp = tempfile::tempdir().unwrap();

@@ -129,6 +129,24 @@ async fn apply_profiles(
     }
     for profile in registry.profiles().await? {
         if profile.source.as_deref() == Some(source) && !named.contains(&profile.name) {
+            // The file wins over the tokens bound to the view (unlike an
+            // admin's removal, which they hold off): said, since those
+            // tokens now reach nothing.
+            let bound: Vec<String> = registry
+                .tokens()
+                .await?
+                .into_iter()
+                .filter(|token| token.profile.as_deref() == Some(profile.name.as_str()))
+                .map(|token| token.name.to_string())
+                .collect();
+            if !bound.is_empty() {
+                tracing::warn!(
+                    profile = %profile.name,
+                    "profile {} left {source}; the token(s) {} bound to it reach nothing until it is defined again or they are revoked",
+                    profile.name,
+                    bound.join(", ")
+                );
+            }
             registry.remove_profile(&profile.name).await?;
         }
     }
