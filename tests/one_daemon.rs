@@ -483,6 +483,69 @@ fn a_joining_clients_config_is_applied_to_the_running_daemon() {
     assert!(b.close().success());
 }
 
+/// Two clients' files name one server: the file applied last owns it,
+/// and its edit dropping the server hands it to the other file (which
+/// still names it) instead of removing it; the other's edit then removes
+/// it.
+#[test]
+fn a_server_two_files_name_outlives_one_files_edit() {
+    let temp = tempfile::tempdir().unwrap();
+    let (first, second) = (temp.path().join("a.json"), temp.path().join("b.json"));
+    let write = |path: &Path, servers: &[&str]| {
+        let entries: serde_json::Map<String, Value> = servers
+            .iter()
+            .map(|name| ((*name).to_owned(), json!({"command": FIXTURE})))
+            .collect();
+        std::fs::write(path, json!({"mcpServers": entries}).to_string()).unwrap();
+    };
+    write(&first, &["fx", "shared"]);
+    write(&second, &["shared"]);
+    let data_dir = temp.path().join("data");
+    let data_arg = data_dir.to_str().unwrap();
+    let with_config = |config: &Path| {
+        Raw::start(&[
+            "stdio",
+            "--config",
+            config.to_str().unwrap(),
+            "--data-dir",
+            data_arg,
+            "--idle-exit",
+            "0s",
+        ])
+    };
+    let mut a = with_config(&first);
+    a.wait_tools("fx and shared", |t| {
+        has(t, "fx__echo") && has(t, "shared__echo")
+    });
+    let mut b = with_config(&second);
+    b.wait_tools("shared", |t| has(t, "shared__echo"));
+    let source_of_shared = || {
+        let server = daemon_get(&data_dir, "/api/v1/aggregator/servers/shared");
+        server["source"].to_string()
+    };
+    assert!(
+        source_of_shared().contains("b.json"),
+        "{}",
+        source_of_shared()
+    );
+
+    // b drops shared (and adds fy, to see the edit applied): a keeps it.
+    write(&second, &["fy"]);
+    b.wait_tools("fy after b's edit", |t| has(t, "fy__echo"));
+    let owned_by_a = wait_for(UP, || source_of_shared().contains("a.json").then_some(()));
+    assert!(owned_by_a.is_some(), "{}", source_of_shared());
+    let tools = a.tools();
+    assert!(has(&tools, "shared__echo"), "{tools:?}");
+
+    // a drops it too: gone.
+    write(&first, &["fx"]);
+    a.wait_tools("shared gone", |t| {
+        has(t, "fx__echo") && !has(t, "shared__echo")
+    });
+    assert!(b.close().success());
+    assert!(a.close().success());
+}
+
 /// A GET of the admin API of the daemon of `data_dir`, found through its
 /// daemon file.
 fn daemon_get(data_dir: &Path, path: &str) -> Value {

@@ -1,7 +1,8 @@
 //! Config files applied to the registry: `serve --config` at start, and the
 //! file each relaying client brings. A file's servers are added or updated
 //! by name; a server is removed only when the file that added it no longer
-//! names it (servers added through the API, or by other files, stay). Once
+//! names it (servers added through the API, or by other files, stay), and
+//! no other watched file names it (that file takes it over). Once
 //! the daemon runs, what a file changed is connected, reconnected with its
 //! new settings, or stopped at once. `ConfigFiles` keeps them applied: a
 //! file is re-read when it changes (in the environment of whoever brought
@@ -37,12 +38,15 @@ pub struct Applied {
 
 /// Applies `loaded` (read from `path`). `running` is the router of a
 /// daemon already serving: the servers the file changed are connected or
-/// stopped through it; at start, nothing is connected yet.
+/// stopped through it; at start, nothing is connected yet. Servers in
+/// `spared` are not removed though the file dropped them (another file
+/// still names them and takes them over).
 pub async fn apply(
     registry: &Registry,
     running: Option<&Router>,
     path: &Path,
     loaded: LoadedConfig,
+    spared: &HashSet<String>,
 ) -> Result<Applied, RegistryError> {
     for warning in &loaded.warnings {
         tracing::warn!(config = %path.display(), "{warning}");
@@ -78,7 +82,7 @@ pub async fn apply(
     for server in registry.list(None).await? {
         let from_this_file =
             matches!(&server.source, ServerSource::ConfigFile { path } if *path == source);
-        if from_this_file && !named.contains(&server.name) {
+        if from_this_file && !named.contains(&server.name) && !spared.contains(&server.name) {
             if let Some(router) = running {
                 router.stop(server.id).await;
             }
@@ -156,6 +160,14 @@ async fn apply_profiles(
 /// The variables a file's `$VAR`s expand in: a client's, or (`None`) this
 /// process's own.
 type Environment = Option<Arc<BTreeMap<String, String>>>;
+
+/// Loads a file in its environment.
+fn load_in(path: &Path, env: &Environment) -> Result<LoadedConfig, crate::config::ConfigError> {
+    match env {
+        Some(env) => crate::config::load_with_env(path, &|name| env.get(name).cloned()),
+        None => crate::config::load(path),
+    }
+}
 
 /// What a file looked like when last read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,22 +261,27 @@ impl ConfigFiles {
     async fn load_and_apply(&self, path: &Path, env: Environment) -> Result<(), String> {
         let _one_at_a_time = self.applying.lock().await;
         let stamp = Stamp::of(path);
-        let loaded = match &env {
-            Some(env) => crate::config::load_with_env(path, &|name| env.get(name).cloned()),
-            None => crate::config::load(path),
-        };
+        let loaded = load_in(path, &env);
         let mut disk_failed = false;
         let result = match loaded {
-            Ok(loaded) => apply(&self.registry, Some(&self.router), path, loaded)
-                .await
-                .map(|applied| applied.servers)
-                .map_err(|err| {
-                    disk_failed = matches!(
-                        err,
-                        RegistryError::Store(crate::store::StoreError::Disk { .. })
-                    );
-                    format!("cannot apply {}: {err}", path.display())
-                }),
+            Ok(loaded) => {
+                let elsewhere = self.named_elsewhere(path, &loaded).await;
+                let spared: HashSet<String> = elsewhere.keys().cloned().collect();
+                let applied = apply(&self.registry, Some(&self.router), path, loaded, &spared)
+                    .await
+                    .map(|applied| applied.servers)
+                    .map_err(|err| {
+                        disk_failed = matches!(
+                            err,
+                            RegistryError::Store(crate::store::StoreError::Disk { .. })
+                        );
+                        format!("cannot apply {}: {err}", path.display())
+                    });
+                if applied.is_ok() {
+                    self.hand_over(elsewhere).await;
+                }
+                applied
+            }
             Err(err) => Err(err.to_string()),
         };
         if let Err(reason) = &result {
@@ -287,6 +304,93 @@ impl ConfigFiles {
         let stamp = if disk_failed { None } else { stamp };
         self.record(path, env, stamp, result.clone());
         result.map(|_| ())
+    }
+
+    /// The servers `path` owns and no longer names that another watched
+    /// file still does: each with that file (the first, by path) and its
+    /// environment. Two clients' files may name one server; the one
+    /// applied last owns it, and its edit must not take the server from
+    /// the other.
+    async fn named_elsewhere(
+        &self,
+        path: &Path,
+        loaded: &LoadedConfig,
+    ) -> BTreeMap<String, (PathBuf, Environment)> {
+        let source = crate::config::source_path(path);
+        let named: HashSet<&str> = loaded.servers.iter().map(|s| s.name.as_str()).collect();
+        let dropped: HashSet<String> = match self.registry.list(None).await {
+            Ok(servers) => servers
+                .into_iter()
+                .filter(|server| {
+                    matches!(&server.source, ServerSource::ConfigFile { path } if *path == source)
+                        && !named.contains(server.name.as_str())
+                })
+                .map(|server| server.name)
+                .collect(),
+            Err(_) => return BTreeMap::new(),
+        };
+        if dropped.is_empty() {
+            return BTreeMap::new();
+        }
+        let others: Vec<(PathBuf, Environment)> = match self.files.lock() {
+            Ok(files) => files
+                .iter()
+                .filter(|(other, _)| crate::config::source_path(other) != source)
+                .map(|(other, watched)| (other.clone(), watched.env.clone()))
+                .collect(),
+            Err(_) => return BTreeMap::new(),
+        };
+        let mut elsewhere = BTreeMap::new();
+        for (other, env) in others {
+            let Ok(other_loaded) = load_in(&other, &env) else {
+                continue;
+            };
+            for server in &other_loaded.servers {
+                if dropped.contains(&server.name) && !elsewhere.contains_key(&server.name) {
+                    elsewhere.insert(server.name.clone(), (other.clone(), env.clone()));
+                }
+            }
+        }
+        elsewhere
+    }
+
+    /// Applies again each file that takes over servers another dropped:
+    /// they become its own, with its settings.
+    async fn hand_over(&self, elsewhere: BTreeMap<String, (PathBuf, Environment)>) {
+        let mut files: BTreeMap<PathBuf, (Environment, Vec<String>)> = BTreeMap::new();
+        for (server, (file, env)) in elsewhere {
+            files
+                .entry(file)
+                .or_insert_with(|| (env, Vec::new()))
+                .1
+                .push(server);
+        }
+        for (file, (env, servers)) in files {
+            let applied = match load_in(&file, &env) {
+                Ok(loaded) => apply(
+                    &self.registry,
+                    Some(&self.router),
+                    &file,
+                    loaded,
+                    &HashSet::new(),
+                )
+                .await
+                .map_err(|err| err.to_string()),
+                Err(err) => Err(err.to_string()),
+            };
+            match applied {
+                Ok(_) => tracing::info!(
+                    config = %file.display(),
+                    "kept {}: still named in this file, which now owns them",
+                    servers.join(", ")
+                ),
+                Err(err) => tracing::warn!(
+                    config = %file.display(),
+                    "{} stay registered but could not be handed over to this file: {err}",
+                    servers.join(", ")
+                ),
+            }
+        }
     }
 
     fn record(

@@ -342,7 +342,7 @@ impl Stack {
         let registry = Registry::new(Arc::clone(&store));
         let mut config_error = None;
         if let Some((path, loaded)) = config {
-            match config_files::apply(&registry, None, path, loaded).await {
+            match config_files::apply(&registry, None, path, loaded, &Default::default()).await {
                 Err(RegistryError::Store(err @ StoreError::Disk { .. })) => {
                     tracing::warn!(
                         config = %path.display(),
