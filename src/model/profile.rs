@@ -142,6 +142,8 @@ pub struct Globs {
     bounded: regex::RegexSet,
     /// The other patterns, matched against names as they are.
     loose: regex::RegexSet,
+    /// The bounded patterns without a wildcard.
+    literals: Vec<String>,
 }
 
 /// What one list of globs may compile to.
@@ -245,6 +247,11 @@ impl Globs {
         Ok(Globs {
             bounded: compile(&|kind| kind != PatternKind::Loose)?,
             loose: compile(&|kind| kind == PatternKind::Loose)?,
+            literals: patterns
+                .iter()
+                .filter(|p| pattern_kind(p) != PatternKind::Loose && !p.contains(['*', '?']))
+                .cloned()
+                .collect(),
         })
     }
 
@@ -253,6 +260,7 @@ impl Globs {
         Globs {
             bounded: regex::RegexSet::empty(),
             loose: regex::RegexSet::empty(),
+            literals: Vec::new(),
         }
     }
 
@@ -268,15 +276,27 @@ impl Globs {
         if self.loose.is_match(tool_id) || wire_name.is_some_and(|wire| self.loose.is_match(wire)) {
             return true;
         }
+        // A tool's own name may hold the marker (a hostile server's):
+        // there it stands for any other character, so it neither ends the
+        // wildcards nor makes a second boundary.
         let marked = |name: &str, separator: &str| {
             name.strip_prefix(server)
                 .and_then(|rest| rest.strip_prefix(separator))
-                .map(|tool| format!("{server}{BOUNDARY}{tool}"))
+                .map(|tool| format!("{server}{BOUNDARY}{}", tool.replace(BOUNDARY, "\u{FFFD}")))
         };
-        marked(tool_id, ".").is_some_and(|id| self.bounded.is_match(&id))
-            || wire_name
-                .and_then(|wire| marked(wire, WIRE_SEPARATOR))
-                .is_some_and(|wire| self.bounded.is_match(&wire))
+        if marked(tool_id, ".").is_some_and(|id| self.bounded.is_match(&id)) {
+            return true;
+        }
+        match wire_name {
+            None => false,
+            Some(wire) => match marked(wire, WIRE_SEPARATOR) {
+                Some(marked) => self.bounded.is_match(&marked),
+                // Shortened inside the server's name, the wire name shows
+                // no boundary: only a pattern that is that very name
+                // names it (a wildcard could reach another server's).
+                None => self.literals.iter().any(|literal| literal == wire),
+            },
+        }
     }
 }
 
@@ -438,6 +458,24 @@ mod tests {
         assert!(loose.matches_tool("fix__x", "fix__x.run", Some("fix__x__run")));
         // A shortened wire name keeps its server's prefix.
         assert!(globs.matches_tool("fix", "fix.long", Some("fix__xxxxxxxx_0123abcd")));
+        // Shortened inside the server's name: named by itself only.
+        let long_server = format!("team__{}", "x".repeat(40));
+        let cut = "team__xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx_5aa75ad0";
+        let exact = Globs::new(&[cut.to_owned()]).unwrap();
+        assert!(exact.matches_tool(&long_server, &format!("{long_server}.danger"), Some(cut)));
+        let team = Globs::new(&["team__*".into()]).unwrap();
+        assert!(!team.matches_tool(&long_server, &format!("{long_server}.danger"), Some(cut)));
+        // A tool name holding the marker is still its server's.
+        let evil = Globs::new(&["evil.*".into(), "evil__*".into()]).unwrap();
+        for name in ["p\u{1}.", "p\u{1}\u{1}", "\u{1}"] {
+            assert!(
+                evil.matches_tool("evil", &format!("evil.{name}"), None),
+                "{name:?}"
+            );
+        }
+        let by_wire = Globs::new(&["evil__*".into()]).unwrap();
+        assert!(by_wire.matches_tool("evil", "evil.p\u{1}.", None));
+        assert!(!evil.matches_tool("evil_x", "evil_x.p\u{1}", None));
         // Plain names (servers, skills) match every pattern as a glob.
         assert!(globs.matches("fix__x") && globs.matches("gh.x"));
     }
