@@ -1710,15 +1710,29 @@ async fn a_2026_client_over_http_beside_a_2025_session() {
     assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
     assert_eq!(answer["result"]["content"][0]["text"], r#"{"said":"hi"}"#);
 
-    // That revision has no batches: told so.
-    let (status, answer) = post(json!([call.clone()]), modern.clone()).await;
-    assert_eq!(status, 400, "{answer}");
-    assert!(
-        answer["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("no batches")),
-        "{answer}"
-    );
+    // That revision has no batches: told so, whether the batch says its
+    // revision in a request, a notification, or the header alone.
+    let bare_call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "fx__echo", "arguments": {}}});
+    let notification = json!({"jsonrpc": "2.0", "method": "notifications/initialized",
+        "params": {"_meta": modern_meta(json!({}))}});
+    for (batch, headers) in [
+        (json!([call.clone()]), modern.clone()),
+        (json!([notification]), vec![]),
+        (
+            json!([bare_call]),
+            vec![("mcp-protocol-version", "2026-07-28")],
+        ),
+    ] {
+        let (status, answer) = post(batch.clone(), headers).await;
+        assert_eq!(status, 400, "{batch} -> {answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("no batches")),
+            "{batch} -> {answer}"
+        );
+    }
 
     // The name in the header is not the one in the body: refused.
     let (status, answer) = post(

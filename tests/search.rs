@@ -171,10 +171,11 @@ async fn rest_search_ranks_filters_and_follows_availability() {
         "{answer}"
     );
     assert_eq!(answer["metadata"]["servers_searched"], 1);
-    // An empty filter filters nothing, as `search_tools`' does.
+    // An empty filter filters nothing, as `search_tools`' does; a limit
+    // may be sent as a float, when it is whole.
     let (status, unfiltered) = search(
         &d,
-        json!({"query": "echo", "limit": 10, "mode": "keyword", "server_filter": [], "skill_filter": []}),
+        json!({"query": "echo", "limit": 10.0, "mode": "keyword", "server_filter": [], "skill_filter": []}),
     )
     .await;
     assert_eq!(status, 200, "{unfiltered}");
@@ -189,6 +190,8 @@ async fn rest_search_ranks_filters_and_follows_availability() {
 
     // Bad input: clear 422s.
     for body in [
+        json!({"query": "x", "limit": 2.5}),
+        json!({"query": "x", "limit": -1}),
         json!({"query": "  "}),
         json!({"query": "x", "limit": 0}),
         json!({"query": "x", "limit": 101}),

@@ -46,7 +46,8 @@ pub struct SearchQuery {
     #[serde(default)]
     pub skill_filter: Option<Vec<String>>,
     /// At most this many results (1–100, default 10).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "whole_limit_field")]
+    #[schema(value_type = Option<usize>)]
     pub limit: Option<usize>,
     /// `hybrid` (default), `keyword` or `semantic`.
     #[serde(default)]
@@ -59,6 +60,30 @@ pub struct SearchQuery {
 
 fn yes() -> bool {
     true
+}
+
+/// A limit as a whole number: `5` or `5.0` (some clients send every number
+/// as a float); `None` for a fraction or a negative number.
+pub fn whole_limit(number: &serde_json::Number) -> Option<usize> {
+    if let Some(whole) = number.as_u64() {
+        return usize::try_from(whole).ok();
+    }
+    number
+        .as_f64()
+        .filter(|n| n.fract() == 0.0 && *n >= 0.0 && *n <= u32::MAX as f64)
+        .map(|n| n as usize)
+}
+
+fn whole_limit_field<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<usize>, D::Error> {
+    use serde::de::Error as _;
+    match Option::<serde_json::Number>::deserialize(deserializer)? {
+        None => Ok(None),
+        Some(number) => whole_limit(&number)
+            .map(Some)
+            .ok_or_else(|| D::Error::custom(format!("limit must be a whole number, not {number}"))),
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

@@ -461,7 +461,12 @@ pub async fn post(
     // revision asks.
     let stateless =
         !batch && (says_stateless || (!is_initialize && headers.get(SESSION_HEADER).is_none()));
-    if batch && says_stateless {
+    let speaks_2026 = says_stateless
+        || others
+            .iter()
+            .any(|message| revision::is_stateless(message.get("params")))
+        || revision::header_is_stateless(&headers);
+    if batch && speaks_2026 {
         // That revision has no batches; told so rather than checked as a
         // 2025 session's request it never was.
         let answer = serde_json::json!({

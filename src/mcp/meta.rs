@@ -179,9 +179,8 @@ pub fn search_tools(
     };
     let limit = match arguments.and_then(|a| a.get("limit")) {
         None | Some(Value::Null) => DEFAULT_LIMIT,
-        // `5.0` is 5: some clients send every number as a float.
-        Some(value) => match value.as_f64().filter(|n| n.fract() == 0.0) {
-            Some(n) if (1.0..=MAX_LIMIT as f64).contains(&n) => n as usize,
+        Some(value) => match value.as_number().and_then(crate::index::query::whole_limit) {
+            Some(n) if (1..=MAX_LIMIT).contains(&n) => n,
             _ => return tool_error(format!("`limit` must be an integer from 1 to {MAX_LIMIT}")),
         },
     };

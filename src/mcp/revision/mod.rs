@@ -80,6 +80,15 @@ pub(super) fn is_stateless(params: Option<&Value>) -> bool {
     rev2026::names_version(params)
 }
 
+/// Whether an HTTP request's `MCP-Protocol-Version` header names a
+/// revision served without a session.
+pub(super) fn header_is_stateless(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| rev2026::VERSIONS.contains(&v.trim()))
+}
+
 /// The revision served without a session (a Streamable HTTP POST with no
 /// session that is not an `initialize`).
 pub(super) fn stateless() -> &'static dyn Revision {
