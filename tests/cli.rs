@@ -104,6 +104,36 @@ fn without_a_daemon_the_cli_says_so() {
         "{stderr}"
     );
     assert!(stderr.contains("mcp-aggregator serve"), "{stderr}");
+    // A data dir named without a daemon: said so, and nothing is sent to
+    // whatever listens at the fallback address (another data dir's
+    // daemon; here a listener that never answers).
+    let elsewhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    elsewhere.set_nonblocking(true).unwrap();
+    let output = Command::new(BIN)
+        .args(["servers", "remove", "github"])
+        .env("MCP_AGGREGATOR_DATA_DIR", temp.path())
+        .env(
+            "MCP_AGGREGATOR_LISTEN",
+            elsewhere.local_addr().unwrap().to_string(),
+        )
+        .env_remove("MCP_AGGREGATOR_URL")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let (code, stderr) = (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    );
+    assert!(
+        elsewhere.accept().is_err(),
+        "the command reached the fallback address"
+    );
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("no mcp-aggregator daemon runs on the data dir")
+            && stderr.contains(&temp.path().display().to_string()),
+        "{stderr}"
+    );
     // A --url that is no http(s) URL is a usage error, not a daemon gone.
     for wrong in ["notaurl", "ftp://127.0.0.1/", "127.0.0.1:8765"] {
         let (code, _, stderr) = cli(temp.path(), &["servers", "list", "--url", wrong]);
@@ -775,14 +805,16 @@ fn concurrent_moves_lose_no_server() {
     }
 }
 
-/// A data dir whose daemon is not running: the CLI falls back to the
-/// default address (or MCP_AGGREGATOR_LISTEN), but never sends that data
-/// dir's admin token to whatever listens there.
+/// The default data dir, whose daemon is not running: the CLI falls back
+/// to the default address (or MCP_AGGREGATOR_LISTEN), but never sends that
+/// data dir's admin token to whatever listens there.
 #[test]
 fn a_data_dirs_token_goes_only_to_its_own_daemon() {
     use std::io::{BufRead as _, BufReader, Write as _};
     let temp = tempfile::tempdir().unwrap();
-    let data = temp.path().join("data");
+    // The default data dir (a named one without a daemon has no fallback
+    // address at all: `without_a_daemon_the_cli_says_so`).
+    let data = temp.path().join("mcp-aggregator");
     std::fs::create_dir_all(&data).unwrap();
     std::fs::write(data.join("admin.token"), "secret-token-of-this-dir\n").unwrap();
     // Someone else's listener on the fallback address.
@@ -806,8 +838,9 @@ fn a_data_dirs_token_goes_only_to_its_own_daemon() {
         head
     });
     let output = Command::new(BIN)
-        .args(["servers", "list", "--data-dir"])
-        .arg(&data)
+        .args(["servers", "list"])
+        .env("XDG_DATA_HOME", temp.path())
+        .env_remove("MCP_AGGREGATOR_DATA_DIR")
         .env("MCP_AGGREGATOR_LISTEN", address.to_string())
         .env_remove("MCP_AGGREGATOR_URL")
         .env_remove("MCP_AGGREGATOR_TOKEN")

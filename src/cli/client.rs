@@ -8,6 +8,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::admin_args::ClientArgs;
@@ -29,6 +30,11 @@ pub enum ClientError {
     Api { status: StatusCode, detail: String },
     #[error("unexpected answer from {url}: {reason}")]
     Protocol { url: String, reason: String },
+    #[error(
+        "no mcp-aggregator daemon runs on the data dir {} (it has no daemon file of a running daemon).\nStart one with `mcp-aggregator serve --data-dir {}`, or point --url (MCP_AGGREGATOR_URL) at a running one.",
+        data_dir.display(), data_dir.display()
+    )]
+    NoDaemonOn { data_dir: PathBuf },
 }
 
 impl ClientError {
@@ -54,6 +60,10 @@ pub struct AdminClient {
     base: String,
     token: Option<String>,
     actor: String,
+    /// The data dir the user named has no daemon: every request is
+    /// refused, rather than sent to whatever answers at a default address
+    /// (another data dir's daemon, whose servers the command would change).
+    no_daemon_on: Option<PathBuf>,
 }
 
 impl AdminClient {
@@ -65,6 +75,7 @@ impl AdminClient {
             base: base.trim_end_matches('/').to_owned(),
             token,
             actor: format!("cli:{user}"),
+            no_daemon_on: None,
         }
     }
 
@@ -120,6 +131,11 @@ impl AdminClient {
         body: Option<&Value>,
         timeout: Duration,
     ) -> Result<T, ClientError> {
+        if let Some(data_dir) = &self.no_daemon_on {
+            return Err(ClientError::NoDaemonOn {
+                data_dir: data_dir.clone(),
+            });
+        }
         let url = format!("{}{path}", self.base);
         let mut request = self
             .http
@@ -180,12 +196,16 @@ pub(super) const SERVERS_PATH: &str = "/api/v1/aggregator/servers";
 
 /// The client a command uses: `--url` and `--token`, else the daemon of
 /// the data dir, else `MCP_AGGREGATOR_LISTEN`, else the default address.
+/// A data dir named (`--data-dir`, `MCP_AGGREGATOR_DATA_DIR`) without a
+/// running daemon has no fallback: what answers elsewhere is another
+/// data dir's daemon.
 pub(super) fn connect(args: &ClientArgs) -> AdminClient {
     let data_dir = paths::resolve_data_dir(args.data_dir.data_dir.as_deref());
     let owner = data_dir
         .as_deref()
         .and_then(DaemonInfo::read)
         .map(|info| info.url);
+    let owner_missing = owner.is_none();
     // The data dir's token goes only where it was asked for (`--url`) or
     // to the daemon that wrote it: whatever else listens on a fallback
     // address (another user's process, once ours stopped) never gets it.
@@ -203,7 +223,11 @@ pub(super) fn connect(args: &ClientArgs) -> AdminClient {
         })
         .unwrap_or_else(|| format!("http://{DEFAULT_LISTEN}"));
     let token = args.token.clone().or(data_dir_token);
-    AdminClient::new(&url, token)
+    let mut client = AdminClient::new(&url, token);
+    if args.url.is_none() && owner_missing {
+        client.no_daemon_on = args.data_dir.data_dir.clone();
+    }
+    client
 }
 
 /// What a path segment or query value keeps as it is: ASCII letters and
