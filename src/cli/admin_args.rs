@@ -12,7 +12,7 @@ use crate::daemon::TOKEN_ENV;
 /// How to reach the daemon.
 #[derive(Debug, Args)]
 pub(super) struct ClientArgs {
-    /// Admin API of the daemon. Default: the daemon of --data-dir if one runs, else MCP_AGGREGATOR_LISTEN, else http://127.0.0.1:8765.
+    /// Admin API of the daemon. Default: the daemon of the data dir; when no --data-dir (MCP_AGGREGATOR_DATA_DIR) is given and none runs there, MCP_AGGREGATOR_LISTEN, else http://127.0.0.1:8765.
     #[arg(long, env = "MCP_AGGREGATOR_URL", value_name = "URL", value_parser = http_url)]
     pub(super) url: Option<String>,
     /// Bearer token (needed when the daemon listens beyond loopback). Default: the data dir's token file, sent only to that data dir's own daemon or to --url.
