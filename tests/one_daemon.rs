@@ -483,23 +483,35 @@ fn a_joining_clients_config_is_applied_to_the_running_daemon() {
     assert!(b.close().success());
 }
 
-/// Two clients' files name one server: the file applied last owns it,
-/// and its edit dropping the server hands it to the other file (which
-/// still names it) instead of removing it; the other's edit then removes
-/// it.
+/// Two clients' files name one server (and one profile): the file applied
+/// last owns it, and its edit dropping the server hands it to the other
+/// file (which still names it) instead of removing it, with that file's
+/// settings, while what the edited file still names keeps its own; the
+/// other's edit then removes it.
 #[test]
 fn a_server_two_files_name_outlives_one_files_edit() {
     let temp = tempfile::tempdir().unwrap();
     let (first, second) = (temp.path().join("a.json"), temp.path().join("b.json"));
-    let write = |path: &Path, servers: &[&str]| {
+    let write = |path: &Path, servers: &[&str], profile: Option<&str>| {
+        let tag = path.file_stem().unwrap().to_str().unwrap().to_owned();
         let entries: serde_json::Map<String, Value> = servers
             .iter()
-            .map(|name| ((*name).to_owned(), json!({"command": FIXTURE})))
+            .map(|name| {
+                let pids = temp.path().join(format!("{name}-{tag}.pids"));
+                (
+                    (*name).to_owned(),
+                    json!({"command": FIXTURE, "args": ["--pid-file", pids.to_str().unwrap()]}),
+                )
+            })
             .collect();
-        std::fs::write(path, json!({"mcpServers": entries}).to_string()).unwrap();
+        let mut config = json!({"mcpServers": entries});
+        if let Some(servers) = profile {
+            config["profiles"] = json!({"view": {"servers": [servers]}});
+        }
+        std::fs::write(path, config.to_string()).unwrap();
     };
-    write(&first, &["fx", "shared"]);
-    write(&second, &["shared"]);
+    write(&first, &["fx", "shared", "both"], Some("fx"));
+    write(&second, &["shared", "both"], Some("shared"));
     let data_dir = temp.path().join("data");
     let data_arg = data_dir.to_str().unwrap();
     let with_config = |config: &Path| {
@@ -519,26 +531,48 @@ fn a_server_two_files_name_outlives_one_files_edit() {
     });
     let mut b = with_config(&second);
     b.wait_tools("shared", |t| has(t, "shared__echo"));
-    let source_of_shared = || {
-        let server = daemon_get(&data_dir, "/api/v1/aggregator/servers/shared");
-        server["source"].to_string()
-    };
+    let server = |name: &str| daemon_get(&data_dir, &format!("/api/v1/aggregator/servers/{name}"));
+    assert!(server("shared")["source"].to_string().contains("b.json"));
     assert!(
-        source_of_shared().contains("b.json"),
-        "{}",
-        source_of_shared()
+        server("both")["connection_config"]
+            .to_string()
+            .contains("both-b.pids")
     );
 
-    // b drops shared (and adds fy, to see the edit applied): a keeps it.
-    write(&second, &["fy"]);
+    // b drops shared and the view (and adds fy, to see the edit applied):
+    // a takes them over; `both`, which b still names, stays b's.
+    write(&second, &["both", "fy"], None);
     b.wait_tools("fy after b's edit", |t| has(t, "fy__echo"));
-    let owned_by_a = wait_for(UP, || source_of_shared().contains("a.json").then_some(()));
-    assert!(owned_by_a.is_some(), "{}", source_of_shared());
+    let owned_by_a = wait_for(UP, || {
+        server("shared")["source"]
+            .to_string()
+            .contains("a.json")
+            .then_some(())
+    });
+    assert!(owned_by_a.is_some(), "{}", server("shared"));
+    let shared = server("shared");
+    assert!(
+        shared["connection_config"]
+            .to_string()
+            .contains("shared-a.pids"),
+        "{shared}"
+    );
+    let both = server("both");
+    assert!(both["source"].to_string().contains("b.json"), "{both}");
+    assert!(
+        both["connection_config"]
+            .to_string()
+            .contains("both-b.pids"),
+        "{both}"
+    );
+    let view = daemon_get(&data_dir, "/api/v1/profiles/view");
+    assert_eq!(view["servers"], json!(["fx"]), "{view}");
+    assert!(view["source"].to_string().contains("a.json"), "{view}");
     let tools = a.tools();
     assert!(has(&tools, "shared__echo"), "{tools:?}");
 
     // a drops it too: gone.
-    write(&first, &["fx"]);
+    write(&first, &["fx", "both"], Some("fx"));
     a.wait_tools("shared gone", |t| {
         has(t, "fx__echo") && !has(t, "shared__echo")
     });

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::LoadedConfig;
 use crate::model::ServerSource;
-use crate::registry::{ConfigFileStatus, Registry, RegistryError};
+use crate::registry::{ConfigFileStatus, Registry, RegistryError, ServerSpec};
 use crate::router::Router;
 use crate::store::UpsertOutcome;
 
@@ -36,17 +36,25 @@ pub struct Applied {
     pub removed: usize,
 }
 
+/// What a file dropped that another watched file still names: left in
+/// place by this file's apply, then taken over by that file.
+#[derive(Debug, Default)]
+pub struct Spared {
+    pub servers: HashSet<String>,
+    pub profiles: HashSet<String>,
+}
+
 /// Applies `loaded` (read from `path`). `running` is the router of a
 /// daemon already serving: the servers the file changed are connected or
-/// stopped through it; at start, nothing is connected yet. Servers in
-/// `spared` are not removed though the file dropped them (another file
-/// still names them and takes them over).
+/// stopped through it; at start, nothing is connected yet. What `spared`
+/// names is not removed though the file dropped it (another file still
+/// names it and takes it over).
 pub async fn apply(
     registry: &Registry,
     running: Option<&Router>,
     path: &Path,
     loaded: LoadedConfig,
-    spared: &HashSet<String>,
+    spared: &Spared,
 ) -> Result<Applied, RegistryError> {
     for warning in &loaded.warnings {
         tracing::warn!(config = %path.display(), "{warning}");
@@ -55,7 +63,40 @@ pub async fn apply(
     let actor = format!("config:{source}");
     let servers = loaded.servers.len();
     let named: HashSet<String> = loaded.servers.iter().map(|s| s.name.clone()).collect();
-    let results = registry.upsert(loaded.servers, &actor).await?;
+    let changed = upsert_specs(registry, running, loaded.servers, &actor).await?;
+    let mut removed = 0;
+    for server in registry.list(None).await? {
+        let from_this_file =
+            matches!(&server.source, ServerSource::ConfigFile { path } if *path == source);
+        if from_this_file && !named.contains(&server.name) && !spared.servers.contains(&server.name)
+        {
+            if let Some(router) = running {
+                router.stop(server.id).await;
+            }
+            registry.remove(&server.id.to_string(), &actor).await?;
+            tracing::info!(server = %server.name, "removed: no longer in the config file");
+            removed += 1;
+        }
+    }
+    let profiles = apply_profiles(registry, &source, loaded.profiles, &spared.profiles).await?;
+    tracing::info!(config = %path.display(), servers, changed, removed, profiles, "config applied");
+    Ok(Applied {
+        servers,
+        changed,
+        removed,
+    })
+}
+
+/// Adds or updates servers as a file defines them, and (on a running
+/// daemon) connects, reconnects or leaves each as its change needs; how
+/// many changed.
+async fn upsert_specs(
+    registry: &Registry,
+    running: Option<&Router>,
+    specs: Vec<ServerSpec>,
+    actor: &str,
+) -> Result<usize, RegistryError> {
+    let results = registry.upsert(specs, actor).await?;
     let mut changed = 0;
     let mut to_connect = Vec::new();
     for (record, outcome) in &results {
@@ -78,26 +119,7 @@ pub async fn apply(
     if let Some(router) = running {
         router.connect_starting(to_connect);
     }
-    let mut removed = 0;
-    for server in registry.list(None).await? {
-        let from_this_file =
-            matches!(&server.source, ServerSource::ConfigFile { path } if *path == source);
-        if from_this_file && !named.contains(&server.name) && !spared.contains(&server.name) {
-            if let Some(router) = running {
-                router.stop(server.id).await;
-            }
-            registry.remove(&server.id.to_string(), &actor).await?;
-            tracing::info!(server = %server.name, "removed: no longer in the config file");
-            removed += 1;
-        }
-    }
-    let profiles = apply_profiles(registry, &source, loaded.profiles).await?;
-    tracing::info!(config = %path.display(), servers, changed, removed, profiles, "config applied");
-    Ok(Applied {
-        servers,
-        changed,
-        removed,
-    })
+    Ok(changed)
 }
 
 /// Stores a file's profiles (added or replaced by name) and removes those
@@ -106,6 +128,7 @@ async fn apply_profiles(
     registry: &Registry,
     source: &str,
     profiles: Vec<crate::model::Profile>,
+    spared: &HashSet<String>,
 ) -> Result<usize, RegistryError> {
     let named: HashSet<String> = profiles.iter().map(|p| p.name.clone()).collect();
     let count = profiles.len();
@@ -132,7 +155,10 @@ async fn apply_profiles(
         registry.put_profile(profile).await?;
     }
     for profile in registry.profiles().await? {
-        if profile.source.as_deref() == Some(source) && !named.contains(&profile.name) {
+        if profile.source.as_deref() == Some(source)
+            && !named.contains(&profile.name)
+            && !spared.contains(&profile.name)
+        {
             // The file wins over the tokens bound to the view (unlike an
             // admin's removal, which they hold off): said, since those
             // tokens now reach nothing.
@@ -206,6 +232,34 @@ struct Watched {
     env: Environment,
     stamp: Option<Stamp>,
     status: ConfigFileStatus,
+    /// What it last applied (none yet: a file applied at start).
+    last_good: Option<Arc<LoadedConfig>>,
+}
+
+/// What a file dropped and others still define, with their definitions.
+#[derive(Debug, Default)]
+struct Handover {
+    servers: Vec<(PathBuf, ServerSpec)>,
+    profiles: Vec<(PathBuf, crate::model::Profile)>,
+}
+
+impl Handover {
+    fn has_server(&self, name: &str) -> bool {
+        self.servers.iter().any(|(_, spec)| spec.name == name)
+    }
+
+    fn has_profile(&self, name: &str) -> bool {
+        self.profiles
+            .iter()
+            .any(|(_, profile)| profile.name == name)
+    }
+
+    fn spared(&self) -> Spared {
+        Spared {
+            servers: self.servers.iter().map(|(_, s)| s.name.clone()).collect(),
+            profiles: self.profiles.iter().map(|(_, p)| p.name.clone()).collect(),
+        }
+    }
 }
 
 /// The config files a running daemon keeps applied; cheap to clone.
@@ -265,20 +319,27 @@ impl ConfigFiles {
         let mut disk_failed = false;
         let result = match loaded {
             Ok(loaded) => {
-                let elsewhere = self.named_elsewhere(path, &loaded).await;
-                let spared: HashSet<String> = elsewhere.keys().cloned().collect();
-                let applied = apply(&self.registry, Some(&self.router), path, loaded, &spared)
-                    .await
-                    .map(|applied| applied.servers)
-                    .map_err(|err| {
-                        disk_failed = matches!(
-                            err,
-                            RegistryError::Store(crate::store::StoreError::Disk { .. })
-                        );
-                        format!("cannot apply {}: {err}", path.display())
-                    });
+                let handover = self.named_elsewhere(path, &loaded).await;
+                let last_good = Arc::new(loaded.clone());
+                let applied = apply(
+                    &self.registry,
+                    Some(&self.router),
+                    path,
+                    loaded,
+                    &handover.spared(),
+                )
+                .await
+                .map(|applied| applied.servers)
+                .map_err(|err| {
+                    disk_failed = matches!(
+                        err,
+                        RegistryError::Store(crate::store::StoreError::Disk { .. })
+                    );
+                    format!("cannot apply {}: {err}", path.display())
+                });
                 if applied.is_ok() {
-                    self.hand_over(elsewhere).await;
+                    self.hand_over(handover).await;
+                    self.keep_last_good(path, last_good);
                 }
                 applied
             }
@@ -306,18 +367,16 @@ impl ConfigFiles {
         result.map(|_| ())
     }
 
-    /// The servers `path` owns and no longer names that another watched
-    /// file still does: each with that file (the first, by path) and its
-    /// environment. Two clients' files may name one server; the one
-    /// applied last owns it, and its edit must not take the server from
-    /// the other.
-    async fn named_elsewhere(
-        &self,
-        path: &Path,
-        loaded: &LoadedConfig,
-    ) -> BTreeMap<String, (PathBuf, Environment)> {
+    /// What `path` owns and no longer names that another watched file
+    /// still does, each with that file's own definition: the file as it
+    /// reads now, or as it last applied when it does not load now. Two
+    /// clients' files may name one server; the one applied last owns it,
+    /// and its edit must not take the server from the other.
+    async fn named_elsewhere(&self, path: &Path, loaded: &LoadedConfig) -> Handover {
         let source = crate::config::source_path(path);
         let named: HashSet<&str> = loaded.servers.iter().map(|s| s.name.as_str()).collect();
+        let named_profiles: HashSet<&str> =
+            loaded.profiles.iter().map(|p| p.name.as_str()).collect();
         let dropped: HashSet<String> = match self.registry.list(None).await {
             Ok(servers) => servers
                 .into_iter()
@@ -327,69 +386,97 @@ impl ConfigFiles {
                 })
                 .map(|server| server.name)
                 .collect(),
-            Err(_) => return BTreeMap::new(),
+            Err(_) => return Handover::default(),
         };
-        if dropped.is_empty() {
-            return BTreeMap::new();
+        let dropped_profiles: HashSet<String> = match self.registry.profiles().await {
+            Ok(profiles) => profiles
+                .into_iter()
+                .filter(|p| {
+                    p.source.as_deref() == Some(source.as_str())
+                        && !named_profiles.contains(p.name.as_str())
+                })
+                .map(|p| p.name)
+                .collect(),
+            Err(_) => return Handover::default(),
+        };
+        if dropped.is_empty() && dropped_profiles.is_empty() {
+            return Handover::default();
         }
-        let others: Vec<(PathBuf, Environment)> = match self.files.lock() {
+        let others: Vec<(PathBuf, Environment, Option<Arc<LoadedConfig>>)> = match self.files.lock()
+        {
             Ok(files) => files
                 .iter()
                 .filter(|(other, _)| crate::config::source_path(other) != source)
-                .map(|(other, watched)| (other.clone(), watched.env.clone()))
+                .map(|(other, w)| (other.clone(), w.env.clone(), w.last_good.clone()))
                 .collect(),
-            Err(_) => return BTreeMap::new(),
+            Err(_) => return Handover::default(),
         };
-        let mut elsewhere = BTreeMap::new();
-        for (other, env) in others {
-            let Ok(other_loaded) = load_in(&other, &env) else {
+        let mut handover = Handover::default();
+        for (other, env, last_good) in others {
+            let Some(other_loaded) = load_in(&other, &env).ok().map(Arc::new).or(last_good) else {
                 continue;
             };
-            for server in &other_loaded.servers {
-                if dropped.contains(&server.name) && !elsewhere.contains_key(&server.name) {
-                    elsewhere.insert(server.name.clone(), (other.clone(), env.clone()));
+            for spec in &other_loaded.servers {
+                if dropped.contains(&spec.name) && !handover.has_server(&spec.name) {
+                    handover.servers.push((other.clone(), spec.clone()));
+                }
+            }
+            for profile in &other_loaded.profiles {
+                if dropped_profiles.contains(&profile.name) && !handover.has_profile(&profile.name)
+                {
+                    handover.profiles.push((other.clone(), profile.clone()));
                 }
             }
         }
-        elsewhere
+        handover
     }
 
-    /// Applies again each file that takes over servers another dropped:
-    /// they become its own, with its settings.
-    async fn hand_over(&self, elsewhere: BTreeMap<String, (PathBuf, Environment)>) {
-        let mut files: BTreeMap<PathBuf, (Environment, Vec<String>)> = BTreeMap::new();
-        for (server, (file, env)) in elsewhere {
-            files
-                .entry(file)
-                .or_insert_with(|| (env, Vec::new()))
-                .1
-                .push(server);
+    /// Each spared server and profile becomes its new file's own, with
+    /// that file's definition (the rest of that file is left as it is).
+    async fn hand_over(&self, handover: Handover) {
+        let mut by_file: BTreeMap<PathBuf, Vec<ServerSpec>> = BTreeMap::new();
+        for (file, spec) in handover.servers {
+            by_file.entry(file).or_default().push(spec);
         }
-        for (file, (env, servers)) in files {
-            let applied = match load_in(&file, &env) {
-                Ok(loaded) => apply(
-                    &self.registry,
-                    Some(&self.router),
-                    &file,
-                    loaded,
-                    &HashSet::new(),
-                )
-                .await
-                .map_err(|err| err.to_string()),
-                Err(err) => Err(err.to_string()),
-            };
-            match applied {
+        for (file, specs) in by_file {
+            let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+            let actor = format!("config:{}", crate::config::source_path(&file));
+            match upsert_specs(&self.registry, Some(&self.router), specs, &actor).await {
                 Ok(_) => tracing::info!(
                     config = %file.display(),
                     "kept {}: still named in this file, which now owns them",
-                    servers.join(", ")
+                    names.join(", ")
                 ),
                 Err(err) => tracing::warn!(
                     config = %file.display(),
                     "{} stay registered but could not be handed over to this file: {err}",
-                    servers.join(", ")
+                    names.join(", ")
                 ),
             }
+        }
+        for (file, mut profile) in handover.profiles {
+            let name = profile.name.clone();
+            profile.source = Some(crate::config::source_path(&file));
+            match self.registry.put_profile(profile).await {
+                Ok(_) => tracing::info!(
+                    config = %file.display(),
+                    "kept profile {name}: still defined in this file, which now owns it"
+                ),
+                Err(err) => tracing::warn!(
+                    config = %file.display(),
+                    "profile {name} stays but could not be handed over to this file: {err}"
+                ),
+            }
+        }
+    }
+
+    /// Remembers what a file last applied, for when a later edit of it
+    /// does not load and another file hands it a server.
+    fn keep_last_good(&self, path: &Path, loaded: Arc<LoadedConfig>) {
+        if let Ok(mut files) = self.files.lock()
+            && let Some(watched) = files.get_mut(path)
+        {
+            watched.last_good = Some(loaded);
         }
     }
 
@@ -406,6 +493,7 @@ impl ConfigFiles {
         let watched = files.entry(path.to_path_buf()).or_insert_with(|| Watched {
             env: env.clone(),
             stamp: None,
+            last_good: None,
             status: ConfigFileStatus {
                 path: path.display().to_string(),
                 servers: 0,
