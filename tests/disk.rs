@@ -320,13 +320,26 @@ async fn starting_on_a_full_disk_serves_and_leaves_no_temporary_file() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("the store is sound"), "{out}{err}");
     assert!(leftovers(&data).is_empty(), "{:?}", leftovers(&data));
+    let in_temp = || -> Vec<String> {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("mcp-aggregator-check-"))
+            .collect()
+    };
+    assert!(in_temp().is_empty(), "{:?}", in_temp());
+    // No room for a recovered store: said so, never that the sound store
+    // cannot be read (whose advice, to move it aside, would lose it).
+    let (code, out, err) = cli(&data, &["store", "recover"]);
+    assert_eq!(code, 1, "{out}{err}");
     assert!(
-        leftovers(&std::env::temp_dir())
-            .iter()
-            .all(|name| !name.starts_with("mcp-aggregator-")),
-        "{:?}",
-        leftovers(&std::env::temp_dir())
+        out.contains("the recovered store could not be written")
+            || err.contains("store.recovered.redb"),
+        "{out}{err}"
     );
+    assert!(!out.contains("move it aside"), "{out}");
+    assert!(!data.join("store.recovered.redb").exists());
     let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
     // It serves what is stored, and says why it cannot write.
     assert!(names_at(&url).await.contains(&"kept".to_owned()));
@@ -619,7 +632,12 @@ async fn a_store_cut_short_at_its_end_is_recovered() {
     let before = sha256(&store);
     let (code, out, err) = cli(&data, &["store", "recover", "--replace"]);
     assert_eq!(code, 1, "{out}{err}");
-    assert!(out.contains("nothing recovered"), "{out}{err}");
+    // Which pages the cut took depends on where this run's store put its
+    // roots: none left to open, or the registrations' pages gone.
+    assert!(
+        out.contains("nothing recovered") || out.contains("nothing can be read"),
+        "{out}{err}"
+    );
     assert_eq!(sha256(&store), before, "the damaged store was replaced");
     assert!(!data.join("store.recovered.redb").exists());
 }

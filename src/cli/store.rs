@@ -41,7 +41,7 @@ pub(super) async fn run(command: StoreCommand) -> Result<ExitCode, CliError> {
         println!("{report}");
     }
     Ok(
-        if report.sound() || report.recovered.is_some() && recovering {
+        if recovering && report.recovered.is_some() || !recovering && report.sound() {
             ExitCode::SUCCESS
         } else {
             ExitCode::from(1)

@@ -66,7 +66,6 @@ pub use servers::UpsertOutcome;
 pub use skills::{ClassificationUpdate, SUGGESTION_LIMIT};
 // What `recover.rs` names through this module.
 use meta::META_SCHEMA_VERSION;
-use opening::restrict_to_owner;
 
 /// The data dir's store file, and the key that seals secrets in it.
 const STORE_FILE: &str = "store.redb";

@@ -57,6 +57,10 @@ pub struct Report {
     /// from the tables themselves (in the copy) to read them.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub free_pages_rebuilt: bool,
+    /// The recovered store could not be written (a full or failing disk):
+    /// nothing was recovered, and the store itself says nothing of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_error: Option<String>,
 }
 
 /// How much of a store file is missing at its end.
@@ -116,6 +120,12 @@ impl std::fmt::Display for Report {
                 )?,
             }
         }
+        if let Some(err) = &self.target_error {
+            return write!(
+                f,
+                "nothing recovered: the recovered store could not be written ({err}); the store itself was not changed. Make room (or fix the data dir) and run `mcp-aggregator store recover` again"
+            );
+        }
         if let Some(why) = &self.not_recovered {
             return write!(f, "{why}");
         }
@@ -163,6 +173,7 @@ pub fn confirmed_sound(data_dir: &Path) -> bool {
     let copy = Copy {
         path: data_dir.join(format!("{STORE_FILE}.check-{}", std::process::id())),
         _held: None,
+        _dir: None,
     };
     if private_copy(&path, &copy.path).is_err() {
         return false;
@@ -191,6 +202,10 @@ pub fn recover(data_dir: &Path, replace: bool) -> Result<Report, StoreError> {
         })?;
     let mut report = examine(&path, &copy.path, Some(&target));
     if report.recovered.is_none() {
+        // A new store left part-written (a full disk) is no store.
+        if report.target_error.is_some() {
+            let _ = std::fs::remove_file(&target);
+        }
         return Ok(report);
     }
     // Registrations are what a store is recovered for: a new store without
@@ -208,10 +223,8 @@ pub fn recover(data_dir: &Path, replace: bool) -> Result<Report, StoreError> {
         );
         return Ok(report);
     }
-    super::restrict_to_owner(&target, 0o600).map_err(|source| StoreError::DataDir {
-        path: target.clone(),
-        source,
-    })?;
+    // Made 0600 from its first byte (`create_private`); no chmod by path,
+    // which would follow a link put in its place.
     if replace {
         let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
         let kept = data_dir.join(format!("{STORE_FILE}.damaged-{stamp}"));
@@ -232,6 +245,9 @@ pub fn recover(data_dir: &Path, replace: bool) -> Result<Report, StoreError> {
 struct Copy {
     path: PathBuf,
     _held: Option<redb::ReadOnlyDatabase>,
+    /// The private directory the copy is in, when it is not beside the
+    /// store; removed with it.
+    _dir: Option<tempfile::TempDir>,
 }
 
 /// Copies `from` into a new file at `to`, readable by its owner only. Not
@@ -287,6 +303,16 @@ impl Drop for Copy {
     }
 }
 
+/// Whether only this process's user may add or rename entries in `dir`:
+/// owned by it (or by root, when root runs this) and writable by no group
+/// or other.
+fn dir_is_private(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(dir).is_ok_and(|metadata| {
+        metadata.uid() == rustix::process::geteuid().as_raw() && metadata.mode() & 0o022 == 0
+    })
+}
+
 /// The store's path and a private copy of it, once no process holds it.
 fn copy_of(data_dir: &Path) -> Result<(PathBuf, Copy), StoreError> {
     let path = data_dir.join(STORE_FILE);
@@ -311,34 +337,54 @@ fn copy_of(data_dir: &Path) -> Result<(PathBuf, Copy), StoreError> {
         // Too damaged to open: no daemon can open it either.
         _ => None,
     };
-    let mut copy = Copy {
-        path: data_dir.join(format!("{STORE_FILE}.check-{}", std::process::id())),
-        _held: held,
-    };
-    if let Err(source) = private_copy(&path, &copy.path) {
-        // A data dir one may read but not write (a read-only mount, a
-        // service's dir looked at by another user) or a full disk: the
-        // copy goes to the temporary directory instead.
-        use std::io::ErrorKind::{PermissionDenied, ReadOnlyFilesystem, StorageFull};
-        if !matches!(
-            source.kind(),
-            PermissionDenied | ReadOnlyFilesystem | StorageFull
-        ) {
-            return Err(StoreError::DataDir {
-                path: copy.path.clone(),
-                source,
-            });
+    // The copy is opened by its path again and again (redb, its repair):
+    // beside the store only in a dir no one else may write to. Elsewhere
+    // (a service's dir that its servers may write to, a read-only mount,
+    // a full disk) it is made in a private directory of the temporary one,
+    // where nobody can put a link in its place.
+    if dir_is_private(data_dir) {
+        let beside = data_dir.join(format!("{STORE_FILE}.check-{}", std::process::id()));
+        match private_copy(&path, &beside) {
+            Ok(()) => {
+                return Ok((
+                    path,
+                    Copy {
+                        path: beside,
+                        _held: held,
+                        _dir: None,
+                    },
+                ));
+            }
+            Err(source) => {
+                use std::io::ErrorKind::{PermissionDenied, ReadOnlyFilesystem, StorageFull};
+                if !matches!(
+                    source.kind(),
+                    PermissionDenied | ReadOnlyFilesystem | StorageFull
+                ) {
+                    return Err(StoreError::DataDir {
+                        path: beside,
+                        source,
+                    });
+                }
+            }
         }
-        let elsewhere = std::env::temp_dir().join(format!(
-            "mcp-aggregator-{STORE_FILE}.check-{}",
-            std::process::id()
-        ));
-        private_copy(&path, &elsewhere).map_err(|_| StoreError::DataDir {
-            path: copy.path.clone(),
+    }
+    let elsewhere = tempfile::Builder::new()
+        .prefix("mcp-aggregator-check-")
+        .tempdir()
+        .map_err(|source| StoreError::DataDir {
+            path: std::env::temp_dir(),
             source,
         })?;
-        copy.path = elsewhere;
-    }
+    let copy = Copy {
+        path: elsewhere.path().join(STORE_FILE),
+        _held: held,
+        _dir: Some(elsewhere),
+    };
+    private_copy(&path, &copy.path).map_err(|source| StoreError::DataDir {
+        path: copy.path.clone(),
+        source,
+    })?;
     Ok((path, copy))
 }
 
@@ -355,6 +401,7 @@ fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
         cut_short: None,
         not_recovered: None,
         free_pages_rebuilt: false,
+        target_error: None,
     };
     // redb would take an empty file for a new store and call it sound
     // (and `--replace` would swap an empty store in): it holds nothing.
@@ -389,12 +436,12 @@ fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
     let target = match into.map(create_private).transpose() {
         Ok(target) => target,
         Err(err) => {
-            report.open_error = Some(format!("cannot create the recovered store: {err}"));
+            report.target_error = Some(format!("cannot create it: {err}"));
             return report;
         }
     };
     let target = target.as_ref();
-    report.tables = vec![
+    let copied = [
         copy_table(&source, target, "meta", META.redb()),
         copy_table(&source, target, "servers", SERVERS.redb()),
         copy_table(&source, target, "server_names", SERVER_NAMES.redb()),
@@ -423,12 +470,19 @@ fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
         copy_table(&source, target, "pins", pins::PINS.redb()),
         copy_table(&source, target, "api_tokens", super::tokens::TOKENS.redb()),
     ];
+    for (table, write_error) in copied {
+        report.tables.push(table);
+        if report.target_error.is_none() {
+            report.target_error = write_error;
+        }
+    }
+    if report.target_error.is_some() {
+        return report;
+    }
     if let (Some(target), Some(into)) = (target, into) {
         match finish(target) {
             Ok(()) => report.recovered = Some(into.to_path_buf()),
-            Err(err) => {
-                report.open_error = Some(format!("cannot finish the recovered store: {err}"))
-            }
+            Err(err) => report.target_error = Some(format!("cannot finish it: {err}")),
         }
     }
     report
@@ -551,13 +605,14 @@ fn create_private(path: &Path) -> Result<Database, redb::DatabaseError> {
 /// Copies one table entry by entry; a panic or an error (damage) stops it
 /// there, and what was read before is kept. Entries are read in chunks and
 /// each chunk written in a transaction of its own, so no write is ever
-/// open while a damaged page is being read.
+/// open while a damaged page is being read. Also returns why writing the
+/// copy failed, when it did.
 fn copy_table<K: redb::Key + 'static, V: redb::Value + 'static>(
     source: &Database,
     target: Option<&Database>,
     name: &'static str,
     definition: TableDefinition<K, V>,
-) -> TableReport {
+) -> (TableReport, Option<String>) {
     let mut entries = 0u64;
     let mut chunk: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let mut write = |chunk: &mut Vec<(Vec<u8>, Vec<u8>)>| -> Result<(), StoreError> {
@@ -575,6 +630,9 @@ fn copy_table<K: redb::Key + 'static, V: redb::Value + 'static>(
         chunk.clear();
         Ok(())
     };
+    // A write that fails is the new store's trouble (a full disk), not
+    // damage of the one read: it stops the reading and is told apart.
+    let mut write_error: Option<String> = None;
     let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(
         || -> Result<(), StoreError> {
             let txn = source.begin_read()?;
@@ -590,8 +648,11 @@ fn copy_table<K: redb::Key + 'static, V: redb::Value + 'static>(
                     K::as_bytes(&key.value()).as_ref().to_vec(),
                     V::as_bytes(&value.value()).as_ref().to_vec(),
                 ));
-                if chunk.len() >= CHUNK {
-                    write(&mut chunk)?;
+                if chunk.len() >= CHUNK
+                    && let Err(err) = write(&mut chunk)
+                {
+                    write_error = Some(err.to_string());
+                    return Ok(());
                 }
             }
             Ok(())
@@ -603,15 +664,19 @@ fn copy_table<K: redb::Key + 'static, V: redb::Value + 'static>(
         Err(panic) => Some(super::panic_message(panic.as_ref())),
     };
     // What was read before the damage (or the end).
-    let damage = match write(&mut chunk) {
-        Ok(()) => damage,
-        Err(err) => Some(damage.unwrap_or_else(|| format!("cannot write: {err}"))),
-    };
-    TableReport {
-        table: name,
-        entries,
-        damage,
+    if write_error.is_none()
+        && let Err(err) = write(&mut chunk)
+    {
+        write_error = Some(err.to_string());
     }
+    (
+        TableReport {
+            table: name,
+            entries,
+            damage,
+        },
+        write_error,
+    )
 }
 
 /// Makes the recovered store whole: every table there, names that point at
