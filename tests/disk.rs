@@ -1040,6 +1040,18 @@ async fn a_full_disk_refuses_a_disconnect_and_leaves_the_server_running() {
         "{refused}"
     );
     assert_eq!(echo().await, 200, "fx still answers");
+    // Nor is a removal that cannot be recorded begun by stopping it.
+    let removed = http()
+        .delete(format!("{url}/api/v1/aggregator/servers/fx"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status().as_u16(), 507);
+    assert_eq!(
+        echo().await,
+        200,
+        "fx still answers after the refused removal"
+    );
     let servers: Vec<Value> = get_json(&format!("{url}/api/v1/aggregator/servers")).await;
     assert_eq!(servers[0]["status"], "CONNECTED", "{servers:?}");
 

@@ -220,6 +220,7 @@ fn may_log_in(scope: Option<axum::Extension<crate::model::TokenScope>>) -> bool 
     responses(
         (status = 204, description = "Removed"),
         (status = 404, description = "Server not found", body = ErrorBody),
+        (status = 507, description = "The disk is full: nothing was changed, the server runs on", body = ErrorBody),
     )
 )]
 pub async fn delete_server(
@@ -227,8 +228,10 @@ pub async fn delete_server(
     Actor(actor): Actor,
     PathParam(id): PathParam<String>,
 ) -> Result<StatusCode, HttpError> {
-    // A server is disconnected before it is deleted.
+    // A server is disconnected before it is deleted; while the store
+    // cannot record the removal, it is left running as it is.
     if let Ok(record) = state.registry.get(&id).await {
+        refuse_while_unwritable(&state, "remove a server").await?;
         state.router.stop(record.id).await;
     }
     state.registry.remove(&id, &actor).await?;
