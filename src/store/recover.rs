@@ -257,6 +257,8 @@ struct Copy {
 /// ours, whatever was there.
 fn private_copy(from: &Path, to: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt as _;
+    // Opened first: a store the caller may not read leaves no empty copy.
+    let input = std::fs::File::open(from)?;
     // Removes a link, never what it points at.
     let _ = std::fs::remove_file(to);
     let mut out = std::fs::OpenOptions::new()
@@ -264,7 +266,7 @@ fn private_copy(from: &Path, to: &Path) -> std::io::Result<()> {
         .create_new(true)
         .mode(0o600)
         .open(to)?;
-    let copied = copy_sparse(&std::fs::File::open(from)?, &mut out).and_then(|()| out.sync_all());
+    let copied = copy_sparse(&input, &mut out).and_then(|()| out.sync_all());
     // A disk too full for the copy leaves no part of it behind.
     if copied.is_err() {
         let _ = std::fs::remove_file(to);
