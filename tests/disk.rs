@@ -877,7 +877,6 @@ async fn a_store_that_is_not_a_store_file_is_refused_as_damaged() {
 /// with their tools stored, and no restart or request is needed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn servers_a_full_disk_kept_from_connecting_connect_once_it_has_room() {
-    const FIXTURE: &str = env!("CARGO_BIN_EXE_mcp-fixture-server");
     let temp = tempfile::tempdir().unwrap();
     let Some(disk) = SmallDisk::mount(&temp.path().join("disk"), "16m") else {
         return;
@@ -888,20 +887,7 @@ async fn servers_a_full_disk_kept_from_connecting_connect_once_it_has_room() {
         get_json(&format!("{url}/api/v1/aggregator/servers/fx")).await
     };
     let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
-    let body = json!({"name": "fx", "transport_type": "STDIO",
-        "connection_config": {"command": FIXTURE}, "auto_connect": true});
-    let response = http()
-        .post(format!("{url}/api/v1/aggregator/servers"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 201);
-    let end = Instant::now() + UP;
-    while server(&url).await["tool_count"].as_u64().unwrap_or(0) == 0 {
-        assert!(Instant::now() < end, "fx never listed its tools");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    fx_answering(&url).await;
     // The disk fills, and the store's own free pages with it.
     let filler = fill_store(&disk, &url).await;
     // Small writes too, so none of a restart's writes finds room.

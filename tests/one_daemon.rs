@@ -415,6 +415,20 @@ fn a_crashed_daemon_is_replaced_by_the_next_client() {
     assert_gone(&fresh, "the daemon (idle exit 0s)");
 }
 
+/// A `stdio` client bringing `config`, on the daemon of `data_dir` (which
+/// leaves as soon as its last client does).
+fn client_with_config(config: &Path, data_dir: &Path) -> Raw {
+    Raw::start(&[
+        "stdio",
+        "--config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+        "--idle-exit",
+        "0s",
+    ])
+}
+
 /// A client's config file is applied to the daemon another client
 /// started: its servers join, the first client is told (list_changed),
 /// and a file that does not parse stops that client alone.
@@ -430,18 +444,7 @@ fn a_joining_clients_config_is_applied_to_the_running_daemon() {
     )
     .unwrap();
     let data_dir = temp.path().join("data");
-    let data_arg = data_dir.to_str().unwrap();
-    let with_config = |config: &Path| {
-        Raw::start(&[
-            "stdio",
-            "--config",
-            config.to_str().unwrap(),
-            "--data-dir",
-            data_arg,
-            "--idle-exit",
-            "0s",
-        ])
-    };
+    let with_config = |config: &Path| client_with_config(config, &data_dir);
     let mut a = with_config(&first);
     a.wait_tools("fx__echo", |t| has(t, "fx__echo"));
 
@@ -463,7 +466,7 @@ fn a_joining_clients_config_is_applied_to_the_running_daemon() {
             "--config",
             broken.to_str().unwrap(),
             "--data-dir",
-            data_arg,
+            data_dir.to_str().unwrap(),
         ])
         .stdin(Stdio::null())
         .output()
@@ -513,18 +516,7 @@ fn a_server_two_files_name_outlives_one_files_edit() {
     write(&first, &["fx", "shared", "both"], Some("fx"));
     write(&second, &["shared", "both"], Some("shared"));
     let data_dir = temp.path().join("data");
-    let data_arg = data_dir.to_str().unwrap();
-    let with_config = |config: &Path| {
-        Raw::start(&[
-            "stdio",
-            "--config",
-            config.to_str().unwrap(),
-            "--data-dir",
-            data_arg,
-            "--idle-exit",
-            "0s",
-        ])
-    };
+    let with_config = |config: &Path| client_with_config(config, &data_dir);
     let mut a = with_config(&first);
     a.wait_tools("fx and shared", |t| {
         has(t, "fx__echo") && has(t, "shared__echo")
