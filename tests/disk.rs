@@ -1275,3 +1275,173 @@ fn client_setup_on_a_full_disk_leaves_the_file_and_no_backup() {
         .collect();
     assert_eq!(beside, ["claude_desktop_config.json"], "{beside:?}");
 }
+
+/// A small ext4 image mounted with `errors=remount-ro` (what many boxes
+/// use), for a filesystem that turns read-only under a running daemon.
+struct Ext4Disk {
+    mount: PathBuf,
+    image: PathBuf,
+}
+
+impl Ext4Disk {
+    /// `None` (with the reason printed) where this process may not make
+    /// or loop-mount one: loop devices are not everywhere CI runs.
+    fn mount(dir: &Path) -> Option<Ext4Disk> {
+        // SAFETY: geteuid(2) has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: loop-mounting an ext4 image needs root");
+            return None;
+        }
+        let image = dir.join("ext4.img");
+        let mount = dir.join("ext4");
+        std::fs::create_dir_all(&mount).unwrap();
+        std::fs::File::create(&image)
+            .unwrap()
+            .set_len(32 << 20)
+            .unwrap();
+        let made = Command::new("mkfs.ext4")
+            .args(["-q", "-F"])
+            .arg(&image)
+            .status();
+        if !made.as_ref().is_ok_and(|s| s.success()) {
+            eprintln!("skipped: mkfs.ext4 failed here: {made:?}");
+            return None;
+        }
+        let mounted = Command::new("mount")
+            .args(["-o", "loop,errors=remount-ro"])
+            .arg(&image)
+            .arg(&mount)
+            .status();
+        if !mounted.as_ref().is_ok_and(|s| s.success()) {
+            eprintln!("skipped: loop-mounting an ext4 image failed here: {mounted:?}");
+            return None;
+        }
+        Some(Ext4Disk { mount, image })
+    }
+
+    /// What the kernel does on an I/O error under `errors=remount-ro`: the
+    /// filesystem goes read-only, open files and all.
+    fn fail(&self) {
+        let source = Command::new("findmnt")
+            .args(["-n", "-o", "SOURCE"])
+            .arg(&self.mount)
+            .output()
+            .unwrap();
+        let source = String::from_utf8_lossy(&source.stdout).trim().to_owned();
+        let device = source.rsplit('/').next().unwrap_or_default();
+        std::fs::write(format!("/sys/fs/ext4/{device}/trigger_fs_error"), "1").unwrap();
+        let probe = self.mount.join("probe");
+        let read_only = wait_for(UP, || std::fs::write(&probe, b"x").is_err().then_some(()));
+        assert!(read_only.is_some(), "the filesystem never turned read-only");
+    }
+
+    /// Unmounts, repairs and mounts again (what an operator does).
+    fn repair(&self) {
+        assert!(
+            Command::new("umount")
+                .arg(&self.mount)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let _ = Command::new("e2fsck")
+            .args(["-f", "-y"])
+            .arg(&self.image)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let mounted = Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&self.image)
+            .arg(&self.mount)
+            .status()
+            .unwrap();
+        assert!(mounted.success());
+    }
+}
+
+impl Drop for Ext4Disk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
+    }
+}
+
+/// The data dir's filesystem turns read-only under a running daemon:
+/// changes are refused with the reason, and everything stored is still
+/// read and called (a refused write never reaches the store file, so the
+/// file is not latched shut).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filesystem_turned_read_only_refuses_changes_and_keeps_serving_reads() {
+    let temp = tempfile::tempdir().unwrap();
+    let Some(disk) = Ext4Disk::mount(temp.path()) else {
+        return;
+    };
+    let data = disk.mount.join("data");
+    let log = temp.path().join("daemon.log");
+    let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
+    fx_answering(&url).await;
+    assert_eq!(register_at(&url, "kept").await.0, 201);
+
+    disk.fail();
+    for n in 0..3 {
+        let (status, body) = register_at(&url, &format!("refused{n}")).await;
+        assert_eq!(status, 503, "{body}");
+        let detail = body["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains("Read-only"), "{body}");
+    }
+    // The file is reopened for reading within a second of the failure
+    // (when no operation holds it); from then on every read works.
+    let end = Instant::now() + UP;
+    loop {
+        let response = http()
+            .get(format!("{url}/api/v1/aggregator/servers"))
+            .send()
+            .await
+            .unwrap();
+        if response.status() == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "reads never worked again: {}",
+            response.text().await.unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let listed = names_at(&url).await;
+    assert!(listed.contains(&"kept".to_owned()), "{listed:?}");
+    assert!(
+        !listed.iter().any(|n| n.starts_with("refused")),
+        "{listed:?}"
+    );
+    for path in [
+        "/api/v1/aggregator/servers/kept",
+        "/api/v1/aggregator/state",
+    ] {
+        let response = http().get(format!("{url}{path}")).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+    }
+    let (status, body) = call_at(&url, "fx.echo").await;
+    assert_eq!(status, 200, "{body}");
+    let health: Value = http()
+        .get(format!("{url}/healthz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["storage"]["status"], "failing", "{health}");
+    assert_eq!(health["storage"]["disk_full"], false, "{health}");
+    assert!(stop(&mut child).success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("read-only"), "the log says why:\n{text}");
+
+    // Repaired and mounted again: what was acknowledged is there.
+    disk.repair();
+    let (mut child, url) = serve_on(&data, &log, &["--search", "off"]);
+    let listed = names_at(&url).await;
+    assert!(listed.contains(&"kept".to_owned()), "{listed:?}");
+    assert!(listed.contains(&"fx".to_owned()), "{listed:?}");
+    assert!(stop(&mut child).success());
+}

@@ -26,6 +26,9 @@ pub struct Health {
     /// The open file met a failed write: redb refuses everything on it
     /// until it is reopened.
     latched: AtomicBool,
+    /// The file is open for reading only (its filesystem turned
+    /// read-only): nothing written reaches it.
+    read_only: AtomicBool,
     write_errors: AtomicU64,
     state: Mutex<State>,
     /// Counts the times writes came back after failing: whoever could not
@@ -56,6 +59,7 @@ impl Health {
             failing: AtomicBool::new(false),
             held: AtomicBool::new(false),
             latched: AtomicBool::new(false),
+            read_only: AtomicBool::new(false),
             write_errors: AtomicU64::new(0),
             state: Mutex::new(State::default()),
             recoveries: tokio::sync::watch::channel(0).0,
@@ -71,8 +75,14 @@ impl Health {
 
     /// A write to the file failed (the backend saw it before redb did).
     pub fn write_failed(&self, err: &std::io::Error) {
-        self.write_errors.fetch_add(1, Ordering::Relaxed);
         self.latched.store(true, Ordering::SeqCst);
+        self.write_refused(err);
+    }
+
+    /// A write was refused before it reached the file, for `err`: writes
+    /// fail, but redb still takes reads on the open file.
+    pub fn write_refused(&self, err: &std::io::Error) {
+        self.write_errors.fetch_add(1, Ordering::Relaxed);
         let full = is_disk_full(err);
         let now = Instant::now();
         let mut state = self.lock();
@@ -89,6 +99,8 @@ impl Health {
             state.said_at = Some(now);
             let hint = if full {
                 "the disk holding it is full: free space there; writes resume by themselves"
+            } else if err.raw_os_error() == Some(rustix::io::Errno::ROFS.raw_os_error()) {
+                "its filesystem is read-only (mounted so, or after an I/O error): check the disk and mount it read-write; writes resume by themselves"
             } else {
                 "check the disk; writes are tried again every second"
             };
@@ -145,9 +157,16 @@ impl Health {
         self.latched.load(Ordering::SeqCst)
     }
 
-    /// The file was opened again: redb takes requests on it.
-    pub fn reopened(&self) {
+    /// The file was opened again: redb takes requests on it (only reads,
+    /// when `read_only`).
+    pub fn reopened(&self, read_only: bool) {
+        self.read_only.store(read_only, Ordering::SeqCst);
         self.latched.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether the file is open for reading only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only.load(Ordering::SeqCst)
     }
 
     /// The last write error and whether the disk is full, while failing.

@@ -56,7 +56,7 @@ impl Store {
         // later. Beyond the size, a check would add a second per start;
         // damage is then found by the start's own reads.
         let check = std::fs::metadata(&path).is_ok_and(|m| m.len() <= CHECK_AT_OPEN_BYTES);
-        let db = open_database(&path, &health, check, false)?;
+        let (db, _) = open_database(&path, &health, check, false)?;
         // Only the owner may read the store, whatever the umask.
         restrict_to_owner(&path, 0o600).map_err(|source| StoreError::DataDir {
             path: path.clone(),
@@ -225,28 +225,41 @@ impl Store {
 const CHECK_AT_OPEN_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Opens the file through the watched backend, a panic in redb (its
-/// answer to some damage) taken as `Damaged`.
+/// answer to some damage) taken as `Damaged`; and whether it is open for
+/// reading only (reopened after a failed write on a filesystem that has
+/// turned read-only since).
 pub(super) fn open_database(
     path: &Path,
     health: &Arc<health::Health>,
     check: bool,
     after_failed_write: bool,
-) -> Result<Database, StoreError> {
+) -> Result<(Database, bool), StoreError> {
     use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new()
+    let writable = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         // Private from its first byte, whatever the umask.
         .mode(0o600)
-        .open(path)
-        .map_err(|source| StoreError::DataDir {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    let backend = backend::WatchedFile::new(file, Arc::clone(health))
-        .map_err(|err| StoreError::from(redb::Error::from(err)))?;
+        .open(path);
+    let read_only = after_failed_write
+        && writable
+            .as_ref()
+            .is_err_and(|err| err.raw_os_error() == Some(rustix::io::Errno::ROFS.raw_os_error()));
+    let backend = if read_only {
+        // Its filesystem turned read-only under the daemon: what is
+        // stored is still served.
+        std::fs::File::open(path)
+            .map(|file| backend::WatchedFile::read_only(file, Arc::clone(health)))
+    } else {
+        writable.map(|file| backend::WatchedFile::new(file, Arc::clone(health)))
+    }
+    .map_err(|source| StoreError::DataDir {
+        path: path.to_path_buf(),
+        source,
+    })?
+    .map_err(|err| StoreError::from(redb::Error::from(err)))?;
     let warned = std::sync::atomic::AtomicBool::new(false);
     let opened = guard_damage(path, || {
         let mut db = redb::Builder::new()
@@ -277,7 +290,7 @@ pub(super) fn open_database(
                 "the store file was damaged and redb repaired it by going back to its last sound commit: the last change made before this start may be lost"
             );
         }
-        Ok(db)
+        Ok((db, read_only))
     });
     match opened {
         Err(StoreError::Db(redb::Error::Corrupted(detail))) => Err(StoreError::Damaged {

@@ -32,10 +32,18 @@ impl Store {
         slot.clone().ok_or_else(|| self.failure())
     }
 
-    /// The open file, for a write. While writes fail and the disk has no
-    /// room, a write is refused before it reaches redb: a write that fails
-    /// would make redb refuse reads too.
+    /// The open file, for a write. A write that fails would make redb
+    /// refuse reads too, so one that cannot go through is refused before it
+    /// reaches redb: on a filesystem that went read-only under us (ext4's
+    /// `errors=remount-ro` after an I/O error), or while writes fail and
+    /// the disk has no room.
     pub(super) fn db_for_write(&self) -> Result<Arc<Database>, StoreError> {
+        if self.health.is_read_only() || is_read_only(&self.path) {
+            self.health
+                .write_refused(&std::io::Error::from(rustix::io::Errno::ROFS));
+            self.recover();
+            return Err(self.failure());
+        }
         if self.health.is_failing() && !has_room(&self.path) {
             self.recover();
             return Err(self.failure());
@@ -63,7 +71,11 @@ impl Store {
         if !self.health.reopen_due() {
             return;
         }
-        if self.health.is_latched() {
+        // A file open for reading only is opened again once its filesystem
+        // takes writes: until then, reopening would only repeat the repair.
+        let reopen =
+            self.health.is_latched() || (self.health.is_read_only() && !refuses_writes(&self.path));
+        if reopen {
             let old = {
                 let mut slot = match self.db.write() {
                     Ok(slot) => slot,
@@ -82,8 +94,8 @@ impl Store {
             let reopened = open_database(&self.path, &self.health, false, true);
             self.health.hold_recovery(false);
             match reopened {
-                Ok(db) => {
-                    self.health.reopened();
+                Ok((db, read_only)) => {
+                    self.health.reopened(read_only);
                     if let Ok(mut slot) = self.db.write() {
                         *slot = Some(Arc::new(db));
                     }
@@ -94,7 +106,8 @@ impl Store {
                 }
             }
         }
-        if !has_room(&self.path) {
+        // A probe into a file open for reading only would go to memory.
+        if self.health.is_read_only() || !has_room(&self.path) {
             return;
         }
         let Some(db) = self.db.read().ok().and_then(|slot| slot.clone()) else {
@@ -139,12 +152,30 @@ impl Store {
 /// Where a reopened store's probe write goes.
 const META_DISK_PROBE: &str = "disk_probe";
 
-/// Whether the disk holding `path` has room for a small write.
+/// Whether the disk holding `path` takes a small write: mounted writable,
+/// with room for it.
 fn has_room(path: &Path) -> bool {
-    let dir = path.parent().unwrap_or(path);
     // A disk we cannot ask about is given the benefit of the doubt.
-    let Ok(stat) = rustix::fs::statvfs(dir) else {
+    let Ok(stat) = rustix::fs::statvfs(path.parent().unwrap_or(path)) else {
         return true;
     };
-    stat.f_bavail.saturating_mul(stat.f_frsize) >= 256 * 1024
+    !stat.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY)
+        && stat.f_bavail.saturating_mul(stat.f_frsize) >= 256 * 1024
+}
+
+/// Whether the file at `path` cannot be opened for writing because its
+/// filesystem is read-only: mounted so, or turned so by ext4 after an error
+/// (which `statvfs` does not show).
+fn refuses_writes(path: &Path) -> bool {
+    is_read_only(path)
+        || std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .is_err_and(|err| err.raw_os_error() == Some(rustix::io::Errno::ROFS.raw_os_error()))
+}
+
+/// Whether the filesystem holding `path` is mounted read-only now.
+fn is_read_only(path: &Path) -> bool {
+    rustix::fs::statvfs(path.parent().unwrap_or(path))
+        .is_ok_and(|stat| stat.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
 }
