@@ -855,3 +855,115 @@ fn a_data_dirs_token_goes_only_to_its_own_daemon() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// A plain `client setup` and a `--move-servers` one on the same client's
+/// file at once: each run that says it wrote has its change in the file.
+#[test]
+fn a_plain_and_a_moving_setup_of_one_client_lose_no_change() {
+    for _ in 0..4 {
+        let temp = tempfile::tempdir().unwrap();
+        let home = temp.path();
+        let cursor_file = home.join(".cursor/mcp.json");
+        std::fs::create_dir_all(cursor_file.parent().unwrap()).unwrap();
+        std::fs::write(
+            &cursor_file,
+            r#"{"mcpServers": {"alpha": {"command": "uvx", "args": ["alpha"]}}}"#,
+        )
+        .unwrap();
+        let spawn = |extra: &[&str]| {
+            Command::new(BIN)
+                .args(["client", "setup", "cursor", "--yes"])
+                .args(extra)
+                .env("HOME", home)
+                .env_remove("XDG_CONFIG_HOME")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        };
+        let mut moving = spawn(&["--move-servers"]);
+        let mut plain = spawn(&["--name", "second"]);
+        let moved = moving.wait().unwrap().success();
+        let added = plain.wait().unwrap().success();
+        let client: Value =
+            serde_json::from_str(&std::fs::read_to_string(&cursor_file).unwrap()).unwrap();
+        let ours: Value = std::fs::read_to_string(home.join(".config/mcp-aggregator/servers.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null);
+        if added {
+            assert!(client["mcpServers"].get("second").is_some(), "{client}");
+        }
+        if moved {
+            assert!(client["mcpServers"].get("aggregator").is_some(), "{client}");
+            assert!(ours["mcpServers"].get("alpha").is_some(), "{ours}");
+        }
+        let in_client = client["mcpServers"].get("alpha").is_some();
+        let in_ours = ours["mcpServers"].get("alpha").is_some();
+        assert!(in_client || in_ours, "alpha was lost: {client} / {ours}");
+    }
+}
+
+/// Run as root in a user's home, links the user planted are not followed
+/// to files the user does not own: not the client's file (root's file is
+/// neither shown nor rewritten), not the set-up lock; a link to the user's
+/// own file (a dotfiles repository) still is.
+#[test]
+fn root_setup_follows_no_link_a_user_planted_to_anothers_file() {
+    use std::os::unix::fs::{MetadataExt as _, lchown, symlink};
+    // SAFETY: geteuid(2) has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    const USER: u32 = 4242;
+    let temp = tempfile::tempdir().unwrap();
+    let home = temp.path().join("home");
+    let elsewhere = temp.path().join("root-only");
+    std::fs::create_dir_all(home.join(".cursor")).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let roots_file = elsewhere.join("settings.json");
+    let roots_text = r#"{"mcpServers": {"secret": {"command": "x", "env": {"KEY": "hush"}}}}"#;
+    std::fs::write(&roots_file, roots_text).unwrap();
+    let cursor_file = home.join(".cursor/mcp.json");
+    symlink(&roots_file, &cursor_file).unwrap();
+    lchown(&cursor_file, Some(USER), Some(USER)).unwrap();
+
+    let (code, stdout, stderr) = cli_at_home(&home, &["client", "setup", "cursor", "--yes"]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(stderr.contains("is a link made by user 4242"), "{stderr}");
+    assert!(!stdout.contains("secret"), "{stdout}");
+    assert_eq!(std::fs::read_to_string(&roots_file).unwrap(), roots_text);
+
+    // The user's own file behind the link: followed, and stays the user's.
+    let users_file = temp.path().join("dotfiles.json");
+    std::fs::write(&users_file, r#"{"mcpServers": {}}"#).unwrap();
+    std::os::unix::fs::chown(&users_file, Some(USER), Some(USER)).unwrap();
+    std::fs::remove_file(&cursor_file).unwrap();
+    symlink(&users_file, &cursor_file).unwrap();
+    lchown(&cursor_file, Some(USER), Some(USER)).unwrap();
+    // …but a lock file planted as a link is not opened through.
+    let planted = elsewhere.join("created-by-root");
+    let lock = home.join(".cursor/.mcp-aggregator-setup.lock");
+    symlink(&planted, &lock).unwrap();
+    lchown(&lock, Some(USER), Some(USER)).unwrap();
+    let (code, stdout, stderr) = cli_at_home(&home, &["client", "setup", "cursor", "--yes"]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stderr.contains("cannot lock"), "{stderr}");
+    assert!(
+        !planted.exists(),
+        "root created a file through the planted link"
+    );
+    std::fs::remove_file(&lock).unwrap();
+    let (code, stdout, stderr) = cli_at_home(&home, &["client", "setup", "cursor", "--yes"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let written = std::fs::read_to_string(&users_file).unwrap();
+    assert!(written.contains("mcp-aggregator"), "{written}");
+    assert_eq!(std::fs::metadata(&users_file).unwrap().uid(), USER);
+    assert!(
+        std::fs::symlink_metadata(&cursor_file)
+            .unwrap()
+            .is_symlink()
+    );
+}

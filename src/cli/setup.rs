@@ -107,6 +107,10 @@ fn setup(args: ClientSetupArgs) -> Result<ExitCode, CliError> {
             path.display()
         );
     }
+    check_links(&file)?;
+    if let Some(path) = &aggregator_config {
+        check_links(path)?;
+    }
     if aggregator_config
         .as_deref()
         .is_some_and(|config| same_file(config, &file))
@@ -221,14 +225,15 @@ fn setup(args: ClientSetupArgs) -> Result<ExitCode, CliError> {
         return Ok(ExitCode::from(1));
     }
 
-    // One run at a time (two clients moving into one file would each
-    // write over the other), and only over the files as they were shown:
-    // a client that rewrote its file meanwhile keeps its change.
-    let lock_dir = match &merged_config {
-        Some((target, _)) => parent_dir(target),
-        None => parent_dir(&file),
-    };
-    let _lock = lock(&lock_dir)?;
+    // One run at a time over each file it writes (two clients moving into
+    // one file, or two runs on one client's file, would each write over
+    // the other), and only over the files as they were shown: a client
+    // that rewrote its file meanwhile keeps its change.
+    let mut lock_dirs = vec![parent_dir(&file)];
+    if let Some((target, _)) = &merged_config {
+        lock_dirs.push(parent_dir(target));
+    }
+    let _locks = lock_all(lock_dirs)?;
     if snapshot(&file) != file_snapshot {
         return Err(changed_meanwhile(&file));
     }
@@ -342,22 +347,82 @@ fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
-/// An exclusive lock on `dir`'s set-up lock file, held until dropped.
-fn lock(dir: &Path) -> Result<std::fs::File, CliError> {
-    let path = dir.join(".mcp-aggregator-setup.lock");
-    std::fs::create_dir_all(dir)
-        .and_then(|()| {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
+/// Exclusive locks on each directory's set-up lock file, held until
+/// dropped; taken in one order (by resolved path), so two runs that need
+/// the same two never wait on each other.
+fn lock_all(dirs: Vec<PathBuf>) -> Result<Vec<std::fs::File>, CliError> {
+    let mut dirs: Vec<PathBuf> = dirs
+        .into_iter()
+        .map(|dir| {
+            std::fs::create_dir_all(&dir)
+                .and_then(|()| std::fs::canonicalize(&dir))
+                .map_err(|err| CliError::Failed(format!("cannot lock {}: {err}", dir.display())))
         })
+        .collect::<Result<_, _>>()?;
+    dirs.sort();
+    dirs.dedup();
+    dirs.iter().map(|dir| lock(dir)).collect()
+}
+
+/// An exclusive lock on `dir`'s set-up lock file. Never through a link
+/// (run as root in a user's directory, a link planted there would have
+/// root create or open a file elsewhere), and only a regular file.
+fn lock(dir: &Path) -> Result<std::fs::File, CliError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = dir.join(".mcp-aggregator-setup.lock");
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&path)
         .and_then(|file| {
+            if !file.metadata()?.is_file() {
+                return Err(std::io::Error::other("not a regular file"));
+            }
             rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
             Ok(file)
         })
         .map_err(|err| CliError::Failed(format!("cannot lock {}: {err}", path.display())))
+}
+
+/// Each link on the way to `path` that someone else made (not this user,
+/// not root) is followed only to what its maker owns: run as root for a
+/// user (`sudo -E`), a link the user planted must not have root rewrite, or
+/// show, a file of root's or another user's. A link to where nothing is yet
+/// counts the directory the file would be made in.
+fn check_links(path: &Path) -> Result<(), CliError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let me = rustix::process::geteuid().as_raw();
+    let mut walked = PathBuf::new();
+    for component in absolute(path).components() {
+        walked.push(component);
+        let Ok(link) = std::fs::symlink_metadata(&walked) else {
+            // Nothing there yet: nothing further to follow.
+            return Ok(());
+        };
+        if !link.file_type().is_symlink() || link.uid() == me || link.uid() == 0 {
+            continue;
+        }
+        let leads_to_owner = match std::fs::metadata(&walked) {
+            Ok(target) => Some(target.uid()),
+            Err(_) => std::fs::read_link(&walked).ok().and_then(|target| {
+                let target = parent_dir(&walked).join(target);
+                std::fs::metadata(parent_dir(&target))
+                    .ok()
+                    .map(|dir| dir.uid())
+            }),
+        };
+        if leads_to_owner != Some(link.uid()) {
+            return Err(CliError::Usage(format!(
+                "{} is a link made by user {} to something that user does not own; it is not followed (put the file itself in place of the link, or run this as that user)",
+                walked.display(),
+                link.uid()
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn absolute(path: &Path) -> PathBuf {
