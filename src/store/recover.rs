@@ -232,7 +232,14 @@ pub fn recover(data_dir: &Path, replace: bool) -> Result<Report, StoreError> {
             path: path.clone(),
             source,
         };
-        std::fs::rename(&path, &kept).map_err(io)?;
+        // The damaged file gets its second name first, then the recovered
+        // one takes the store's name in one step: killed at any point, a
+        // store file is in place. (Two renames would leave none between
+        // them, and the next start would be on an empty store.) Where hard
+        // links are not to be had, the two renames it is.
+        if std::fs::hard_link(&path, &kept).is_err() {
+            std::fs::rename(&path, &kept).map_err(io)?;
+        }
         std::fs::rename(&target, &path).map_err(io)?;
         report.recovered = Some(path.clone());
         report.damaged_kept = Some(kept);
