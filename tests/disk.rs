@@ -579,9 +579,18 @@ async fn a_store_recovered_from_a_sound_file_keeps_every_registration() {
     let temp = tempfile::tempdir().unwrap();
     let data = temp.path().join("data");
     used_data_dir(&data).await;
+    // What a check killed part way left (its process is gone), and the copy
+    // of a check still running (pid 1 is alive).
+    let abandoned = data.join("store.redb.check-2147483646");
+    let running = data.join("store.redb.check-1");
+    std::fs::copy(data.join("store.redb"), &abandoned).unwrap();
+    std::fs::write(&running, b"in use").unwrap();
     let (code, out, err) = cli(&data, &["store", "check"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("the store is sound"), "{out}");
+    assert!(!abandoned.exists(), "an abandoned copy is removed");
+    assert!(running.exists(), "a running check's copy is kept");
+    std::fs::remove_file(&running).unwrap();
     let (code, out, err) = cli(&data, &["store", "recover", "--replace"]);
     assert_eq!(code, 0, "{out}{err}");
     let d = Daemon::start_in(&data, &["--search", "off"]);

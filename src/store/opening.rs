@@ -38,6 +38,7 @@ impl Store {
         create_private_dir(data_dir)?;
         let path = data_dir.join(STORE_FILE);
         refuse_emptied(data_dir, &path)?;
+        super::recover::remove_abandoned_copies(data_dir);
         let creating = std::fs::symlink_metadata(&path).is_err();
         let opened = Store::open_file(data_dir, path.clone());
         if creating && opened.is_err() {

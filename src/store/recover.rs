@@ -322,15 +322,54 @@ fn dir_is_private(dir: &Path) -> bool {
     })
 }
 
+/// Removes the copies beside the store that checks killed part way left
+/// (`store.redb.check-<pid>` of a process that is gone): each is as large
+/// as the store.
+pub(super) fn remove_abandoned_copies(data_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(data_dir) else {
+        return;
+    };
+    let prefix = format!("{STORE_FILE}.check-");
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|name| name.strip_prefix(&prefix))
+            .and_then(|pid| pid.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let gone = rustix::process::Pid::from_raw(pid).is_none_or(|pid| {
+            rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH)
+        });
+        if gone {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// The store's path and a private copy of it, once no process holds it.
 fn copy_of(data_dir: &Path) -> Result<(PathBuf, Copy), StoreError> {
     let path = data_dir.join(STORE_FILE);
-    if !path.is_file() {
-        return Err(StoreError::DataDir {
-            path,
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no store file here"),
-        });
+    match std::fs::metadata(&path) {
+        Ok(metadata) if metadata.is_file() => {}
+        Ok(_) => {
+            return Err(StoreError::DataDir {
+                path,
+                source: std::io::Error::other("not a regular file"),
+            });
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Err(StoreError::DataDir {
+                path,
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no store file here"),
+            });
+        }
+        // Permission denied (another user's data dir), an I/O error: said
+        // as it is, not as a missing store.
+        Err(source) => return Err(StoreError::DataDir { path, source }),
     }
+    remove_abandoned_copies(data_dir);
     // A running daemon holds the file: checking it under its feet would
     // read a moving file. Once opened here, it is held (read-only) until
     // the copy is done with — and, for `--replace`, until the recovered
