@@ -572,6 +572,59 @@ fn a_server_two_files_name_outlives_one_files_edit() {
     assert!(a.close().success());
 }
 
+/// The file a daemon was started with (`serve --config`) hands a server
+/// over like any other: when a client's file drops a server both name
+/// while the start file's own edit does not load, what the start file
+/// applied keeps the server.
+#[test]
+fn the_start_files_server_outlives_a_client_files_edit_while_it_does_not_load() {
+    let temp = tempfile::tempdir().unwrap();
+    let (first, second) = (temp.path().join("a.json"), temp.path().join("b.json"));
+    let write = |path: &Path, servers: &[&str]| {
+        let entries: serde_json::Map<String, Value> = servers
+            .iter()
+            .map(|name| ((*name).to_owned(), json!({"command": FIXTURE})))
+            .collect();
+        std::fs::write(path, json!({"mcpServers": entries}).to_string()).unwrap();
+    };
+    write(&first, &["shared"]);
+    write(&second, &["shared", "fy"]);
+    let data_dir = temp.path().join("data");
+    let _daemon = common::Daemon::start_in(
+        &data_dir,
+        &["--config", first.to_str().unwrap(), "--search", "off"],
+    );
+    let mut b = client_with_config(&second, &data_dir);
+    b.wait_tools("shared and fy", |t| {
+        has(t, "shared__echo") && has(t, "fy__echo")
+    });
+    let server = |name: &str| daemon_get(&data_dir, &format!("/api/v1/aggregator/servers/{name}"));
+
+    // The start file's edit does not load…
+    std::fs::write(&first, "{ not json").unwrap();
+    let refused = wait_for(UP, || {
+        daemon_state(&data_dir)["config_files"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|f| f["path"].as_str() == first.to_str() && !f["error"].is_null())
+            .then_some(())
+    });
+    assert!(refused.is_some(), "{}", daemon_state(&data_dir));
+    // …when b drops the server: what the start file applied keeps it.
+    write(&second, &["fy", "fz"]);
+    b.wait_tools("fz after b's edit", |t| has(t, "fz__echo"));
+    let owned_by_a = wait_for(UP, || {
+        server("shared")["source"]
+            .to_string()
+            .contains("a.json")
+            .then_some(())
+    });
+    assert!(owned_by_a.is_some(), "{}", server("shared"));
+    assert!(has(&b.tools(), "shared__echo"));
+    assert!(b.close().success());
+}
+
 /// A GET of the admin API of the daemon of `data_dir`, found through its
 /// daemon file.
 fn daemon_get(data_dir: &Path, path: &str) -> Value {

@@ -232,7 +232,8 @@ struct Watched {
     env: Environment,
     stamp: Option<Stamp>,
     status: ConfigFileStatus,
-    /// What it last applied (none yet: a file applied at start).
+    /// What it last applied (none: a file a full disk kept from being
+    /// applied at start).
     last_good: Option<Arc<LoadedConfig>>,
 }
 
@@ -290,10 +291,13 @@ impl ConfigFiles {
         self.status.subscribe()
     }
 
-    /// Keeps watching a file applied at start (`serve --config`).
-    pub fn started_with(&self, path: &Path, servers: usize) {
+    /// Keeps watching a file applied at start (`serve --config`), with
+    /// what it applied (for a hand-over while a later edit of it does not
+    /// load).
+    pub fn started_with(&self, path: &Path, applied: Arc<LoadedConfig>) {
         let stamp = Stamp::of(path);
-        self.record(path, None, stamp, Ok(servers));
+        self.record(path, None, stamp, Ok(applied.servers.len()));
+        self.keep_last_good(path, applied);
     }
 
     /// Watches a file the store could not take at start (a full disk):

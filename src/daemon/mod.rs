@@ -612,12 +612,12 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     }
     let first_config = config
         .as_ref()
-        .map(|(path, loaded)| (path.to_path_buf(), loaded.servers.len()));
+        .map(|(path, loaded)| (path.to_path_buf(), Arc::new(loaded.clone())));
     let stack = open_when_free(&options, config).await?;
     let config_files = config_files::ConfigFiles::new(stack.registry.clone(), stack.router.clone());
-    if let Some((path, servers)) = first_config {
+    if let Some((path, loaded)) = first_config {
         match &stack.config_error {
-            None => config_files.started_with(&path, servers),
+            None => config_files.started_with(&path, loaded),
             Some(reason) => config_files.started_without(&path, reason),
         }
     }
