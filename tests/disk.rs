@@ -1392,11 +1392,26 @@ async fn a_filesystem_turned_read_only_refuses_changes_and_keeps_serving_reads()
     assert_eq!(register_at(&url, "kept").await.0, 201);
 
     disk.fail();
-    for n in 0..3 {
-        let (status, body) = register_at(&url, &format!("refused{n}")).await;
-        assert_eq!(status, 503, "{body}");
-        let detail = body["detail"].as_str().unwrap_or_default();
-        assert!(detail.contains("Read-only"), "{body}");
+    // Refused for as long as it lasts: through the second the file is
+    // reopened for reading in (a write must not land in its memory and be
+    // acknowledged), and after.
+    // Several writers at once, as in use.
+    let writers: Vec<_> = (0..4)
+        .map(|writer| {
+            let url = url.clone();
+            tokio::spawn(async move {
+                for n in 0..15 {
+                    let (status, body) = register_at(&url, &format!("refused{writer}-{n}")).await;
+                    assert_eq!(status, 503, "{body}");
+                    let detail = body["detail"].as_str().unwrap_or_default();
+                    assert!(detail.contains("Read-only"), "{body}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await.unwrap();
     }
     // The file is reopened for reading within a second of the failure
     // (when no operation holds it); from then on every read works.
@@ -1452,5 +1467,9 @@ async fn a_filesystem_turned_read_only_refuses_changes_and_keeps_serving_reads()
     let listed = names_at(&url).await;
     assert!(listed.contains(&"kept".to_owned()), "{listed:?}");
     assert!(listed.contains(&"fx".to_owned()), "{listed:?}");
+    assert!(
+        !listed.iter().any(|n| n.starts_with("refused")),
+        "{listed:?}"
+    );
     assert!(stop(&mut child).success());
 }

@@ -385,7 +385,7 @@ async fn refuse_while_unwritable(state: &AppState, what: &str) -> Result<(), Htt
         status,
         format!(
             "cannot {what} while the store cannot be written ({}); the server is left as it is: \
-             try again once the disk has room",
+             try again once the store can be written",
             storage.error.as_deref().unwrap_or("writes fail")
         ),
     ))

@@ -101,8 +101,9 @@ pub enum StoreError {
     )]
     Corrupt(String),
     #[error(
-        "the store cannot be written ({reason}){}; nothing already stored is lost, and writes resume by themselves",
-        if *full { ": the disk holding the data dir is full" } else { "" }
+        "the store cannot be written ({reason}){}; nothing already stored is lost, and writes resume by themselves once {}",
+        if *full { ": the disk holding the data dir is full" } else { "" },
+        if *full { "it has room" } else { "the file can be written again" }
     )]
     Disk { reason: String, full: bool },
     #[error(

@@ -38,17 +38,27 @@ impl Store {
     /// `errors=remount-ro` after an I/O error), or while writes fail and
     /// the disk has no room.
     pub(super) fn db_for_write(&self) -> Result<Arc<Database>, StoreError> {
-        if self.health.is_read_only() || is_read_only(&self.path) {
+        let refuse = || {
             self.health
                 .write_refused(&std::io::Error::from(rustix::io::Errno::ROFS));
+            Err(self.failure())
+        };
+        if self.health.is_read_only() || is_read_only(&self.path) {
             self.recover();
-            return Err(self.failure());
+            return refuse();
         }
         if self.health.is_failing() && !has_room(&self.path) {
             self.recover();
             return Err(self.failure());
         }
-        self.db()
+        let db = self.db()?;
+        // `db()` may have just reopened the file for reading only: a write
+        // there would go to memory, acknowledged and then lost. (The flag
+        // is set before the reopened file is handed out.)
+        if self.health.is_read_only() {
+            return refuse();
+        }
+        Ok(db)
     }
 
     /// Why the store cannot be used right now.
@@ -68,13 +78,16 @@ impl Store {
         let Ok(_one) = self.reopening.try_lock() else {
             return;
         };
-        if !self.health.reopen_due() {
+        // A latched file refuses reads too: a reopen skipped because the
+        // file was busy does not count as the second's try, so the next
+        // caller tries again at once.
+        let latched = self.health.is_latched();
+        if !latched && !self.health.reopen_due() {
             return;
         }
         // A file open for reading only is opened again once its filesystem
         // takes writes: until then, reopening would only repeat the repair.
-        let reopen =
-            self.health.is_latched() || (self.health.is_read_only() && !refuses_writes(&self.path));
+        let reopen = latched || (self.health.is_read_only() && !refuses_writes(&self.path));
         if reopen {
             let old = {
                 let mut slot = match self.db.write() {
@@ -83,6 +96,9 @@ impl Store {
                 };
                 if slot.as_ref().is_some_and(|db| Arc::strong_count(db) > 1) {
                     // An operation is running on it: next time.
+                    return;
+                }
+                if latched && !self.health.reopen_due() {
                     return;
                 }
                 slot.take()
