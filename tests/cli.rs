@@ -905,13 +905,15 @@ fn a_plain_and_a_moving_setup_of_one_client_lose_no_change() {
     }
 }
 
-/// Run as root in a user's home, links the user planted are not followed
-/// to files the user does not own: not the client's file (root's file is
-/// neither shown nor rewritten), not the set-up lock; a link to the user's
-/// own file (a dotfiles repository) still is.
+/// Run as root in a user's home (`sudo -E`), links the user planted are
+/// not followed to files the user does not own: not the client's file
+/// (root's file is neither shown nor rewritten), not the set-up lock; a
+/// link to the user's own file (a dotfiles repository) still is. The rest
+/// of the run is the user's: what it makes (the client's directory and
+/// file, the lock, backups) is the user's, not root's.
 #[test]
-fn root_setup_follows_no_link_a_user_planted_to_anothers_file() {
-    use std::os::unix::fs::{MetadataExt as _, lchown, symlink};
+fn root_setup_follows_no_link_a_user_planted_and_leaves_only_the_users_files() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _, chown, lchown, symlink};
     // SAFETY: geteuid(2) has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: needs root");
@@ -919,33 +921,51 @@ fn root_setup_follows_no_link_a_user_planted_to_anothers_file() {
     }
     const USER: u32 = 4242;
     let temp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(temp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let home = temp.path().join("home");
     let elsewhere = temp.path().join("root-only");
-    std::fs::create_dir_all(home.join(".cursor")).unwrap();
-    std::fs::create_dir_all(&elsewhere).unwrap();
+    let dotfiles = temp.path().join("dotfiles");
+    for dir in [&home, &elsewhere, &dotfiles] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    chown(&home, Some(USER), Some(USER)).unwrap();
+    chown(&dotfiles, Some(USER), Some(USER)).unwrap();
+
+    // Nothing there yet: the directory and the file are made as the user.
+    let (code, stdout, stderr) = cli_at_home(&home, &["client", "setup", "cursor", "--yes"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let cursor_dir = home.join(".cursor");
+    let cursor_file = cursor_dir.join("mcp.json");
+    let lock = cursor_dir.join(".mcp-aggregator-setup.lock");
+    for made in [&cursor_dir, &cursor_file, &lock] {
+        let owner = std::fs::metadata(made).unwrap().uid();
+        assert_eq!(owner, USER, "{} is root's", made.display());
+    }
+
+    // A link the user made to root's file: refused, the file neither
+    // shown nor changed.
     let roots_file = elsewhere.join("settings.json");
     let roots_text = r#"{"mcpServers": {"secret": {"command": "x", "env": {"KEY": "hush"}}}}"#;
     std::fs::write(&roots_file, roots_text).unwrap();
-    let cursor_file = home.join(".cursor/mcp.json");
+    std::fs::remove_file(&cursor_file).unwrap();
     symlink(&roots_file, &cursor_file).unwrap();
     lchown(&cursor_file, Some(USER), Some(USER)).unwrap();
-
     let (code, stdout, stderr) = cli_at_home(&home, &["client", "setup", "cursor", "--yes"]);
     assert_eq!(code, 2, "{stdout}{stderr}");
     assert!(stderr.contains("is a link made by user 4242"), "{stderr}");
     assert!(!stdout.contains("secret"), "{stdout}");
     assert_eq!(std::fs::read_to_string(&roots_file).unwrap(), roots_text);
 
-    // The user's own file behind the link: followed, and stays the user's.
-    let users_file = temp.path().join("dotfiles.json");
+    // The user's own file behind the link: followed, and stays the user's…
+    let users_file = dotfiles.join("cursor.json");
     std::fs::write(&users_file, r#"{"mcpServers": {}}"#).unwrap();
-    std::os::unix::fs::chown(&users_file, Some(USER), Some(USER)).unwrap();
+    chown(&users_file, Some(USER), Some(USER)).unwrap();
     std::fs::remove_file(&cursor_file).unwrap();
     symlink(&users_file, &cursor_file).unwrap();
     lchown(&cursor_file, Some(USER), Some(USER)).unwrap();
     // …but a lock file planted as a link is not opened through.
     let planted = elsewhere.join("created-by-root");
-    let lock = home.join(".cursor/.mcp-aggregator-setup.lock");
+    std::fs::remove_file(&lock).unwrap();
     symlink(&planted, &lock).unwrap();
     lchown(&lock, Some(USER), Some(USER)).unwrap();
     let (code, stdout, stderr) = cli_at_home(&home, &["client", "setup", "cursor", "--yes"]);
@@ -953,7 +973,7 @@ fn root_setup_follows_no_link_a_user_planted_to_anothers_file() {
     assert!(stderr.contains("cannot lock"), "{stderr}");
     assert!(
         !planted.exists(),
-        "root created a file through the planted link"
+        "a file was made through the planted link"
     );
     std::fs::remove_file(&lock).unwrap();
     let (code, stdout, stderr) = cli_at_home(&home, &["client", "setup", "cursor", "--yes"]);
@@ -966,4 +986,11 @@ fn root_setup_follows_no_link_a_user_planted_to_anothers_file() {
             .unwrap()
             .is_symlink()
     );
+    let backups: Vec<_> = std::fs::read_dir(&dotfiles)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".bak-"))
+        .collect();
+    assert_eq!(backups.len(), 1, "{backups:?}");
+    assert_eq!(backups[0].metadata().unwrap().uid(), USER);
 }

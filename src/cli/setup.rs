@@ -111,6 +111,7 @@ fn setup(args: ClientSetupArgs) -> Result<ExitCode, CliError> {
     if let Some(path) = &aggregator_config {
         check_links(path)?;
     }
+    act_as_owner(&file)?;
     if aggregator_config
         .as_deref()
         .is_some_and(|config| same_file(config, &file))
@@ -425,6 +426,46 @@ fn check_links(path: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Run as root for a user's client (`sudo -E`, HOME the user's), the rest
+/// of the run is done as the user who owns the client's file (or the
+/// nearest thing above it that exists): the kernel then keeps any link
+/// that user could plant, at any moment, from leading root's reads and
+/// writes anywhere the user could not go, and what is made (the file, its
+/// directory, the lock, backups) is the user's.
+fn act_as_owner(path: &Path) -> Result<(), CliError> {
+    use std::os::unix::fs::MetadataExt as _;
+    if !rustix::process::geteuid().is_root() {
+        return Ok(());
+    }
+    let absolute = absolute(path);
+    let Some((owned, metadata)) = absolute.ancestors().find_map(|p| {
+        std::fs::symlink_metadata(p)
+            .ok()
+            .map(|m| (p.to_path_buf(), m))
+    }) else {
+        return Ok(());
+    };
+    let (uid, gid) = (metadata.uid(), metadata.gid());
+    if uid == 0 {
+        return Ok(());
+    }
+    // SAFETY: setgroups(2), setgid(2) and setuid(2) take plain values (a
+    // null list with a zero count); glibc applies them to every thread.
+    let dropped = unsafe {
+        libc::setgroups(0, std::ptr::null()) == 0
+            && libc::setgid(gid) == 0
+            && libc::setuid(uid) == 0
+    };
+    if !dropped {
+        return Err(CliError::Failed(format!(
+            "cannot act as user {uid}, who owns {}: {}",
+            owned.display(),
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(())
+}
+
 fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
@@ -626,16 +667,7 @@ fn write_with_backup(path: &Path, document: &Value) -> Result<(), CliError> {
     }
     let mut backup = None;
     if let Some(metadata) = &existing {
-        use std::os::unix::fs::MetadataExt as _;
-        let made = backup_of(path).map_err(|err| failed("back up", &err))?;
-        if metadata.uid() != rustix::process::geteuid().as_raw() {
-            let owned = std::os::unix::fs::chown(&made, Some(metadata.uid()), Some(metadata.gid()));
-            if let Err(err) = owned {
-                let _ = std::fs::remove_file(&made);
-                return Err(failed("keep the owner of the backup of", &err));
-            }
-        }
-        backup = Some(made);
+        backup = Some(backup_of(path, metadata).map_err(|err| failed("back up", &err))?);
     }
     let replaced = replace_with(path, &dir, document, existing.as_ref());
     match (&replaced, backup) {
@@ -668,15 +700,15 @@ fn replace_with(
         .write_all(text.as_bytes())
         .and_then(|()| temporary.as_file().sync_all())
         .map_err(|err| failed("write", &err))?;
+    // On the open file, never by its name: in a directory someone else
+    // may write to, the name could be a link to another file by now.
     if let Some(metadata) = existing {
-        use std::os::unix::fs::MetadataExt as _;
-        std::fs::set_permissions(temporary.path(), metadata.permissions())
+        temporary
+            .as_file()
+            .set_permissions(metadata.permissions())
             .map_err(|err| failed("keep the mode of", &err))?;
-        // Run as root for a user (`sudo -E`), the file stays the user's.
-        if metadata.uid() != rustix::process::geteuid().as_raw() {
-            std::os::unix::fs::chown(temporary.path(), Some(metadata.uid()), Some(metadata.gid()))
-                .map_err(|err| failed("keep the owner of", &err))?;
-        }
+        keep_owner(temporary.as_file(), metadata)
+            .map_err(|err| failed("keep the owner of", &err))?;
     }
     temporary
         .persist(path)
@@ -685,12 +717,23 @@ fn replace_with(
     Ok(())
 }
 
+/// Gives `file` the owner `original` has, when that is not this user (a
+/// file of another user's that root may write).
+fn keep_owner(file: &std::fs::File, original: &std::fs::Metadata) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
+    if original.uid() == rustix::process::geteuid().as_raw() {
+        return Ok(());
+    }
+    std::os::unix::fs::fchown(file, Some(original.uid()), Some(original.gid()))
+}
+
 /// Copies `path` to a backup name no earlier backup holds
-/// (`NAME.bak-YYYYMMDD-HHMMSS`, then `-2`, `-3`… within one second).
-fn backup_of(path: &Path) -> std::io::Result<PathBuf> {
+/// (`NAME.bak-YYYYMMDD-HHMMSS`, then `-2`, `-3`… within one second), with
+/// the owner `original` has.
+fn backup_of(path: &Path, original: &std::fs::Metadata) -> std::io::Result<PathBuf> {
     use std::io::Write as _;
     let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S").to_string();
-    let original = std::fs::read(path)?;
+    let bytes = std::fs::read(path)?;
     for attempt in 1..1000 {
         let mut name = path.as_os_str().to_owned();
         name.push(format!(".bak-{stamp}"));
@@ -707,7 +750,8 @@ fn backup_of(path: &Path) -> std::io::Result<PathBuf> {
                 use std::os::unix::fs::PermissionsExt as _;
                 let written = file
                     .set_permissions(std::fs::Permissions::from_mode(0o600))
-                    .and_then(|()| file.write_all(&original))
+                    .and_then(|()| keep_owner(&file, original))
+                    .and_then(|()| file.write_all(&bytes))
                     .and_then(|()| file.sync_all());
                 // A full disk leaves no empty or cut backup behind, which
                 // would look like a copy of the old file.
