@@ -518,6 +518,18 @@ fn damage_pages_holding(path: &Path, needle: &[u8]) {
     std::fs::write(path, bytes).unwrap();
 }
 
+/// The damaged stores `store recover --replace` kept in `data`.
+fn damaged_kept(data: &Path) -> Vec<PathBuf> {
+    let mut kept: Vec<PathBuf> = std::fs::read_dir(data)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".damaged-"))
+        .map(|e| e.path())
+        .collect();
+    kept.sort();
+    kept
+}
+
 fn sha256(path: &Path) -> String {
     let out = Command::new("sha256sum").arg(path).output().unwrap();
     String::from_utf8_lossy(&out.stdout)
@@ -579,20 +591,49 @@ async fn a_store_recovered_from_a_sound_file_keeps_every_registration() {
     let temp = tempfile::tempdir().unwrap();
     let data = temp.path().join("data");
     used_data_dir(&data).await;
-    // What a check killed part way left (its process is gone), and the copy
-    // of a check still running (pid 1 is alive).
+    // What a check killed part way left an hour ago (its process is gone);
+    // the copy of a check still running (pid 1 is alive); and a fresh one
+    // of a process gone here (it may live in another pid namespace).
     let abandoned = data.join("store.redb.check-2147483646");
     let running = data.join("store.redb.check-1");
+    let elsewhere = data.join("store.redb.check-2147483645");
     std::fs::copy(data.join("store.redb"), &abandoned).unwrap();
-    std::fs::write(&running, b"in use").unwrap();
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3700);
+    std::fs::File::options()
+        .write(true)
+        .open(&abandoned)
+        .unwrap()
+        .set_modified(hour_ago)
+        .unwrap();
+    for copy in [&running, &elsewhere] {
+        std::fs::write(copy, b"in use").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(copy)
+            .unwrap()
+            .set_modified(hour_ago)
+            .unwrap();
+    }
+    std::fs::write(&elsewhere, b"in use").unwrap();
     let (code, out, err) = cli(&data, &["store", "check"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("the store is sound"), "{out}");
     assert!(!abandoned.exists(), "an abandoned copy is removed");
     assert!(running.exists(), "a running check's copy is kept");
+    assert!(elsewhere.exists(), "a fresh copy is kept");
     std::fs::remove_file(&running).unwrap();
+    std::fs::remove_file(&elsewhere).unwrap();
     let (code, out, err) = cli(&data, &["store", "recover", "--replace"]);
     assert_eq!(code, 0, "{out}{err}");
+    // Twice in one second: the first kept file is not written over.
+    let kept: Vec<_> = damaged_kept(&data);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let first_kept = sha256(&kept[0]);
+    let (code, out, err) = cli(&data, &["store", "recover", "--replace"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let kept = damaged_kept(&data);
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert!(kept.iter().any(|k| sha256(k) == first_kept), "{kept:?}");
     let d = Daemon::start_in(&data, &["--search", "off"]);
     let servers: Vec<Value> = get_json(&d.api("/api/v1/aggregator/servers")).await;
     assert_eq!(servers.len(), 20);

@@ -568,12 +568,15 @@ fn no_postgres() -> DaemonError {
 use crate::store::RecoveryReport;
 
 /// Whether a `store check`/`recover` failure is a refusal — a daemon
-/// holds the store (stop it first), or there is none where the user
-/// pointed — rather than the disk failing.
+/// holds the store (stop it first), there is none where the user pointed,
+/// or the user may not read it — rather than the disk failing.
 pub fn store_refused(err: &StoreError) -> bool {
     match err {
         StoreError::AlreadyOpen { .. } => true,
-        StoreError::DataDir { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+        StoreError::DataDir { source, .. } => matches!(
+            source.kind(),
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+        ),
         _ => false,
     }
 }

@@ -226,25 +226,45 @@ pub fn recover(data_dir: &Path, replace: bool) -> Result<Report, StoreError> {
     // Made 0600 from its first byte (`create_private`); no chmod by path,
     // which would follow a link put in its place.
     if replace {
-        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
-        let kept = data_dir.join(format!("{STORE_FILE}.damaged-{stamp}"));
         let io = |source| StoreError::DataDir {
             path: path.clone(),
             source,
         };
-        // The damaged file gets its second name first, then the recovered
-        // one takes the store's name in one step: killed at any point, a
-        // store file is in place. (Two renames would leave none between
-        // them, and the next start would be on an empty store.) Where hard
-        // links are not to be had, the two renames it is.
-        if std::fs::hard_link(&path, &kept).is_err() {
-            std::fs::rename(&path, &kept).map_err(io)?;
-        }
+        let kept = keep_aside(&path, data_dir).map_err(io)?;
         std::fs::rename(&target, &path).map_err(io)?;
         report.recovered = Some(path.clone());
         report.damaged_kept = Some(kept);
     }
     Ok(report)
+}
+
+/// Gives the damaged store a second name no earlier one holds
+/// (`store.redb.damaged-<time>`, then `-2`, `-3`…), so that the recovered
+/// one can then take the store's name in one step: killed at any point, a
+/// store file is in place (two renames would leave none between them, and
+/// the next start would be on an empty store). Where hard links are not
+/// to be had, the store is renamed to it.
+fn keep_aside(path: &Path, data_dir: &Path) -> std::io::Result<PathBuf> {
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+    for attempt in 1..1000 {
+        let mut name = format!("{STORE_FILE}.damaged-{stamp}");
+        if attempt > 1 {
+            name.push_str(&format!("-{attempt}"));
+        }
+        let kept = data_dir.join(name);
+        match std::fs::hard_link(path, &kept) {
+            Ok(()) => return Ok(kept),
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(_) if std::fs::symlink_metadata(&kept).is_err() => {
+                std::fs::rename(path, &kept)?;
+                return Ok(kept);
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    Err(std::io::Error::other(
+        "too many damaged stores kept this second",
+    ))
 }
 
 /// A copy of the store file that is removed when dropped, and the store
@@ -279,6 +299,21 @@ fn private_copy(from: &Path, to: &Path) -> std::io::Result<()> {
         let _ = std::fs::remove_file(to);
     }
     copied
+}
+
+/// Opens the copy as a store, never making one: a copy gone from under
+/// this process (removed by another) is an error, not an empty store that
+/// checks out sound.
+fn open_copy(copy: &Path) -> Result<Database, redb::Error> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(copy)
+        .map_err(redb::StorageError::from)?;
+    let backend = redb::backends::FileBackend::new(file).map_err(redb::Error::from)?;
+    redb::Builder::new()
+        .create_with_backend(backend)
+        .map_err(redb::Error::from)
 }
 
 /// Copies the file's data and leaves its holes holes: a store is grown in
@@ -342,10 +377,29 @@ pub(super) fn remove_abandoned_copies(data_dir: &Path) {
         let gone = rustix::process::Pid::from_raw(pid).is_none_or(|pid| {
             rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH)
         });
-        if gone {
+        // A process gone here may live in another pid namespace.
+        if gone && !in_use(&entry.path()) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
+}
+
+/// How old a check's copy must be before it counts as abandoned when its
+/// process is gone here: that process may live in another pid namespace
+/// (a daemon in a container beside a check on the host), and no check runs
+/// this long.
+const ABANDONED_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Whether a check's copy may still be in use: written to lately, or not
+/// a plain file (not ours to remove).
+fn in_use(copy: &Path) -> bool {
+    !std::fs::symlink_metadata(copy).is_ok_and(|m| {
+        m.is_file()
+            && m.modified()
+                .ok()
+                .and_then(|at| at.elapsed().ok())
+                .is_some_and(|age| age >= ABANDONED_AFTER)
+    })
 }
 
 /// The store's path and a private copy of it, once no process holds it.
@@ -368,6 +422,11 @@ fn copy_of(data_dir: &Path) -> Result<(PathBuf, Copy), StoreError> {
         // Permission denied (another user's data dir), an I/O error: said
         // as it is, not as a missing store.
         Err(source) => return Err(StoreError::DataDir { path, source }),
+    }
+    // A store the caller may not read is named as such, not the copy
+    // that could not be made of it.
+    if let Err(source) = std::fs::File::open(&path) {
+        return Err(StoreError::DataDir { path, source });
     }
     remove_abandoned_copies(data_dir);
     // A running daemon holds the file: checking it under its feet would
@@ -465,13 +524,11 @@ fn examine(path: &Path, copy: &Path, into: Option<&Path>) -> Report {
     // redb's own check of every page first, then a plain open to read
     // what can be read whatever it found.
     report.integrity_ok = guard_damage(copy, || {
-        let mut db = Database::create(copy).map_err(redb::Error::from)?;
+        let mut db = open_copy(copy)?;
         Ok(db.check_integrity().map_err(redb::Error::from)?)
     })
     .unwrap_or(false);
-    let source = match guard_damage(copy, || {
-        Ok(Database::create(copy).map_err(redb::Error::from)?)
-    }) {
+    let source = match guard_damage(copy, || Ok(open_copy(copy)?)) {
         Ok(db) => Examined(Some(db)),
         Err(err) => {
             report.open_error = Some(match err {
@@ -597,7 +654,7 @@ fn pad_if_cut_short(copy: &Path) -> Option<CutShort> {
 /// the database is dropped inside the guard.
 fn opens_whole(copy: &Path) -> Result<(), StoreError> {
     guard_damage(copy, || {
-        let db = Database::create(copy).map_err(redb::Error::from)?;
+        let db = open_copy(copy)?;
         drop(db);
         Ok(())
     })
