@@ -357,51 +357,6 @@ fn dir_is_private(dir: &Path) -> bool {
     })
 }
 
-/// Removes the copies beside the store that checks killed part way left
-/// (`store.redb.check-<pid>` of a process that is gone): each is as large
-/// as the store.
-pub(super) fn remove_abandoned_copies(data_dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(data_dir) else {
-        return;
-    };
-    let prefix = format!("{STORE_FILE}.check-");
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|name| name.strip_prefix(&prefix))
-            .and_then(|pid| pid.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let gone = rustix::process::Pid::from_raw(pid).is_none_or(|pid| {
-            rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH)
-        });
-        // A process gone here may live in another pid namespace.
-        if gone && !in_use(&entry.path()) {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-}
-
-/// How old a check's copy must be before it counts as abandoned when its
-/// process is gone here: that process may live in another pid namespace
-/// (a daemon in a container beside a check on the host), and no check runs
-/// this long.
-const ABANDONED_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
-
-/// Whether a check's copy may still be in use: written to lately, or not
-/// a plain file (not ours to remove).
-fn in_use(copy: &Path) -> bool {
-    !std::fs::symlink_metadata(copy).is_ok_and(|m| {
-        m.is_file()
-            && m.modified()
-                .ok()
-                .and_then(|at| at.elapsed().ok())
-                .is_some_and(|age| age >= ABANDONED_AFTER)
-    })
-}
-
 /// The store's path and a private copy of it, once no process holds it.
 fn copy_of(data_dir: &Path) -> Result<(PathBuf, Copy), StoreError> {
     let path = data_dir.join(STORE_FILE);
@@ -428,7 +383,7 @@ fn copy_of(data_dir: &Path) -> Result<(PathBuf, Copy), StoreError> {
     if let Err(source) = std::fs::File::open(&path) {
         return Err(StoreError::DataDir { path, source });
     }
-    remove_abandoned_copies(data_dir);
+    super::opening::remove_abandoned_copies(data_dir);
     // A running daemon holds the file: checking it under its feet would
     // read a moving file. Once opened here, it is held (read-only) until
     // the copy is done with — and, for `--replace`, until the recovered
