@@ -898,6 +898,35 @@ async fn a_request_inside_a_streamed_json_answer_reaches_the_calling_client() {
     )
     .await;
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    // The config's server is connected in the background: its tool is
+    // called once it is listed (on a busy machine, after the handshake).
+    let deadline = tokio::time::Instant::now() + UP;
+    for n in 100.. {
+        send(json!({"jsonrpc": "2.0", "id": n, "method": "tools/list"})).await;
+        let listed = loop {
+            let line = tokio::time::timeout(UP, stdout.next_line())
+                .await
+                .expect("the aggregator answers tools/list")
+                .unwrap()
+                .expect("the aggregator is still there");
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == n {
+                break message;
+            }
+        };
+        let tools = listed["result"]["tools"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if tools.iter().any(|t| t["name"] == "frames__ndjson_ask") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "frames__ndjson_ask never listed: {listed}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "frames__ndjson_ask", "arguments": {}}}))
     .await;
@@ -919,7 +948,7 @@ async fn a_request_inside_a_streamed_json_answer_reaches_the_calling_client() {
             break message;
         }
     };
-    assert!(asked, "the client was never asked");
+    assert!(asked, "the client was never asked: {result}");
     let text = result["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_default();
