@@ -993,4 +993,12 @@ fn root_setup_follows_no_link_a_user_planted_and_leaves_only_the_users_files() {
         .collect();
     assert_eq!(backups.len(), 1, "{backups:?}");
     assert_eq!(backups[0].metadata().unwrap().uid(), USER);
+
+    // A root-owned file in the user's directory (an older root run left
+    // one) does not keep the run root's: the user's home decides.
+    std::fs::remove_file(&cursor_file).unwrap();
+    std::fs::write(&cursor_file, r#"{"mcpServers": {}}"#).unwrap();
+    let (code, stdout, stderr) = cli_at_home(&home, &["client", "setup", "cursor", "--yes"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert_eq!(std::fs::metadata(&cursor_file).unwrap().uid(), USER);
 }

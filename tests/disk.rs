@@ -594,7 +594,7 @@ async fn a_store_recovered_from_a_sound_file_keeps_every_registration() {
     // What a check killed part way left an hour ago (its process is gone);
     // the copy of a check still running (pid 1 is alive); and a fresh one
     // of a process gone here (it may live in another pid namespace).
-    let abandoned = data.join("store.redb.check-2147483646");
+    let abandoned = data.join("store.redb.check-2147483646-0a1b2c3d4e5f");
     let running = data.join("store.redb.check-1");
     let elsewhere = data.join("store.redb.check-2147483645");
     std::fs::copy(data.join("store.redb"), &abandoned).unwrap();

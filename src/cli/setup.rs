@@ -111,7 +111,13 @@ fn setup(args: ClientSetupArgs) -> Result<ExitCode, CliError> {
     if let Some(path) = &aggregator_config {
         check_links(path)?;
     }
-    act_as_owner(&file)?;
+    let mut writes: Vec<&Path> = vec![&file];
+    if args.move_servers
+        && let Some(path) = &aggregator_config
+    {
+        writes.push(path);
+    }
+    act_as_owner(&writes)?;
     if aggregator_config
         .as_deref()
         .is_some_and(|config| same_file(config, &file))
@@ -427,43 +433,113 @@ fn check_links(path: &Path) -> Result<(), CliError> {
 }
 
 /// Run as root for a user's client (`sudo -E`, HOME the user's), the rest
-/// of the run is done as the user who owns the client's file (or the
-/// nearest thing above it that exists): the kernel then keeps any link
-/// that user could plant, at any moment, from leading root's reads and
-/// writes anywhere the user could not go, and what is made (the file, its
-/// directory, the lock, backups) is the user's.
-fn act_as_owner(path: &Path) -> Result<(), CliError> {
-    use std::os::unix::fs::MetadataExt as _;
+/// of the run is done as that user: the kernel then keeps any link the
+/// user could plant, at any moment, from leading root's reads and writes
+/// anywhere the user could not go, and what is made (the file, its
+/// directory, the lock, backups) is the user's. The user is the owner of
+/// the first thing on the way to each file, from the root down, that root
+/// does not own (a home directory): from there on, that user decides what
+/// the path leads to, and nothing the user does below it changes whose it
+/// is.
+fn act_as_owner(paths: &[&Path]) -> Result<(), CliError> {
     if !rustix::process::geteuid().is_root() {
         return Ok(());
     }
-    let absolute = absolute(path);
-    let Some((owned, metadata)) = absolute.ancestors().find_map(|p| {
-        std::fs::symlink_metadata(p)
-            .ok()
-            .map(|m| (p.to_path_buf(), m))
-    }) else {
+    let mut owner: Option<(u32, u32, PathBuf)> = None;
+    for path in paths {
+        let Some(found) = first_owned_by_a_user(path) else {
+            continue;
+        };
+        match &owner {
+            Some((uid, _, at)) if *uid != found.0 => {
+                return Err(CliError::Usage(format!(
+                    "{} is user {uid}'s and {} user {}'s: run this as each of them",
+                    at.display(),
+                    found.2.display(),
+                    found.0
+                )));
+            }
+            Some(_) => {}
+            None => owner = Some(found),
+        }
+    }
+    let Some((uid, gid, owned)) = owner else {
         return Ok(());
     };
-    let (uid, gid) = (metadata.uid(), metadata.gid());
-    if uid == 0 {
-        return Ok(());
+    become_user(uid, gid).map_err(|err| {
+        CliError::Failed(format!(
+            "cannot act as user {uid}, who owns {}: {err}",
+            owned.display()
+        ))
+    })
+}
+
+/// The first thing on the way to `path`, from the root down, that a user
+/// other than root owns, with its owner and group.
+fn first_owned_by_a_user(path: &Path) -> Option<(u32, u32, PathBuf)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut walked = PathBuf::new();
+    for component in absolute(path).components() {
+        walked.push(component);
+        // Nothing further exists: all of it is root's so far.
+        let metadata = std::fs::symlink_metadata(&walked).ok()?;
+        if metadata.uid() != 0 {
+            return Some((metadata.uid(), metadata.gid(), walked));
+        }
     }
-    // SAFETY: setgroups(2), setgid(2) and setuid(2) take plain values (a
+    None
+}
+
+/// Becomes `uid` for good: with its own group and groups when the system
+/// knows the user, else with no other groups and `gid` (root's group is
+/// never kept).
+fn become_user(uid: u32, gid: u32) -> std::io::Result<()> {
+    let account = user_account(uid);
+    let gid = match &account {
+        Some((_, primary)) => *primary,
+        None if gid == 0 => uid,
+        None => gid,
+    };
+    // SAFETY: initgroups(3), setgroups(2), setgid(2) and setuid(2) take a
+    // NUL-terminated name that lives through the call, or plain values (a
     // null list with a zero count); glibc applies them to every thread.
-    let dropped = unsafe {
-        libc::setgroups(0, std::ptr::null()) == 0
-            && libc::setgid(gid) == 0
-            && libc::setuid(uid) == 0
+    let done = unsafe {
+        let groups = match &account {
+            Some((name, _)) => libc::initgroups(name.as_ptr(), gid),
+            None => libc::setgroups(0, std::ptr::null()),
+        };
+        groups == 0 && libc::setgid(gid) == 0 && libc::setuid(uid) == 0
     };
-    if !dropped {
-        return Err(CliError::Failed(format!(
-            "cannot act as user {uid}, who owns {}: {}",
-            owned.display(),
-            std::io::Error::last_os_error()
-        )));
+    if done {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
-    Ok(())
+}
+
+/// The user's name and primary group, when the system knows `uid`.
+fn user_account(uid: u32) -> Option<(std::ffi::CString, u32)> {
+    let mut buffer = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: `passwd` is plain data getpwuid_r(3) fills in; `buffer`
+    // outlives the call and its length is passed; `found` is checked
+    // before anything it points at is read, and the name is copied out
+    // before `buffer` goes away.
+    unsafe {
+        let mut entry: libc::passwd = std::mem::zeroed();
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        let code = libc::getpwuid_r(
+            uid,
+            &mut entry,
+            buffer.as_mut_ptr(),
+            buffer.len(),
+            &mut found,
+        );
+        if code != 0 || found.is_null() || entry.pw_name.is_null() {
+            return None;
+        }
+        let name = std::ffi::CStr::from_ptr(entry.pw_name).to_owned();
+        Some((name, entry.pw_gid))
+    }
 }
 
 fn absolute(path: &Path) -> PathBuf {
@@ -717,11 +793,14 @@ fn replace_with(
     Ok(())
 }
 
-/// Gives `file` the owner `original` has, when that is not this user (a
-/// file of another user's that root may write).
+/// Gives `file` the owner `original` has, when that is not this user and
+/// this is root (a file of another user's that root may write; only root
+/// may give a file away, and a user replacing a file root left in their
+/// directory makes it theirs).
 fn keep_owner(file: &std::fs::File, original: &std::fs::Metadata) -> std::io::Result<()> {
     use std::os::unix::fs::MetadataExt as _;
-    if original.uid() == rustix::process::geteuid().as_raw() {
+    let me = rustix::process::geteuid();
+    if original.uid() == me.as_raw() || !me.is_root() {
         return Ok(());
     }
     std::os::unix::fs::fchown(file, Some(original.uid()), Some(original.gid()))

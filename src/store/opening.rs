@@ -380,7 +380,7 @@ pub(crate) fn restrict_to_owner(path: &Path, mode: u32) -> std::io::Result<()> {
 }
 
 /// Removes the copies beside the store that checks killed part way left
-/// (`store.redb.check-<pid>` of a process that is gone): each is as large
+/// (`store.redb.check-<pid>-<tag>` of a process that is gone): each is as large
 /// as the store.
 pub(super) fn remove_abandoned_copies(data_dir: &Path) {
     let Ok(entries) = std::fs::read_dir(data_dir) else {
@@ -392,6 +392,7 @@ pub(super) fn remove_abandoned_copies(data_dir: &Path) {
         let Some(pid) = name
             .to_str()
             .and_then(|name| name.strip_prefix(&prefix))
+            .and_then(|tail| tail.split('-').next())
             .and_then(|pid| pid.parse::<i32>().ok())
         else {
             continue;

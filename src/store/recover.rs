@@ -171,7 +171,7 @@ pub fn confirmed_sound(data_dir: &Path) -> bool {
     super::health::expect_damage();
     let path = data_dir.join(STORE_FILE);
     let copy = Copy {
-        path: data_dir.join(format!("{STORE_FILE}.check-{}", std::process::id())),
+        path: copy_name(data_dir),
         _held: None,
         _dir: None,
     };
@@ -282,6 +282,16 @@ struct Copy {
 /// writable by the service's servers while root runs `store check`) and
 /// truncates whatever it points at; a file made here with `O_EXCL` is
 /// ours, whatever was there.
+/// A name for a check's copy beside the store that no other run takes:
+/// the pid, and a random tag (two checks in two pid namespaces, each pid 1,
+/// must not use, and remove, each other's copy).
+fn copy_name(data_dir: &Path) -> PathBuf {
+    let mut bytes = [0u8; 6];
+    let _ = rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty());
+    let tag: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    data_dir.join(format!("{STORE_FILE}.check-{}-{tag}", std::process::id()))
+}
+
 fn private_copy(from: &Path, to: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt as _;
     // Opened first: a store the caller may not read leaves no empty copy.
@@ -405,7 +415,7 @@ fn copy_of(data_dir: &Path) -> Result<(PathBuf, Copy), StoreError> {
     // a full disk) it is made in a private directory of the temporary one,
     // where nobody can put a link in its place.
     if dir_is_private(data_dir) {
-        let beside = data_dir.join(format!("{STORE_FILE}.check-{}", std::process::id()));
+        let beside = copy_name(data_dir);
         match private_copy(&path, &beside) {
             Ok(()) => {
                 return Ok((
