@@ -1433,6 +1433,16 @@ async fn a_filesystem_turned_read_only_refuses_changes_and_keeps_serving_reads()
     assert_eq!(register_at(&url, "kept").await.0, 201);
 
     disk.fail();
+    // Removing a running server as the first change: refused before the
+    // server is stopped, and it goes on answering.
+    let removed = http()
+        .delete(format!("{url}/api/v1/aggregator/servers/fx"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), 503);
+    let (status, body) = call_at(&url, "fx.echo").await;
+    assert_eq!(status, 200, "a refused removal stopped the server: {body}");
     // Refused for as long as it lasts: through the second the file is
     // reopened for reading in (a write must not land in its memory and be
     // acknowledged), and after.

@@ -372,7 +372,7 @@ pub async fn disconnect_server(
 /// CONNECTED with its process gone, and `connect` refused as "already
 /// connected"), so it is refused and the server left as it is.
 async fn refuse_while_unwritable(state: &AppState, what: &str) -> Result<(), HttpError> {
-    let storage = state.registry.storage().await;
+    let storage = state.registry.storage_for_a_change().await;
     if storage.status != "failing" {
         return Ok(());
     }

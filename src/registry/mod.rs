@@ -152,6 +152,16 @@ impl Registry {
         }
     }
 
+    /// As `storage`, asked before a change the store must record (see
+    /// `Store::storage_status_for_a_change`).
+    pub async fn storage_for_a_change(&self) -> StorageStatus {
+        let store = Arc::clone(&self.store);
+        match tokio::task::spawn_blocking(move || store.storage_status_for_a_change()).await {
+            Ok(status) => status,
+            Err(_) => self.store.storage_status_now(),
+        }
+    }
+
     pub fn store(&self) -> &Arc<Store> {
         &self.store
     }

@@ -144,6 +144,19 @@ impl Store {
         }
     }
 
+    /// How the store's disk is doing for a change about to be made (a
+    /// server stopped or started before its status is written): as
+    /// `storage_status`, and a file its filesystem no longer lets be opened
+    /// for writing counts as failing (ext4 turned read-only after an error
+    /// shows nowhere else until a write fails). Blocking.
+    pub fn storage_status_for_a_change(&self) -> crate::model::StorageStatus {
+        if !self.health.is_failing() && refuses_writes(&self.path) {
+            self.health
+                .write_refused(&std::io::Error::from(rustix::io::Errno::ROFS));
+        }
+        self.storage_status()
+    }
+
     /// Moves on each time the store accepts writes again after failing.
     pub fn write_recoveries(&self) -> tokio::sync::watch::Receiver<u64> {
         self.health.recoveries()
