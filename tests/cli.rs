@@ -1001,4 +1001,26 @@ fn root_setup_follows_no_link_a_user_planted_and_leaves_only_the_users_files() {
     let (code, stdout, stderr) = cli_at_home(&home, &["client", "setup", "cursor", "--yes"]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert_eq!(std::fs::metadata(&cursor_file).unwrap().uid(), USER);
+
+    // Under a directory anyone may write to (as /tmp): a file root has
+    // there is root's to change; one not there yet could be made anyone's
+    // first, so root does not make it.
+    let shared = temp.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let not_yet = shared.join("mcp.json");
+    let file_arg = ["client", "setup", "cursor", "--yes", "--file"];
+    let run = |file: &std::path::Path| {
+        let mut args = file_arg.to_vec();
+        args.push(file.to_str().unwrap());
+        cli_at_home(temp.path(), &args)
+    };
+    let (code, stdout, stderr) = run(&not_yet);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(stderr.contains("anyone may write to"), "{stderr}");
+    assert!(!not_yet.exists());
+    std::fs::write(&not_yet, r#"{"mcpServers": {}}"#).unwrap();
+    let (code, stdout, stderr) = run(&not_yet);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert_eq!(std::fs::metadata(&not_yet).unwrap().uid(), 0);
 }

@@ -447,8 +447,16 @@ fn act_as_owner(paths: &[&Path]) -> Result<(), CliError> {
     }
     let mut owner: Option<(u32, u32, PathBuf)> = None;
     for path in paths {
-        let Some(found) = first_owned_by_a_user(path) else {
-            continue;
+        let found = match ownership(path) {
+            Ownership::Root => continue,
+            Ownership::User(uid, gid, at) => (uid, gid, at),
+            Ownership::Open(dir) => {
+                return Err(CliError::Usage(format!(
+                    "{} lies under {}, which anyone may write to: run this as the user it is for, not as root",
+                    path.display(),
+                    dir.display()
+                )));
+            }
         };
         match &owner {
             Some((uid, _, at)) if *uid != found.0 => {
@@ -474,20 +482,45 @@ fn act_as_owner(paths: &[&Path]) -> Result<(), CliError> {
     })
 }
 
-/// The first thing on the way to `path`, from the root down, that a user
-/// other than root owns, with its owner and group.
-fn first_owned_by_a_user(path: &Path) -> Option<(u32, u32, PathBuf)> {
+/// Whose a path is, for a run as root.
+enum Ownership {
+    /// Root's all the way down.
+    Root,
+    /// The first thing on the way, from the root down, that another user
+    /// owns: that user's, with its owner and group.
+    User(u32, u32, PathBuf),
+    /// Under a directory anyone may write to, where its next part could
+    /// be anyone's (not there yet, or in a directory without the sticky
+    /// bit, where root's own entry can be renamed away).
+    Open(PathBuf),
+}
+
+fn ownership(path: &Path) -> Ownership {
     use std::os::unix::fs::MetadataExt as _;
     let mut walked = PathBuf::new();
+    // A directory anyone may write to that the walk just went through, and
+    // whether it has the sticky bit.
+    let mut open: Option<(PathBuf, bool)> = None;
     for component in absolute(path).components() {
         walked.push(component);
-        // Nothing further exists: all of it is root's so far.
-        let metadata = std::fs::symlink_metadata(&walked).ok()?;
+        let Ok(metadata) = std::fs::symlink_metadata(&walked) else {
+            // Nothing further exists: root's so far, unless anyone may make
+            // the next part.
+            return match open {
+                Some((dir, _)) => Ownership::Open(dir),
+                None => Ownership::Root,
+            };
+        };
         if metadata.uid() != 0 {
-            return Some((metadata.uid(), metadata.gid(), walked));
+            return Ownership::User(metadata.uid(), metadata.gid(), walked);
         }
+        if let Some((dir, false)) = open {
+            return Ownership::Open(dir);
+        }
+        open = (metadata.is_dir() && metadata.mode() & 0o002 != 0)
+            .then(|| (walked.clone(), metadata.mode() & 0o1000 != 0));
     }
-    None
+    Ownership::Root
 }
 
 /// Becomes `uid` for good: with its own group and groups when the system
