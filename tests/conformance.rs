@@ -3,7 +3,8 @@
 //! requirements, with a conformance backend behind it over stdio and over
 //! Streamable HTTP: `backend.mjs` (a 2025 server, TypeScript SDK 1.x) and
 //! `backend2026.mjs` (a dual-era server, TypeScript SDK v2, which the
-//! aggregator speaks 2026-07-28 to). Each run is checked against an
+//! aggregator speaks 2026-07-28 to; its 2025 clients' calls too, since it
+//! serves 2025 requests without a session). Each run is checked against an
 //! expected-failures file that may only shrink: the runner fails on an
 //! unlisted failure and on a listed entry that passes.
 
@@ -275,6 +276,53 @@ async fn the_conformance_suite_through_the_aggregator_with_a_2026_http_backend()
     })
     .await
     .unwrap();
+}
+
+/// A server that speaks both eras and keeps 2025 clients in sessions of
+/// their own, as the conformance repository's reference server does, is
+/// spoken to in 2026-07-28; a 2025 client's calls go over a 2025 session
+/// beside it, so each client is served as it would be by the server alone
+/// (the reference server asks a 2025 client for sampling and elicitation
+/// only in such a session; a server that serves 2025 requests without a
+/// session, like `backend2026.mjs`, keeps its 2026-07-28 path, where its
+/// questions come inside results: the runs above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dual_era_server_serves_each_client_in_the_clients_own_era() {
+    let mut backend = Command::new(node());
+    backend.arg(conformance_dir().join("dual_era_server.mjs"));
+    let (_backend, port) = common::http_test_server(backend);
+    let (_temp, d) = aggregator_with(serde_json::json!({"mcpServers": {"conf": {
+        "type": "http", "url": format!("http://127.0.0.1:{port}/mcp")
+    }}}))
+    .await;
+    assert_eq!(spoken_revision(&d).await, "2026-07-28");
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "conf__era", "arguments": {}}});
+    let session = common::mcp_session_with(&d, serde_json::json!({})).await;
+    // Twice: the first call opens the 2025 session, the second finds it.
+    for _ in 0..2 {
+        let answer = common::mcp_call(&d, &session, call.clone()).await;
+        assert_eq!(answer["result"]["content"][0]["text"], "legacy", "{answer}");
+    }
+    let modern = serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "conf__era", "arguments": {}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "modern", "version": "1"}}}});
+    let answer: serde_json::Value = common::http()
+        .post(d.api("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "conf__era")
+        .json(&modern)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["result"]["content"][0]["text"], "modern", "{answer}");
 }
 
 /// The aggregator as the client: the runner starts a scenario's server and

@@ -81,6 +81,7 @@ pub async fn call_tool(
                 log_level: None,
                 who: Some(std::sync::Arc::from("api")),
                 profile: None,
+                in_session: false,
             },
         })
         .instrument(span)

@@ -242,6 +242,8 @@ impl ClientConnection {
             log_level: level,
             who: self.who.get().cloned(),
             profile: self.profile.get().cloned(),
+            // Only `initialize` (a 2025 client's handshake) sets it.
+            in_session: self.protocol_version.get().is_some(),
         }
     }
 

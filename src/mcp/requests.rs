@@ -110,7 +110,7 @@ enum NoClient {
     #[error("the calling client does not support {0}")]
     Unsupported(String),
     #[error(
-        "several clients have calls running on this server; a {0} request cannot be routed to one of them"
+        "several clients have calls running on this server, so its {0} request cannot be told to be one client's; it is refused rather than shown to a client whose call did not make it"
     )]
     Ambiguous(String),
 }

@@ -24,6 +24,10 @@ pub struct Caller {
     /// The profile the client picked: it reaches only what that view
     /// admits. `None`: everything.
     pub profile: Option<Arc<str>>,
+    /// A client of the 2025 revisions: it opened a session with
+    /// `initialize`, and a server's questions reach it as requests in that
+    /// session (a 2026-07-28 client gets them inside results).
+    pub in_session: bool,
 }
 
 /// Where a server's notifications about one call go, already in the

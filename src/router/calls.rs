@@ -266,6 +266,10 @@ impl Router {
                 )),
             });
         }
+        let session = self
+            .sessions
+            .session_for_caller(route.server_id, session, caller)
+            .await;
         let limits = table
             .server(route.server_id)
             .map(|s| Arc::clone(&s.limits))

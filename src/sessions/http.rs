@@ -190,6 +190,11 @@ impl HttpLink {
         }
     }
 
+    /// Whether the server gave this link a session (`Mcp-Session-Id`).
+    pub fn has_session(&self) -> bool {
+        self.inner.session_id.read().is_ok_and(|s| s.is_some())
+    }
+
     /// Ends the session on the server (DELETE) and stops listening.
     pub async fn close(&self) {
         if let Ok(mut slot) = self.listener.lock()
@@ -197,8 +202,7 @@ impl HttpLink {
         {
             task.abort();
         }
-        let has_session = self.inner.session_id.read().is_ok_and(|s| s.is_some());
-        if has_session {
+        if self.has_session() {
             let (request, _) = self.inner.request(reqwest::Method::DELETE).await;
             let _ = request.timeout(Duration::from_secs(2)).send().await;
         }

@@ -92,6 +92,12 @@ impl Link {
         self.state().close("closed by the aggregator");
     }
 
+    /// Whether this is a Streamable HTTP link on which the server keeps a
+    /// session for us (it gave an `Mcp-Session-Id`).
+    pub fn is_http_session(&self) -> bool {
+        matches!(self, Link::Http(link) if link.has_session())
+    }
+
     /// The child's process id (stdio only).
     pub fn pid(&self) -> Option<u32> {
         match self {

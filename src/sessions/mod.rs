@@ -14,6 +14,7 @@ mod events;
 mod health;
 // The bridge is a Streamable HTTP client of the daemon: it opens this link.
 pub mod http;
+mod legacy_session;
 mod link;
 mod over_http;
 mod pending;
@@ -197,6 +198,8 @@ pub struct SessionManager {
     shared: Arc<Shared>,
     handles: Arc<Mutex<HashMap<ServerId, Handle>>>,
     closing: Arc<std::sync::atomic::AtomicBool>,
+    /// 2025 sessions beside servers' own, for 2025 clients' calls.
+    legacy: Arc<legacy_session::LegacySessions>,
 }
 
 impl SessionManager {
@@ -218,6 +221,7 @@ impl SessionManager {
             }),
             handles: Arc::new(Mutex::new(HashMap::new())),
             closing: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            legacy: Arc::default(),
         }
     }
 
@@ -434,6 +438,7 @@ impl SessionManager {
 
     /// Ends a server's supervisor (force-disconnecting it); used before removal.
     pub async fn stop(&self, id: ServerId) {
+        self.legacy.forget(id);
         let handle = self.lock().remove(&id);
         if let Some(handle) = handle {
             let (reply, answer) = oneshot::channel();
@@ -451,6 +456,36 @@ impl SessionManager {
         if let Some(vitals) = vitals {
             vitals.forget();
         }
+    }
+
+    /// The session a call of `caller` goes over: the server's own, or for
+    /// a 2025 client of a server spoken to in 2026-07-28 over HTTP, a 2025
+    /// session beside it when the server keeps one (see `legacy_session`).
+    pub async fn session_for_caller(
+        &self,
+        id: ServerId,
+        main: Arc<Session>,
+        caller: &crate::model::Caller,
+    ) -> Arc<Session> {
+        if !legacy_session::wants_legacy(&main, caller) {
+            return main;
+        }
+        let shared = Arc::clone(&self.shared);
+        self.legacy
+            .session_beside(id, main, || async move {
+                let record = shared.registry.get(&id.to_string()).await.ok()?;
+                let (events, mut receiver) = events::event_channel();
+                // Its list changes are the server's own session's to act on.
+                tokio::spawn(async move { while receiver.recv().await.is_some() {} });
+                match supervisor::open_legacy(&shared, &record, events).await {
+                    Ok(session) => Some(session),
+                    Err(reason) => {
+                        tracing::info!(server = %record.name, "no 2025 session beside the 2026-07-28 one ({reason}); 2025 clients' calls go over the 2026-07-28 session");
+                        None
+                    }
+                }
+            })
+            .await
     }
 
     /// The live session of a server, if it is connected.

@@ -368,6 +368,18 @@ impl Session {
         self.revision.asks_in_results()
     }
 
+    /// Whether the server keeps this session for us over Streamable HTTP
+    /// (it gave an `Mcp-Session-Id`), so it can ask its client questions
+    /// in it.
+    pub fn is_http_session(&self) -> bool {
+        self.link.is_http_session()
+    }
+
+    /// Whether this session speaks to a server over Streamable HTTP.
+    pub fn is_http(&self) -> bool {
+        matches!(self.link, Link::Http(_))
+    }
+
     /// Sends a request and waits for its result (default timeout).
     pub async fn request(&self, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
         self.request_with_timeout(method, params, self.request_timeout)

@@ -837,6 +837,26 @@ async fn open_session(
     }
 }
 
+/// A session in the 2025 revisions beside the server's own (see
+/// `legacy_session`), within the connect timeout; why not, when not.
+pub(super) async fn open_legacy(
+    shared: &Shared,
+    record: &ServerRecord,
+    events: EventSender,
+) -> Result<Arc<Session>, String> {
+    let timeout = shared.settings.connect_timeout;
+    match tokio::time::timeout(
+        timeout,
+        open_in(shared, record, events, RevisionId::Rev2025),
+    )
+    .await
+    {
+        Ok(Ok(session)) => Ok(session),
+        Ok(Err(Attempt::Refused(reason) | Attempt::Failed(reason))) => Err(reason),
+        Err(_) => Err(format!("no answer to initialize within {timeout:?}")),
+    }
+}
+
 /// Why one handshake did not give a session.
 enum Attempt {
     /// The server answered and refused this era's handshake.

@@ -1,0 +1,91 @@
+#!/usr/bin/env node
+// A server that speaks both protocol eras over Streamable HTTP the way the
+// conformance repository's reference server does: 2026-07-28 requests
+// stateless, 2025 clients in sessions of their own (an `Mcp-Session-Id`).
+// Built on the TypeScript SDK v2. Its one tool, `era`, answers which era
+// served the call: `modern` or `legacy`.
+//
+//   node dual_era_server.mjs --http 3001     Streamable HTTP on 127.0.0.1:3001/mcp
+
+import { randomUUID } from "node:crypto";
+import http from "node:http";
+import {
+  createMcpHandler,
+  isLegacyRequest,
+  Server,
+  WebStandardStreamableHTTPServerTransport,
+} from "@modelcontextprotocol/server";
+
+const args = process.argv.slice(2);
+const port = Number(args[args.indexOf("--http") + 1]);
+
+function build(era) {
+  const server = new Server({ name: "dual-era", version: "1.0.0" }, { capabilities: { tools: {} } });
+  server.setRequestHandler("tools/list", () => ({
+    tools: [
+      {
+        name: "era",
+        description: "Says which protocol era served this call",
+        inputSchema: { type: "object", properties: {} },
+      },
+    ],
+  }));
+  server.setRequestHandler("tools/call", () => ({ content: [{ type: "text", text: era }] }));
+  return server;
+}
+
+const modern = createMcpHandler(() => build("modern"), { legacy: "reject" });
+const sessions = new Map();
+
+async function legacy(request) {
+  const id = request.headers.get("mcp-session-id");
+  if (id) {
+    const transport = sessions.get(id);
+    return transport ? transport.handleRequest(request) : new Response("unknown session", { status: 404 });
+  }
+  const transport = new WebStandardStreamableHTTPServerTransport({
+    sessionIdGenerator: () => randomUUID(),
+    onsessioninitialized: (sid) => sessions.set(sid, transport),
+    onsessionclosed: (sid) => sessions.delete(sid),
+  });
+  await build("legacy").connect(transport);
+  return transport.handleRequest(request);
+}
+
+http
+  .createServer(async (req, res) => {
+    const chunks = [];
+    for await (const chunk of req) chunks.push(chunk);
+    const headers = new Headers();
+    for (const [key, value] of Object.entries(req.headers)) {
+      if (Array.isArray(value)) value.forEach((v) => headers.append(key, v));
+      else if (value !== undefined) headers.set(key, value);
+    }
+    const abort = new AbortController();
+    res.on("close", () => abort.abort());
+    const request = new Request(`http://127.0.0.1:${port}${req.url}`, {
+      method: req.method,
+      headers,
+      body: req.method === "GET" || req.method === "HEAD" || !chunks.length ? undefined : Buffer.concat(chunks),
+      signal: abort.signal,
+    });
+    let response;
+    try {
+      response = (await isLegacyRequest(request)) ? await legacy(request) : await modern.fetch(request);
+    } catch (err) {
+      res.writeHead(500).end(String(err));
+      return;
+    }
+    res.writeHead(response.status, Object.fromEntries(response.headers));
+    if (!response.body) {
+      res.end();
+      return;
+    }
+    try {
+      for await (const chunk of response.body) res.write(chunk);
+    } catch {
+      // The client went away mid-stream.
+    }
+    res.end();
+  })
+  .listen(port, "127.0.0.1");
