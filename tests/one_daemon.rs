@@ -258,6 +258,94 @@ fn clients_of_both_sdks_share_one_daemon_that_leaves_after_the_last() {
     }
 }
 
+/// A daemon a `stdio` client started also serves `/mcp`: once that client
+/// has gone, a client of `/mcp` keeps it (its idle time counts from the
+/// last of them), and it leaves after its idle time once that one has gone
+/// too.
+#[test]
+fn a_client_of_mcp_over_http_keeps_a_daemon_its_stdio_client_left() {
+    let temp = tempfile::tempdir().unwrap();
+    let pids = temp.path().join("fx.pids");
+    let config = config_with_fixture(temp.path(), &pids);
+    let data_dir = temp.path().join("data");
+    let args = [
+        "stdio",
+        "--config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+        "--idle-exit",
+        "1s",
+    ];
+    let mut relay = Raw::start(&args);
+    relay.wait_tools("fx__echo", |t| has(t, "fx__echo"));
+    let daemons = daemons_of(&data_dir);
+    assert_eq!(daemons.len(), 1, "{daemons:?}");
+    let info: Value =
+        serde_json::from_str(&std::fs::read_to_string(data_dir.join("daemon.json")).unwrap())
+            .unwrap();
+    let mcp = format!("{}/mcp", info["url"].as_str().unwrap());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let http = common::http();
+    let post = |session: Option<&str>, body: Value| {
+        let mut request = http
+            .post(&mcp)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        runtime.block_on(request.send()).unwrap()
+    };
+    let opened = post(
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "http", "version": "1"}}}),
+    );
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    post(
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+
+    assert!(relay.close().success());
+    let log = common::log_path(&data_dir);
+    wait_for(UP, || {
+        std::fs::read_to_string(&log)
+            .ok()?
+            .contains("staying for the clients of /mcp")
+            .then_some(())
+    })
+    .expect("the daemon stays for its client of /mcp");
+    assert!(
+        daemons.iter().all(|p| process_alive(*p)),
+        "the daemon left with a client of /mcp"
+    );
+    let called = post(
+        Some(&session),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "fx__echo", "arguments": {"text": "still here"}}}),
+    );
+    assert!(
+        runtime
+            .block_on(called.text())
+            .unwrap()
+            .contains("still here")
+    );
+
+    // The session ends: the daemon leaves after its idle time.
+    let ended = runtime
+        .block_on(http.delete(&mcp).header("mcp-session-id", &session).send())
+        .unwrap();
+    assert!(ended.status().is_success(), "{}", ended.status());
+    assert_gone(&daemons, "the daemon");
+    assert_gone(&pids_in(&pids), "its server");
+}
+
 /// A raw line client on `mcp-aggregator stdio` (pipes), for what the SDKs
 /// hide: the process's own exit, and the notifications it was sent.
 struct Raw {

@@ -89,10 +89,19 @@ impl LocalSocket {
     }
 
     /// Cancels `shutdown` once no client has been attached for `idle`
-    /// (the first wait is at least `FIRST_CLIENT_GRACE`).
-    pub fn exit_when_idle(&self, idle: Duration, shutdown: CancellationToken) {
+    /// (the first wait is at least `FIRST_CLIENT_GRACE`), nor has `/mcp`
+    /// had one (`http_in_use` with the idle time: a session open, a
+    /// request under way or one within it).
+    pub fn exit_when_idle(
+        &self,
+        idle: Duration,
+        shutdown: CancellationToken,
+        http_in_use: impl Fn(Duration) -> bool + Send + 'static,
+    ) {
         let mut attached = self.attached.clone();
         tokio::spawn(async move {
+            // Said once each time the socket's last client has gone.
+            let mut said_staying = false;
             loop {
                 let wait = match attached.wait_for(|a| a.now == 0).await {
                     Ok(a) if a.ever => idle,
@@ -109,6 +118,18 @@ impl LocalSocket {
                     }
                     () = shutdown.cancelled() => return,
                 };
+                if idle_passed && http_in_use(wait) {
+                    if !std::mem::replace(&mut said_staying, true) {
+                        tracing::info!(
+                            "no client on the socket for {}; staying for the clients of /mcp",
+                            humantime::format_duration(wait)
+                        );
+                    }
+                    continue;
+                }
+                if !idle_passed {
+                    said_staying = false;
+                }
                 // One may have attached in the same instant.
                 if idle_passed && attached.borrow().now == 0 {
                     tracing::info!(

@@ -655,7 +655,23 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
     )
     .ending_streams_on(named_tokens.revocations());
     mcp_http.spawn_expiry(shutdown.clone());
-    let app = api::router(state, Some(mcp::http::routes(mcp_http)));
+    // `--idle-exit` counts the clients of `/mcp` beside those on the socket.
+    let http_clients = options.idle_exit.map(|_| {
+        let usage = mcp::http_use::HttpUse::default();
+        let mcp_http = mcp_http.clone();
+        let in_use = {
+            let usage = usage.clone();
+            move |idle| mcp_http.in_use_within(&usage, idle)
+        };
+        (usage, in_use)
+    });
+    let app = api::router(
+        state,
+        Some(mcp::http::routes(
+            mcp_http,
+            http_clients.as_ref().map(|(usage, _)| usage.clone()),
+        )),
+    );
 
     let bound = listener.local_addr().map_err(DaemonError::Serve)?;
     if let Some(oauth) = stack.sessions.oauth() {
@@ -682,8 +698,8 @@ pub async fn serve(options: ServeOptions, shutdown: CancellationToken) -> Result
             return Err(err);
         }
     };
-    if let Some(idle) = options.idle_exit {
-        local.exit_when_idle(idle, shutdown.clone());
+    if let (Some(idle), Some((_, in_use))) = (options.idle_exit, http_clients) {
+        local.exit_when_idle(idle, shutdown.clone(), in_use);
     }
     #[cfg(feature = "postgres")]
     if let Some(shared) = &options.shared {

@@ -95,9 +95,13 @@ impl Drop for HttpSession {
     }
 }
 
-/// The `/mcp` routes, for the daemon's HTTP listener.
-pub fn routes<S: Clone + Send + Sync + 'static>(mcp: McpHttp) -> axum::Router<S> {
-    axum::Router::new()
+/// The `/mcp` routes, for the daemon's HTTP listener; with `usage`, each
+/// request counted in it while it is served (`--idle-exit`).
+pub fn routes<S: Clone + Send + Sync + 'static>(
+    mcp: McpHttp,
+    usage: Option<super::http_use::HttpUse>,
+) -> axum::Router<S> {
+    let routes = axum::Router::new()
         .route("/mcp", axum::routing::post(post).get(get).delete(delete))
         .route(
             "/mcp/{profile}",
@@ -105,8 +109,15 @@ pub fn routes<S: Clone + Send + Sync + 'static>(mcp: McpHttp) -> axum::Router<S>
         )
         .layer(axum::extract::DefaultBodyLimit::max(
             crate::limits::max_message_bytes(),
-        ))
-        .with_state(mcp)
+        ));
+    let routes = match usage {
+        Some(usage) => routes.layer(axum::middleware::from_fn_with_state(
+            usage,
+            super::http_use::count,
+        )),
+        None => routes,
+    };
+    routes.with_state(mcp)
 }
 
 /// The `/mcp` endpoint's state.
@@ -132,6 +143,12 @@ impl McpHttp {
             sessions: Arc::new(table),
             revoked: None,
         }
+    }
+
+    /// Whether `/mcp` has a client: a session open, or (counted in
+    /// `usage`) a request under way or one within `idle`.
+    pub fn in_use_within(&self, usage: &super::http_use::HttpUse, idle: Duration) -> bool {
+        !self.sessions.is_empty() || usage.busy_within(idle)
     }
 
     /// Ends the streams a token holds open once it is revoked (its

@@ -9,6 +9,7 @@ mod client;
 mod failure;
 mod handler;
 pub mod http;
+pub mod http_use;
 pub mod incoming;
 mod input;
 pub mod meta;
