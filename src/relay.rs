@@ -127,6 +127,9 @@ pub struct RelayOptions {
     /// The arguments of the `serve` a daemon started for this client runs
     /// with (the data dir, `--idle-exit`, the client's settings).
     pub daemon_args: Vec<OsString>,
+    /// The daemon's settings this command line gave (`--expose search`,
+    /// …): a daemon already running keeps the ones it started with.
+    pub daemon_settings: Vec<String>,
 }
 
 /// Relays stdin and stdout to the data dir's daemon (started if none
@@ -153,10 +156,10 @@ pub fn run(options: &RelayOptions) -> Result<(), RelayError> {
     // A daemon that is stopping (its last client left a moment ago) closes
     // without a welcome: the next one is started, or found.
     let deadline = Instant::now() + START_TIMEOUT;
-    let (socket, welcome) = loop {
-        let socket = connect_or_start(options)?;
+    let (socket, welcome, started) = loop {
+        let (socket, started) = connect_or_start(options)?;
         match handshake(&socket, &hello) {
-            Ok(welcome) => break (socket, welcome),
+            Ok(welcome) => break (socket, welcome, started),
             Err(RelayError::Handshake(reason)) if Instant::now() < deadline => {
                 tracing::debug!("the daemon closed without a welcome ({reason}); trying again");
                 std::thread::sleep(START_POLL);
@@ -169,6 +172,13 @@ pub fn run(options: &RelayOptions) -> Result<(), RelayError> {
             tracing::debug!(daemon = pid, "attached to the aggregator daemon");
             for warning in warnings {
                 tracing::warn!("{warning}");
+            }
+            if !started && !options.daemon_settings.is_empty() {
+                tracing::warn!(
+                    "the aggregator daemon for {} was running already, and keeps the settings it started with: `{}` applies once it is stopped and a client starts it again (or give them to `mcp-aggregator serve`)",
+                    options.data_dir.display(),
+                    options.daemon_settings.join(" ")
+                );
             }
         }
         Welcome::Refused { reason } => return Err(RelayError::Refused(reason)),
@@ -248,11 +258,12 @@ fn connect(socket: &Path) -> Option<UnixStream> {
 }
 
 /// The daemon's socket: connected at once when a daemon runs, else after
-/// starting one (or after another client started one first).
-fn connect_or_start(options: &RelayOptions) -> Result<UnixStream, RelayError> {
+/// starting one (or after another client started one first); and whether
+/// this client started it.
+fn connect_or_start(options: &RelayOptions) -> Result<(UnixStream, bool), RelayError> {
     let socket = paths::socket_path(&options.data_dir);
     if let Some(stream) = connect(&socket) {
-        return Ok(stream);
+        return Ok((stream, false));
     }
     let data_dir_error = |source| RelayError::DataDir {
         path: options.data_dir.clone(),
@@ -265,7 +276,7 @@ fn connect_or_start(options: &RelayOptions) -> Result<UnixStream, RelayError> {
     let _lock = start_lock(&options.data_dir);
     // Another client may have started it while this one waited.
     if let Some(stream) = connect(&socket) {
-        return Ok(stream);
+        return Ok((stream, false));
     }
     let mut daemon = start_daemon(options)?;
     let deadline = Instant::now() + START_TIMEOUT;
@@ -273,7 +284,7 @@ fn connect_or_start(options: &RelayOptions) -> Result<UnixStream, RelayError> {
         if let Some(stream) = connect(&socket) {
             // Reaped when it ends, should this client outlive it.
             std::thread::spawn(move || daemon.wait());
-            return Ok(stream);
+            return Ok((stream, true));
         }
         if let Some(status) = daemon.try_wait()? {
             return Err(RelayError::Start(format!(

@@ -346,6 +346,55 @@ fn a_client_of_mcp_over_http_keeps_a_daemon_its_stdio_client_left() {
     assert_gone(&pids_in(&pids), "its server");
 }
 
+/// Daemon settings on a `stdio` command line (`--expose search`) are the
+/// daemon's: one already running keeps its own, and the client is told.
+#[test]
+fn daemon_settings_given_to_a_client_of_a_running_daemon_are_said_to_be_unused() {
+    let temp = tempfile::tempdir().unwrap();
+    let pids = temp.path().join("fx.pids");
+    let config = config_with_fixture(temp.path(), &pids);
+    let data_dir = temp.path().join("data");
+    let base = [
+        "stdio",
+        "--config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+        "--idle-exit",
+        "0s",
+    ];
+    let mut first = Raw::start(&base);
+    first.wait_tools("fx__echo", |t| has(t, "fx__echo"));
+    let second = Command::new(BIN)
+        .args(base)
+        .args(["--expose", "search"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{said}");
+    assert!(
+        said.contains("was running already") && said.contains("`--expose search`"),
+        "{said}"
+    );
+    // Its own daemon's settings are not said to be unused.
+    assert!(first.close().success());
+    assert_gone(&daemons_of(&data_dir), "the daemon");
+    let own = Command::new(BIN)
+        .args(base)
+        .args(["--expose", "search"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&own.stderr);
+    assert!(own.status.success(), "{said}");
+    assert!(!said.contains("was running already"), "{said}");
+}
+
 /// A raw line client on `mcp-aggregator stdio` (pipes), for what the SDKs
 /// hide: the process's own exit, and the notifications it was sent.
 struct Raw {

@@ -236,8 +236,10 @@ async fn stdio(args: StdioArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     };
+    let (daemon_args, daemon_settings) = daemon_args_for(&data_dir, args.idle_exit);
     let options = crate::relay::RelayOptions {
-        daemon_args: daemon_args_for(&data_dir, args.idle_exit),
+        daemon_args,
+        daemon_settings,
         data_dir,
         config: args.config,
         profile: args.profile,
@@ -260,19 +262,21 @@ async fn stdio(args: StdioArgs) -> ExitCode {
 
 /// The `serve` command line a daemon started by this `stdio` client runs:
 /// this command line's own settings (everything but what only the relay
-/// uses), for this data dir, stopping when idle.
+/// uses), for this data dir, stopping when idle; and those settings alone,
+/// as given (a daemon already running keeps its own).
 fn daemon_args_for(
     data_dir: &std::path::Path,
     idle_exit: std::time::Duration,
-) -> Vec<std::ffi::OsString> {
+) -> (Vec<std::ffi::OsString>, Vec<String>) {
     let mut given: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let Some(at) = given.iter().position(|a| a == "stdio") else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     given[at] = "serve".into();
     let mut args = Vec::with_capacity(given.len() + 6);
+    let mut settings = Vec::new();
     let mut skip_value = false;
-    for arg in given {
+    for (index, arg) in given.into_iter().enumerate() {
         if std::mem::take(&mut skip_value) {
             continue;
         }
@@ -286,6 +290,9 @@ fn daemon_args_for(
             skip_value = !text.contains('=');
             continue;
         }
+        if index > at {
+            settings.push(text.into_owned());
+        }
         args.push(arg);
     }
     args.extend([
@@ -295,7 +302,7 @@ fn daemon_args_for(
         format!("{}s", idle_exit.as_secs()).into(),
         "--started-by-client".into(),
     ]);
-    args
+    (args, settings)
 }
 
 async fn serve(args: ServeArgs) -> ExitCode {
