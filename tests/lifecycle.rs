@@ -407,3 +407,38 @@ async fn with_require_token_the_api_needs_the_generated_token() {
         std::fs::read_to_string(common::log_path(&data_dir)).unwrap_or_default()
     );
 }
+
+/// Replacing a config file's view through the API works, and says that
+/// the file's next apply puts its own back; a view of the API's own is
+/// replaced without a word.
+#[tokio::test]
+async fn replacing_a_files_view_through_the_api_says_the_file_wins() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    let config = temp.path().join("servers.json");
+    std::fs::write(
+        &config,
+        r#"{"mcpServers": {}, "profiles": {"dev": {"servers": ["*"]}}}"#,
+    )
+    .unwrap();
+    let d = Daemon::start_in(&data_dir, &["--config", config.to_str().unwrap()]);
+    let put = || async {
+        let response = http()
+            .put(d.api("/api/v1/profiles/dev"))
+            .json(&serde_json::json!({"servers": ["github"]}))
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success(), "{}", response.status());
+        response.json::<serde_json::Value>().await.unwrap()
+    };
+    let replaced = put().await;
+    let warning = replaced["warning"].as_str().unwrap_or_default();
+    assert!(
+        warning.contains(config.to_str().unwrap()) && warning.contains("puts its own back"),
+        "{replaced}"
+    );
+    assert_eq!(replaced["servers"], serde_json::json!(["github"]));
+    let again = put().await;
+    assert!(again.get("warning").is_none(), "{again}");
+}

@@ -46,6 +46,10 @@ pub struct ProfileView {
     pub mcp_path: String,
     /// The tool ids the view lists now (of connected servers).
     pub visible_tools: Vec<String>,
+    /// Said when a change replaced a config file's profile: the file's
+    /// next apply puts its own back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 fn view_of(state: &AppState, profile: Profile) -> ProfileView {
@@ -57,6 +61,7 @@ fn view_of(state: &AppState, profile: Profile) -> ProfileView {
         mcp_path: format!("/mcp/{}", profile.name),
         profile,
         visible_tools,
+        warning: None,
     }
 }
 
@@ -110,6 +115,12 @@ pub async fn put_profile(
         source: None,
         updated_at: chrono::Utc::now(),
     };
+    let replaced_file = state
+        .registry
+        .profile(&profile.name)
+        .await
+        .ok()
+        .and_then(|old| old.source);
     let created = state.registry.put_profile(profile.clone()).await?;
     audit(&state, &actor, "profile_put", &profile.name).await;
     // The view shown is the new one (the router reloads on the event too).
@@ -119,7 +130,14 @@ pub async fn put_profile(
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(view_of(&state, profile))).into_response())
+    let mut view = view_of(&state, profile);
+    view.warning = replaced_file.map(|file| {
+        format!(
+            "profile {} was defined in {file}: the file's next apply (an edit of it, a client bringing it) puts its own back; change it there to keep the change",
+            view.profile.name
+        )
+    });
+    Ok((status, Json(view)).into_response())
 }
 
 /// Remove a profile. Clients still using it see nothing from then on.

@@ -85,6 +85,9 @@ async fn set(args: ProfileSetArgs) -> Result<ExitCode, CliError> {
     });
     let path = format!("{PROFILES_PATH}/{}", encode_segment(&args.name));
     let profile: Value = client.put(&path, &body).await?;
+    if let Some(warning) = profile["warning"].as_str() {
+        eprintln!("warning: {warning}");
+    }
     if args.client.json {
         println!("{profile}");
     } else {
