@@ -346,6 +346,63 @@ fn a_client_of_mcp_over_http_keeps_a_daemon_its_stdio_client_left() {
     assert_gone(&pids_in(&pids), "its server");
 }
 
+/// A server that asks for roots as it starts (and keeps them, as the
+/// reference server does) is not handed the roots of the one client
+/// attached then: the shared daemon serves every later client with that
+/// server, and they would all be served with that client's roots.
+#[test]
+fn a_server_starting_under_a_shared_daemon_is_given_no_clients_roots() {
+    let temp = tempfile::tempdir().unwrap();
+    let pids = temp.path().join("fx.pids");
+    let config = config_with_fixture(temp.path(), &pids);
+    let data_dir = temp.path().join("data");
+    let data_arg = data_dir.to_str().unwrap();
+    let args = [
+        "stdio",
+        "--config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        data_arg,
+        "--idle-exit",
+        "0s",
+    ];
+    let mut only = Raw::start_with_roots(
+        &args,
+        Some(json!([{"uri": "file:///only/client/project", "name": "only"}])),
+    );
+    only.wait_tools("fx__echo", |t| has(t, "fx__echo"));
+    // Started while this client is the only one attached, and reading
+    // (answering any roots request) until the new server's tools are in.
+    let asked = temp.path().join("roots-at-start");
+    let added = Command::new(BIN)
+        .args([
+            "servers",
+            "add",
+            "starter",
+            "--data-dir",
+            data_arg,
+            "--",
+            FIXTURE,
+        ])
+        .args(["--legacy-only", "--roots-at-start"])
+        .arg(&asked)
+        .output()
+        .unwrap();
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    only.wait_tools("starter__echo", |t| has(t, "starter__echo"));
+    let answer = wait_for(UP, || {
+        only.tools();
+        std::fs::read_to_string(&asked).ok()
+    })
+    .expect("the server's roots request was answered");
+    assert_eq!(answer, r#"{"roots":[]}"#);
+    assert!(only.close().success());
+}
+
 /// Daemon settings on a `stdio` command line (`--expose search`) are the
 /// daemon's: one already running keeps its own, and the client is told.
 #[test]
@@ -404,11 +461,19 @@ struct Raw {
     next_id: u64,
     /// Methods of the notifications seen so far.
     notified: Vec<String>,
+    /// The roots it answers `roots/list` with (then it declares roots).
+    roots: Option<Value>,
 }
 
 impl Raw {
     /// Starts the client and initializes.
     fn start(args: &[&str]) -> Raw {
+        Raw::start_with_roots(args, None)
+    }
+
+    /// Starts a client that has `roots` (and answers `roots/list` with
+    /// them whenever it reads), and initializes.
+    fn start_with_roots(args: &[&str], roots: Option<Value>) -> Raw {
         let mut child = Command::new(BIN)
             .args(args)
             .stdin(Stdio::piped())
@@ -424,10 +489,16 @@ impl Raw {
             lines,
             next_id: 0,
             notified: Vec::new(),
+            roots,
+        };
+        let capabilities = if raw.roots.is_some() {
+            json!({"roots": {"listChanged": false}})
+        } else {
+            json!({})
         };
         let answer = raw.ask(
             "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}),
+            json!({"protocolVersion": "2025-06-18", "capabilities": capabilities, "clientInfo": {"name": "raw", "version": "1"}}),
         );
         assert!(answer["result"]["serverInfo"].is_object(), "{answer}");
         raw.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
@@ -446,6 +517,14 @@ impl Raw {
         loop {
             let line = self.lines.next().expect("an answer").unwrap();
             let message: Value = serde_json::from_str(&line).unwrap();
+            if message["method"] == "roots/list"
+                && let Some(roots) = self.roots.clone()
+            {
+                self.send(
+                    json!({"jsonrpc": "2.0", "id": message["id"], "result": {"roots": roots}}),
+                );
+                continue;
+            }
             if message["id"] == json!(id) {
                 return message;
             }

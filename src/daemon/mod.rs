@@ -833,6 +833,10 @@ pub async fn stdio_in_process(
         stack.shutdown().await;
         return Err(DaemonError::Profile(reason));
     }
+    // This process serves this one client, so a server's questions asked
+    // outside a call (roots at its start) are its. Not so the daemon: what
+    // it would hand a server then is one client's, kept for every other.
+    stack.mcp.set_single_client(true);
     stack.connect_in_background().await;
     let served = mcp::stdio::serve(
         Arc::clone(&stack.mcp),

@@ -108,7 +108,8 @@ impl FrontDoor {
         &self.router
     }
 
-    /// Says that exactly one client is attached (stdio).
+    /// Says that this front door serves exactly one client (`stdio
+    /// --in-process`): a server's request outside a call is that client's.
     pub fn set_single_client(&self, single: bool) {
         self.single_client
             .store(single, std::sync::atomic::Ordering::Relaxed);

@@ -23,7 +23,6 @@ pub async fn serve(
     profile: Option<String>,
     shutdown: CancellationToken,
 ) {
-    server.set_single_client(true);
     // One token ends the loop: shutdown, or a client that stopped taking
     // its answers. Waited on through one pinned future, registered once.
     let stop = shutdown.child_token();
