@@ -304,6 +304,17 @@ async fn a_dual_era_server_serves_each_client_in_the_clients_own_era() {
         let answer = common::mcp_call(&d, &session, call.clone()).await;
         assert_eq!(answer["result"]["content"][0]["text"], "legacy", "{answer}");
     }
+    let prompt = common::mcp_call(
+        &d,
+        &session,
+        serde_json::json!({"jsonrpc": "2.0", "id": 4, "method": "prompts/get",
+            "params": {"name": "conf.era"}}),
+    )
+    .await;
+    assert_eq!(
+        prompt["result"]["messages"][0]["content"]["text"], "legacy",
+        "{prompt}"
+    );
     let modern = serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
         "params": {"name": "conf__era", "arguments": {}, "_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",

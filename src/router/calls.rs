@@ -266,10 +266,15 @@ impl Router {
                 )),
             });
         }
-        let session = self
-            .sessions
-            .session_for_caller(route.server_id, session, caller)
-            .await;
+        // A retry with the answers of an input round goes back over the
+        // session whose result asked for them.
+        let session = if input.is_none() {
+            self.sessions
+                .session_for_caller(route.server_id, session, caller)
+                .await
+        } else {
+            session
+        };
         let limits = table
             .server(route.server_id)
             .map(|s| Arc::clone(&s.limits))

@@ -119,6 +119,15 @@ impl Router {
             })?;
         super::calls::InputRound::check_server(input.as_ref(), route.server_id)?;
         let session = self.session_for(&table, route.server_id).await?;
+        // As for a tool call: a 2025 client's over a 2025 session where the
+        // server keeps one; a retry with answers where it was asked.
+        let session = if input.is_none() {
+            self.sessions
+                .session_for_caller(route.server_id, session, caller)
+                .await
+        } else {
+            session
+        };
         let mut params = json!({"name": route.original.as_ref()});
         if let Some(arguments) = arguments {
             params["arguments"] = arguments;

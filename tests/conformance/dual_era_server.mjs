@@ -2,8 +2,8 @@
 // A server that speaks both protocol eras over Streamable HTTP the way the
 // conformance repository's reference server does: 2026-07-28 requests
 // stateless, 2025 clients in sessions of their own (an `Mcp-Session-Id`).
-// Built on the TypeScript SDK v2. Its one tool, `era`, answers which era
-// served the call: `modern` or `legacy`.
+// Built on the TypeScript SDK v2. Its tool and its prompt, both `era`,
+// answer which era served the request: `modern` or `legacy`.
 //
 //   node dual_era_server.mjs --http 3001     Streamable HTTP on 127.0.0.1:3001/mcp
 
@@ -20,7 +20,7 @@ const args = process.argv.slice(2);
 const port = Number(args[args.indexOf("--http") + 1]);
 
 function build(era) {
-  const server = new Server({ name: "dual-era", version: "1.0.0" }, { capabilities: { tools: {} } });
+  const server = new Server({ name: "dual-era", version: "1.0.0" }, { capabilities: { tools: {}, prompts: {} } });
   server.setRequestHandler("tools/list", () => ({
     tools: [
       {
@@ -31,6 +31,12 @@ function build(era) {
     ],
   }));
   server.setRequestHandler("tools/call", () => ({ content: [{ type: "text", text: era }] }));
+  server.setRequestHandler("prompts/list", () => ({
+    prompts: [{ name: "era", description: "Says which protocol era served this request" }],
+  }));
+  server.setRequestHandler("prompts/get", () => ({
+    messages: [{ role: "user", content: { type: "text", text: era } }],
+  }));
   return server;
 }
 
