@@ -12,7 +12,7 @@ use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
 
-const UP: Duration = Duration::from_secs(30);
+const UP: Duration = Duration::from_secs(90);
 
 /// Whether the pid is in `/proc` at all (a zombie not reaped still is).
 fn in_proc(pid: u32) -> bool {
@@ -306,7 +306,13 @@ async fn the_start_up_sweep_spares_the_daemons_own_ancestors() {
         let text = std::fs::read_to_string(data.join("daemon.json")).ok()?;
         serde_json::from_str::<serde_json::Value>(&text).ok()?["pid"].as_i64()
     })
-    .expect("the daemon started");
+    .unwrap_or_else(|| {
+        let shell_exit = shell.try_wait().ok().flatten();
+        panic!(
+            "the daemon did not start (its shell: {shell_exit:?}); its log:\n{}",
+            std::fs::read_to_string(log_path(&data)).unwrap_or_default()
+        )
+    });
     let swept = wait_for(UP, || bystander.try_wait().ok().flatten());
     let shell_alive = shell.try_wait().ok().flatten().is_none();
     signal(daemon as i32, libc::SIGTERM);
