@@ -336,6 +336,54 @@ async fn a_dual_era_server_serves_each_client_in_the_clients_own_era() {
     assert_eq!(answer["result"]["content"][0]["text"], "modern", "{answer}");
 }
 
+/// Disconnecting a dual-era server lets the calls running on the 2025
+/// session beside its own finish first, as on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disconnect_lets_the_calls_on_the_2025_session_finish() {
+    let temp = tempfile::tempdir().unwrap();
+    let started = temp.path().join("started");
+    let mut backend = Command::new(node());
+    backend
+        .arg(conformance_dir().join("dual_era_server.mjs"))
+        .arg("--started-file")
+        .arg(&started);
+    let (_backend, port) = common::http_test_server(backend);
+    let (_temp, d) = aggregator_with(serde_json::json!({"mcpServers": {"conf": {
+        "type": "http", "url": format!("http://127.0.0.1:{port}/mcp")
+    }}}))
+    .await;
+    let session = common::mcp_session_with(&d, serde_json::json!({})).await;
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "conf__sleep", "arguments": {"ms": 2000}}});
+    let running = {
+        let (d_url, session) = (d.api("/mcp"), session.clone());
+        tokio::spawn(async move {
+            let response = common::http()
+                .post(d_url)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", &session)
+                .json(&call)
+                .send()
+                .await
+                .unwrap();
+            response.text().await.unwrap()
+        })
+    };
+    common::wait_for(UP, || started.exists().then_some(())).expect("the call reached the server");
+    let disconnected: serde_json::Value = common::http()
+        .post(d.api("/api/v1/aggregator/servers/conf/disconnect"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let answer = running.await.unwrap();
+    assert!(answer.contains("legacy"), "the call was cut off: {answer}");
+    assert!(!answer.contains("\"error\""), "{answer}");
+    assert_eq!(disconnected["pending_requests"], 0, "{disconnected}");
+}
+
 /// The aggregator as the client: the runner starts a scenario's server and
 /// runs `client_driver.py`, which registers it with a fresh daemon and
 /// calls its tools through the aggregator; the scenario server checks what

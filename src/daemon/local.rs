@@ -19,6 +19,9 @@ use crate::relay::{HANDSHAKE_VERSION, Hello, MAX_HELLO_BYTES, Welcome};
 
 /// How long a connection gets to send its handshake.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a daemon staying for the clients of `/mcp` looks again at
+/// least (with a zero `--idle-exit`, whether they are gone yet).
+const STAYING_RECHECK: Duration = Duration::from_secs(1);
 /// The first wait for a client of a daemon that has had none yet: the
 /// relay that started it attaches within moments, but not within a zero
 /// `--idle-exit`.
@@ -108,8 +111,15 @@ impl LocalSocket {
                     Ok(_) => idle.max(FIRST_CLIENT_GRACE),
                     Err(_) => return,
                 };
+                // Staying, looked at again after the idle time, and never
+                // in a busy loop (`--idle-exit 0s`).
+                let sleep = if said_staying {
+                    wait.max(STAYING_RECHECK)
+                } else {
+                    wait
+                };
                 let idle_passed = tokio::select! {
-                    () = tokio::time::sleep(wait) => true,
+                    () = tokio::time::sleep(sleep) => true,
                     changed = attached.wait_for(|a| a.now > 0) => {
                         if changed.is_err() {
                             return;

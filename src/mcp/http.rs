@@ -145,10 +145,11 @@ impl McpHttp {
         }
     }
 
-    /// Whether `/mcp` has a client: a session open, or (counted in
-    /// `usage`) a request under way or one within `idle`.
+    /// Whether `/mcp` has a client: a session open, a request parked for
+    /// a client's retry, or (counted in `usage`) a request under way or
+    /// one within `idle`.
     pub fn in_use_within(&self, usage: &super::http_use::HttpUse, idle: Duration) -> bool {
-        !self.sessions.is_empty() || usage.busy_within(idle)
+        !self.sessions.is_empty() || self.server.has_parked_requests() || usage.busy_within(idle)
     }
 
     /// Ends the streams a token holds open once it is revoked (its

@@ -20,7 +20,7 @@ use axum::response::Response;
 #[derive(Clone)]
 pub struct HttpUse {
     in_flight: Arc<AtomicUsize>,
-    /// Milliseconds after `since` the last request came.
+    /// Milliseconds after `since` a request last came or ended.
     last_request: Arc<AtomicU64>,
     since: Instant,
 }
@@ -36,7 +36,7 @@ impl Default for HttpUse {
 }
 
 impl HttpUse {
-    /// Whether a request is under way, or one came within `idle`.
+    /// Whether a request is under way, or one came or ended within `idle`.
     pub fn busy_within(&self, idle: Duration) -> bool {
         if self.in_flight.load(Ordering::Relaxed) > 0 {
             return true;
@@ -45,20 +45,27 @@ impl HttpUse {
         self.since.elapsed().saturating_sub(last) < idle
     }
 
-    fn enter(&self) -> Entered {
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
+    /// Marks now as the last moment a client was heard from or served.
+    fn touch(&self) {
         let now = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.last_request.fetch_max(now, Ordering::Relaxed);
-        Entered(Arc::clone(&self.in_flight))
+    }
+
+    fn enter(&self) -> Entered {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.touch();
+        Entered(self.clone())
     }
 }
 
-/// One request under way, until dropped.
-struct Entered(Arc<AtomicUsize>);
+/// One request under way, until dropped: the idle time counts from its
+/// end (a long call, a stream closed).
+struct Entered(HttpUse);
 
 impl Drop for Entered {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.0.touch();
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

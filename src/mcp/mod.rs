@@ -120,6 +120,12 @@ impl FrontDoor {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Whether a request waits, parked, for a 2026-07-28 client's retry
+    /// with its answers (the client is still at work with it).
+    pub fn has_parked_requests(&self) -> bool {
+        self.relay.has_parked()
+    }
+
     /// Keeps an initialized client, for requests outside a call (roots).
     pub(crate) fn remember_client(&self, client: &Arc<ClientConnection>) {
         if let Ok(mut clients) = self.clients.lock() {

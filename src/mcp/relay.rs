@@ -123,6 +123,14 @@ impl Default for Relay {
 }
 
 impl Relay {
+    /// Whether a request is parked, waiting for a client's retry (and not
+    /// past the time it waits).
+    pub(super) fn has_parked(&self) -> bool {
+        self.parked
+            .lock()
+            .is_ok_and(|parked| parked.values().any(|p| p.parked_at.elapsed() < PARK_TTL))
+    }
+
     /// A relay sealing its states with `key` (kept in the data dir, so a
     /// server's own state handed to a client still opens after a restart).
     pub(super) fn with_key(key: &[u8; 32]) -> Relay {

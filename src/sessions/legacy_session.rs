@@ -86,8 +86,10 @@ impl LegacySessions {
             None => None,
         };
         if let Some(session) = &opened {
-            // It lives as long as the main session: closed with it (a
-            // disconnect, a removal, the daemon stopping).
+            // It lives as long as the main session: drained and closed
+            // with it (a disconnect, a removal, the daemon stopping), and
+            // closed when the main one's link dies.
+            main.keep_beside(Arc::clone(session));
             let (session, main) = (Arc::clone(session), Arc::clone(&main));
             tokio::spawn(async move {
                 tokio::select! {

@@ -50,6 +50,10 @@ pub struct Session {
     /// what the server now runs, so its tools are not called.
     unstored_tools: Mutex<Option<String>>,
     sweep: Arc<Sweep>,
+    /// A 2025 session to the same server beside this one (see
+    /// `legacy_session`): its calls are drained, cancelled and closed
+    /// with this session's.
+    beside: Mutex<Option<Arc<Session>>>,
 }
 
 /// What opening a session needs.
@@ -140,6 +144,7 @@ impl Session {
             vitals: handshake.vitals.clone(),
             unstored_tools: Mutex::new(None),
             sweep: Arc::default(),
+            beside: Mutex::new(None),
         };
         // The dispatcher needs to answer the server's requests (ping) while
         // we are still opening, so it starts first and owns a sender.
@@ -570,12 +575,25 @@ impl Session {
         self.pending.lock().map(|p| p.len()).unwrap_or(0)
     }
 
-    /// Waits until no request is in flight, or `timeout` passes; returns how
-    /// many are still waiting.
+    /// Keeps `other` (a 2025 session to the same server) with this one:
+    /// drained, cancelled and closed with it.
+    pub(super) fn keep_beside(&self, other: Arc<Session>) {
+        if let Ok(mut slot) = self.beside.lock() {
+            *slot = Some(other);
+        }
+    }
+
+    fn beside(&self) -> Option<Arc<Session>> {
+        self.beside.lock().ok().and_then(|slot| slot.clone())
+    }
+
+    /// Waits until no request is in flight (here and in the session
+    /// beside), or `timeout` passes; returns how many are still waiting.
     pub async fn drain(&self, timeout: Duration) -> usize {
         let deadline = tokio::time::Instant::now() + timeout;
+        let beside = self.beside();
         loop {
-            let left = self.in_flight();
+            let left = self.in_flight() + beside.as_ref().map_or(0, |b| b.in_flight());
             if left == 0 || tokio::time::Instant::now() >= deadline || self.closed.is_cancelled() {
                 return left;
             }
@@ -583,7 +601,8 @@ impl Session {
         }
     }
 
-    /// Fails every request in flight and tells the server to stop them.
+    /// Fails every request in flight (here and in the session beside) and
+    /// tells the server to stop them.
     pub fn cancel_all(&self, reason: &str) -> usize {
         let drained: Vec<_> = self
             .pending
@@ -595,7 +614,7 @@ impl Session {
             self.send_cancelled(id, reason);
             let _ = waiter.tx.send(Err(RpcError::Closed(reason.to_owned())));
         }
-        count
+        count + self.beside().map_or(0, |b| b.cancel_all(reason))
     }
 
     fn send_cancelled(&self, id: u64, reason: &str) {
@@ -621,8 +640,15 @@ impl Session {
         self.link.state().reason()
     }
 
-    /// Closes the link (for stdio: terminates and reaps the process group).
+    /// Closes the link (for stdio: terminates and reaps the process group),
+    /// and the session beside it.
     pub async fn close(&self) {
+        let beside = self.beside.lock().ok().and_then(|mut slot| slot.take());
+        if let Some(beside) = beside {
+            // It has none beside it: its own link, closed.
+            beside.link.close().await;
+            beside.closed.cancel();
+        }
         self.link.close().await;
         self.closed.cancel();
     }

@@ -3,9 +3,11 @@
 // conformance repository's reference server does: 2026-07-28 requests
 // stateless, 2025 clients in sessions of their own (an `Mcp-Session-Id`).
 // Built on the TypeScript SDK v2. Its tool and its prompt, both `era`,
-// answer which era served the request: `modern` or `legacy`.
+// answer which era served the request: `modern` or `legacy`; its tool
+// `sleep` does the same after `ms` milliseconds, having appended `started`
+// to the `--started-file` given.
 //
-//   node dual_era_server.mjs --http 3001     Streamable HTTP on 127.0.0.1:3001/mcp
+//   node dual_era_server.mjs --http 3001 [--started-file FILE]
 
 import { randomUUID } from "node:crypto";
 import http from "node:http";
@@ -16,8 +18,11 @@ import {
   WebStandardStreamableHTTPServerTransport,
 } from "@modelcontextprotocol/server";
 
+import { appendFileSync } from "node:fs";
+
 const args = process.argv.slice(2);
 const port = Number(args[args.indexOf("--http") + 1]);
+const startedFile = args.includes("--started-file") ? args[args.indexOf("--started-file") + 1] : null;
 
 function build(era) {
   const server = new Server({ name: "dual-era", version: "1.0.0" }, { capabilities: { tools: {}, prompts: {} } });
@@ -28,9 +33,20 @@ function build(era) {
         description: "Says which protocol era served this call",
         inputSchema: { type: "object", properties: {} },
       },
+      {
+        name: "sleep",
+        description: "Says which protocol era served this call, after ms milliseconds",
+        inputSchema: { type: "object", properties: { ms: { type: "number" } } },
+      },
     ],
   }));
-  server.setRequestHandler("tools/call", () => ({ content: [{ type: "text", text: era }] }));
+  server.setRequestHandler("tools/call", async (request) => {
+    if (request.params.name === "sleep") {
+      if (startedFile) appendFileSync(startedFile, "started\n");
+      await new Promise((done) => setTimeout(done, request.params.arguments?.ms ?? 0));
+    }
+    return { content: [{ type: "text", text: era }] };
+  });
   server.setRequestHandler("prompts/list", () => ({
     prompts: [{ name: "era", description: "Says which protocol era served this request" }],
   }));
