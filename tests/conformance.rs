@@ -384,6 +384,50 @@ async fn a_disconnect_lets_the_calls_on_the_2025_session_finish() {
     assert_eq!(disconnected["pending_requests"], 0, "{disconnected}");
 }
 
+/// A server that keeps forgetting the 2025 sessions it gives (replicas
+/// that share none) costs a 2025 client a failed call each time, so after
+/// the second such session breaks, its calls stay on the 2026-07-28
+/// session, which the server serves whatever it forgets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_keeps_forgetting_2025_sessions_is_called_in_2026() {
+    let mut backend = Command::new(node());
+    backend
+        .arg(conformance_dir().join("dual_era_server.mjs"))
+        .arg("--forget-sessions");
+    let (_backend, port) = common::http_test_server(backend);
+    let (_temp, d) = aggregator_with(serde_json::json!({"mcpServers": {"conf": {
+        "type": "http", "url": format!("http://127.0.0.1:{port}/mcp")
+    }}}))
+    .await;
+    let session = common::mcp_session_with(&d, serde_json::json!({})).await;
+    let mut answers = Vec::new();
+    for id in 0..8 {
+        let answer = common::mcp_call(
+            &d,
+            &session,
+            serde_json::json!({"jsonrpc": "2.0", "id": id + 10, "method": "tools/call",
+                "params": {"name": "conf__era", "arguments": {}}}),
+        )
+        .await;
+        answers.push(
+            answer["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or("failed")
+                .to_owned(),
+        );
+    }
+    assert_eq!(answers[0], "legacy", "{answers:?}");
+    assert!(
+        answers
+            .iter()
+            .filter(|a| *a != "legacy" && *a != "modern")
+            .count()
+            <= 2,
+        "{answers:?}"
+    );
+    assert!(answers[5..].iter().all(|a| a == "modern"), "{answers:?}");
+}
+
 /// The aggregator as the client: the runner starts a scenario's server and
 /// runs `client_driver.py`, which registers it with a fresh daemon and
 /// calls its tools through the aggregator; the scenario server checks what

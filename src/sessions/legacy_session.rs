@@ -33,10 +33,18 @@ struct Slot {
     /// (a reconnect) gets a new second one.
     beside: Weak<Session>,
     /// `None`: the server has no 2025 session to give (it refused
-    /// `initialize`, or serves it without a session); asked again only
-    /// beside the next main session.
+    /// `initialize`, serves it without a session, or keeps forgetting
+    /// it); asked again only beside the next main session.
     session: Option<Arc<Session>>,
+    /// How many second sessions beside this main one broke (the server
+    /// forgot them: a restart, replicas that do not share sessions).
+    broken: u8,
 }
+
+/// Second sessions that may break beside one main session before its
+/// 2025 clients' calls stay on it: a server that keeps forgetting them
+/// would fail a call each time, where the main session serves them all.
+const BREAKS_TOLERATED: u8 = 2;
 
 impl Slot {
     fn is_beside(&self, main: &Arc<Session>) -> bool {
@@ -69,12 +77,26 @@ impl LegacySessions {
         // Held while opening: calls that come meanwhile wait for this one
         // session instead of opening their own.
         let mut slot = slot.lock().await;
-        if let Some(existing) = slot.as_ref().filter(|s| s.is_beside(&main)) {
+        let mut broken = 0;
+        if let Some(existing) = slot.as_mut().filter(|s| s.is_beside(&main)) {
             match &existing.session {
                 None => return main,
                 Some(session) if !session.is_closed() => return Arc::clone(session),
-                // It broke (the server forgot it): opened again below.
-                Some(_) => {}
+                // It broke (the server forgot it): opened again below, up
+                // to a point.
+                Some(_) => {
+                    existing.broken += 1;
+                    if existing.broken >= BREAKS_TOLERATED {
+                        tracing::info!(
+                            server = main.server(),
+                            "the 2025 session beside the 2026-07-28 one broke {} times; 2025 clients' calls go over the 2026-07-28 session from now on",
+                            existing.broken
+                        );
+                        existing.session = None;
+                        return main;
+                    }
+                    broken = existing.broken;
+                }
             }
         }
         let opened = match open().await {
@@ -101,6 +123,7 @@ impl LegacySessions {
         *slot = Some(Slot {
             beside: Arc::downgrade(&main),
             session: opened.clone(),
+            broken,
         });
         opened.unwrap_or(main)
     }

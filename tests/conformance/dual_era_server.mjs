@@ -7,7 +7,10 @@
 // `sleep` does the same after `ms` milliseconds, having appended `started`
 // to the `--started-file` given.
 //
-//   node dual_era_server.mjs --http 3001 [--started-file FILE]
+//   node dual_era_server.mjs --http 3001 [--started-file FILE] [--forget-sessions]
+//
+// `--forget-sessions`: each 2025 session is forgotten after its first
+// call (as replicas that share no sessions, or a restart, do).
 
 import { randomUUID } from "node:crypto";
 import http from "node:http";
@@ -23,6 +26,7 @@ import { appendFileSync } from "node:fs";
 const args = process.argv.slice(2);
 const port = Number(args[args.indexOf("--http") + 1]);
 const startedFile = args.includes("--started-file") ? args[args.indexOf("--started-file") + 1] : null;
+const forgetSessions = args.includes("--forget-sessions");
 
 function build(era) {
   const server = new Server({ name: "dual-era", version: "1.0.0" }, { capabilities: { tools: {}, prompts: {} } });
@@ -63,7 +67,11 @@ async function legacy(request) {
   const id = request.headers.get("mcp-session-id");
   if (id) {
     const transport = sessions.get(id);
-    return transport ? transport.handleRequest(request) : new Response("unknown session", { status: 404 });
+    if (!transport) return new Response("unknown session", { status: 404 });
+    const calling = forgetSessions && request.method === "POST" && (await request.clone().text()).includes('"tools/call"');
+    const response = await transport.handleRequest(request);
+    if (calling) sessions.delete(id);
+    return response;
   }
   const transport = new WebStandardStreamableHTTPServerTransport({
     sessionIdGenerator: () => randomUUID(),
