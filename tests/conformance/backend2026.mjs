@@ -14,7 +14,7 @@
 //                                         list_changed (clients re-list)
 
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import http from "node:http";
+import { serveFetch } from "./fetch_http.mjs";
 import {
   createMcpHandler,
   inputRequired,
@@ -436,54 +436,7 @@ if (httpPort === null) {
   );
 } else {
   const handler = createMcpHandler(build, { legacy: modernOnly ? "reject" : "stateless", bus });
-  const server = http.createServer(async (req, res) => {
-    if (!req.url.startsWith("/mcp")) {
-      res.writeHead(404).end();
-      return;
-    }
-    // DNS rebinding: only loopback names, in Host and in Origin when sent.
-    const loopback = (value) => /^(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$/.test(value ?? "");
-    const origin = req.headers.origin;
-    if (!loopback(req.headers.host) || (origin !== undefined && !loopback(origin.replace(/^https?:\/\//, "")))) {
-      res.writeHead(403).end();
-      return;
-    }
-    const chunks = [];
-    for await (const chunk of req) chunks.push(chunk);
-    const body = chunks.length ? Buffer.concat(chunks) : undefined;
-    const headers = new Headers();
-    for (const [key, value] of Object.entries(req.headers)) {
-      if (Array.isArray(value)) value.forEach((v) => headers.append(key, v));
-      else if (value !== undefined) headers.set(key, value);
-    }
-    const abort = new AbortController();
-    res.on("close", () => abort.abort());
-    const request = new Request(`http://${req.headers.host ?? "127.0.0.1"}${req.url}`, {
-      method: req.method,
-      headers,
-      body: req.method === "GET" || req.method === "HEAD" ? undefined : body,
-      signal: abort.signal,
-    });
-    let response;
-    try {
-      response = await handler.fetch(request);
-    } catch (err) {
-      res.writeHead(500).end(String(err));
-      return;
-    }
-    res.writeHead(response.status, Object.fromEntries(response.headers));
-    if (!response.body) {
-      res.end();
-      return;
-    }
-    try {
-      for await (const chunk of response.body) res.write(chunk);
-    } catch {
-      // The client went away mid-stream.
-    }
-    res.end();
-  });
-  server.listen(httpPort, "127.0.0.1", () => {
+  serveFetch(httpPort, (request) => handler.fetch(request), () => {
     process.stderr.write(`conformance backend (2026-07-28) on http://127.0.0.1:${httpPort}/mcp\n`);
   });
 }

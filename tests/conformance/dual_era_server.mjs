@@ -13,13 +13,13 @@
 // call (as replicas that share no sessions, or a restart, do).
 
 import { randomUUID } from "node:crypto";
-import http from "node:http";
 import {
   createMcpHandler,
   isLegacyRequest,
   Server,
   WebStandardStreamableHTTPServerTransport,
 } from "@modelcontextprotocol/server";
+import { serveFetch } from "./fetch_http.mjs";
 
 import { appendFileSync } from "node:fs";
 
@@ -82,40 +82,6 @@ async function legacy(request) {
   return transport.handleRequest(request);
 }
 
-http
-  .createServer(async (req, res) => {
-    const chunks = [];
-    for await (const chunk of req) chunks.push(chunk);
-    const headers = new Headers();
-    for (const [key, value] of Object.entries(req.headers)) {
-      if (Array.isArray(value)) value.forEach((v) => headers.append(key, v));
-      else if (value !== undefined) headers.set(key, value);
-    }
-    const abort = new AbortController();
-    res.on("close", () => abort.abort());
-    const request = new Request(`http://127.0.0.1:${port}${req.url}`, {
-      method: req.method,
-      headers,
-      body: req.method === "GET" || req.method === "HEAD" || !chunks.length ? undefined : Buffer.concat(chunks),
-      signal: abort.signal,
-    });
-    let response;
-    try {
-      response = (await isLegacyRequest(request)) ? await legacy(request) : await modern.fetch(request);
-    } catch (err) {
-      res.writeHead(500).end(String(err));
-      return;
-    }
-    res.writeHead(response.status, Object.fromEntries(response.headers));
-    if (!response.body) {
-      res.end();
-      return;
-    }
-    try {
-      for await (const chunk of response.body) res.write(chunk);
-    } catch {
-      // The client went away mid-stream.
-    }
-    res.end();
-  })
-  .listen(port, "127.0.0.1");
+serveFetch(port, async (request) =>
+  (await isLegacyRequest(request)) ? legacy(request) : modern.fetch(request),
+);
